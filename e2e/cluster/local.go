@@ -1,0 +1,405 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/mod/modfile"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// KwokNodeAnnotation marks the nodes that kwok manages.
+const KwokNodeAnnotation = "kwok.x-k8s.io/node"
+
+// Local runs a real control plane from the binaries that `make tools` builds:
+// etcd, kube-apiserver, kube-controller-manager and kube-scheduler, plus kwok
+// for the nodes. Everything listens on free loopback ports and writes into a
+// fresh temporary directory.
+type Local struct{}
+
+var _ Provider = (*Local)(nil)
+
+// Name implements Provider.
+func (*Local) Name() string { return "local" }
+
+// Start implements Provider.
+func (*Local) Start(ctx context.Context, opts Options) (c *Cluster, err error) {
+	opts = opts.withDefaults()
+	began := time.Now()
+	logf := func(format string, args ...any) {
+		opts.Logf("[%5.1fs] "+format, append([]any{time.Since(began).Seconds()}, args...)...)
+	}
+	binDir, err := resolveBinDir(opts.BinDir)
+	if err != nil {
+		return nil, err
+	}
+	if _, hasDeadline := ctx.Deadline(); !hasDeadline {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+	}
+
+	dir, err := os.MkdirTemp("", "gantry-"+opts.Name+"-")
+	if err != nil {
+		return nil, fmt.Errorf("creating data dir: %w", err)
+	}
+	lc := &localCluster{dir: dir, logf: logf}
+	defer func() {
+		if err != nil {
+			_ = lc.stop(context.Background())
+		}
+	}()
+
+	certs, err := newPKI(dir)
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	etcdPort, etcdPeerPort, apiPort := ports[0], ports[1], ports[2]
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
+
+	// etcd and the API server start together: the API server retries until
+	// etcd answers, which saves the second or so etcd needs.
+	if err := lc.start("etcd", filepath.Join(binDir, "etcd"), []string{
+		"--name=gantry",
+		"--data-dir=" + filepath.Join(dir, "etcd"),
+		"--listen-client-urls=" + etcdURL,
+		"--advertise-client-urls=" + etcdURL,
+		"--listen-peer-urls=http://127.0.0.1:" + strconv.Itoa(etcdPeerPort),
+		"--initial-advertise-peer-urls=http://127.0.0.1:" + strconv.Itoa(etcdPeerPort),
+		"--initial-cluster=gantry=http://127.0.0.1:" + strconv.Itoa(etcdPeerPort),
+		"--unsafe-no-fsync", // test data: durability buys nothing, fsync costs seconds
+		"--log-level=warn",
+	}, etcdPort, etcdPeerPort); err != nil {
+		return nil, err
+	}
+	if err := lc.start("kube-apiserver", filepath.Join(binDir, "kube-apiserver"), []string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(apiPort),
+		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
+		"--tls-cert-file=" + certs.ServingCert,
+		"--tls-private-key-file=" + certs.ServingKey,
+		"--client-ca-file=" + certs.CACert,
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file=" + certs.SAPub,
+		"--service-account-signing-key-file=" + certs.SAKey,
+		"--authorization-mode=RBAC",
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--allow-privileged=true",
+		"--profiling=false",
+	}, apiPort); err != nil {
+		return nil, err
+	}
+
+	cfg := &rest.Config{
+		Host: "https://127.0.0.1:" + strconv.Itoa(apiPort),
+		TLSClientConfig: rest.TLSClientConfig{
+			CAFile:   certs.CACert,
+			CertFile: certs.AdminCert,
+			KeyFile:  certs.AdminKey,
+		},
+		QPS:   200,
+		Burst: 400,
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := writeKubeconfig(kubeconfig, cfg); err != nil {
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := lc.waitFor(ctx, "API server ready", func(ctx context.Context) (bool, error) {
+		body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil && string(body) == "ok", nil
+	}); err != nil {
+		return nil, err
+	}
+
+	kube := []string{
+		"--kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		"--secure-port=0",
+	}
+	if err := lc.start("kube-controller-manager", filepath.Join(binDir, "kube-controller-manager"), append(kube,
+		"--service-account-private-key-file="+certs.SAKey,
+		"--root-ca-file="+certs.CACert,
+		"--controllers=*",
+		"--use-service-account-credentials=false",
+	)); err != nil {
+		return nil, err
+	}
+	if err := lc.start("kube-scheduler", filepath.Join(binDir, "kube-scheduler"), kube); err != nil {
+		return nil, err
+	}
+	if err := lc.start("kwok", filepath.Join(binDir, "kwok"), []string{
+		"--kubeconfig=" + kubeconfig,
+		"--config=" + filepath.Join(binDir, "kwok-stages.yaml"),
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=" + KwokNodeAnnotation + "=fake",
+		"--server-address=127.0.0.1:0",
+	}); err != nil {
+		return nil, err
+	}
+
+	for i := range opts.Nodes {
+		if err := createKwokNode(ctx, client, fmt.Sprintf("kwok-node-%d", i)); err != nil {
+			return nil, err
+		}
+	}
+	if err := lc.waitFor(ctx, fmt.Sprintf("%d node(s) Ready", opts.Nodes), func(ctx context.Context) (bool, error) {
+		nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		ready := 0
+		for _, n := range nodes.Items {
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		return ready >= opts.Nodes, nil
+	}); err != nil {
+		return nil, err
+	}
+	// Pods are refused until the controller manager has created the
+	// namespace's default service account.
+	if err := lc.waitFor(ctx, "default service account", func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		return nil, err
+	}
+	logf("cluster ready, kubeconfig %s", kubeconfig)
+
+	c = &Cluster{
+		Provider:   "local",
+		RESTConfig: cfg,
+		Kubeconfig: kubeconfig,
+		DataDir:    dir,
+		stop:       lc.stop,
+	}
+	for _, p := range lc.procs {
+		c.Processes = append(c.Processes, Process{Name: p.name, PID: p.cmd.Process.Pid, Ports: p.ports})
+	}
+	return c, nil
+}
+
+// localCluster tracks what Start has started, so that a failed start and
+// Stop tear down exactly that.
+type localCluster struct {
+	dir   string
+	logf  func(string, ...any)
+	mu    sync.Mutex
+	procs []*process
+}
+
+func (lc *localCluster) start(name, bin string, args []string, ports ...int) error {
+	p, err := startProcess(name, bin, args, filepath.Join(lc.dir, name+".log"), ports...)
+	if err != nil {
+		return err
+	}
+	lc.mu.Lock()
+	lc.procs = append(lc.procs, p)
+	lc.mu.Unlock()
+	lc.logf("started %s (pid %d)", name, p.cmd.Process.Pid)
+	return nil
+}
+
+// waitFor polls cond every 100ms until it holds, a started process dies, or
+// ctx ends.
+func (lc *localCluster) waitFor(ctx context.Context, what string, cond func(context.Context) (bool, error)) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for _, p := range lc.procs {
+			if ok, _ := p.exited(); ok {
+				return fmt.Errorf("waiting for %s: %w", what, p.exitError())
+			}
+		}
+		ok, err := cond(ctx)
+		if err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
+		if ok {
+			lc.logf("%s", what)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w (logs in %s)", what, ctx.Err(), lc.dir)
+		case <-tick.C:
+		}
+	}
+}
+
+// stop terminates the processes in reverse start order (the node and
+// controller processes together, then the API server, then etcd) and
+// removes the data dir.
+func (lc *localCluster) stop(context.Context) error {
+	lc.mu.Lock()
+	procs := lc.procs
+	lc.procs = nil
+	lc.mu.Unlock()
+
+	var clients, core []*process
+	for _, p := range procs {
+		if p.name == "etcd" || p.name == "kube-apiserver" {
+			core = append(core, p)
+		} else {
+			clients = append(clients, p)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, p := range clients {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.stop(5 * time.Second) }()
+	}
+	wg.Wait()
+	for i := len(core) - 1; i >= 0; i-- {
+		core[i].stop(10 * time.Second)
+	}
+	lc.logf("stopped %d processes", len(procs))
+	if err := os.RemoveAll(lc.dir); err != nil {
+		return fmt.Errorf("removing data dir: %w", err)
+	}
+	return nil
+}
+
+func createKwokNode(ctx context.Context, client kubernetes.Interface, name string) error {
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("64"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods:   resource.MustParse("2000"),
+	}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Annotations: map[string]string{KwokNodeAnnotation: "fake"},
+			Labels: map[string]string{
+				"kubernetes.io/hostname": name,
+				"kubernetes.io/os":       "linux",
+				"kubernetes.io/arch":     "amd64",
+				"type":                   "kwok",
+			},
+		},
+		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
+	}
+	_, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating node %s: %w", name, err)
+	}
+	return nil
+}
+
+// writeKubeconfig writes cfg as a self-contained kubeconfig (certificates
+// embedded), usable by kubectl and by gantry.
+func writeKubeconfig(path string, cfg *rest.Config) error {
+	read := func(p string) []byte {
+		b, _ := os.ReadFile(p)
+		return b
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["gantry-local"] = &clientcmdapi.Cluster{
+		Server:                   cfg.Host,
+		CertificateAuthorityData: read(cfg.CAFile),
+	}
+	kc.AuthInfos["gantry-admin"] = &clientcmdapi.AuthInfo{
+		ClientCertificateData: read(cfg.CertFile),
+		ClientKeyData:         read(cfg.KeyFile),
+	}
+	kc.Contexts["gantry-local"] = &clientcmdapi.Context{Cluster: "gantry-local", AuthInfo: "gantry-admin", Namespace: "default"}
+	kc.CurrentContext = "gantry-local"
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		return fmt.Errorf("writing kubeconfig: %w", err)
+	}
+	return nil
+}
+
+// freePorts asks the kernel for n distinct free loopback ports. They are
+// released before use, so another process could take one in between; the
+// window is short and a clash shows up as a clear start-up error.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("finding a free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// resolveBinDir finds the directory with the control-plane binaries.
+func resolveBinDir(dir string) (string, error) {
+	if dir == "" {
+		dir = os.Getenv(EnvBinDir)
+	}
+	if dir == "" {
+		root, err := moduleRoot()
+		if err != nil {
+			return "", fmt.Errorf("finding bin/: %w (set %s)", err, EnvBinDir)
+		}
+		dir = filepath.Join(root, "bin")
+	}
+	var missing []error
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwok-stages.yaml"} {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			missing = append(missing, fmt.Errorf("%s not found in %s", b, dir))
+		}
+	}
+	if len(missing) > 0 {
+		return "", fmt.Errorf("local control plane: %w (run `make tools`)", errors.Join(missing...))
+	}
+	return dir, nil
+}
+
+// moduleRoot walks up from the working directory to gantry's go.mod.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && modfile.ModulePath(b) == "github.com/gantry-dev/gantry" {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("not inside the gantry module")
+		}
+		dir = parent
+	}
+}
