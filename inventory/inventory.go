@@ -1,0 +1,221 @@
+// Package inventory owns the record, kept in the cluster, of what a gantry
+// inventory applied: a ConfigMap whose entries use Flux's id form
+// (<namespace>_<name>_<group>_<kind> plus version), so prune knows what a
+// later run no longer has; and a Lease that keeps two runs on the same
+// inventory from interleaving.
+package inventory
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/fluxcd/cli-utils/pkg/object"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Labels and keys gantry puts on what it manages.
+const (
+	// ManagedByLabel marks inventories and applied objects.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByValue = "gantry"
+	// NameLabel and NamespaceLabel tie an applied object to its inventory.
+	NameLabel      = "gantry.dev/inventory-name"
+	NamespaceLabel = "gantry.dev/inventory-namespace"
+	// InventoryLabel marks the inventory ConfigMap itself.
+	InventoryLabel = "gantry.dev/inventory"
+
+	// ConfigMapPrefix prefixes the inventory ConfigMap's and Lease's name,
+	// so they cannot collide with the user's own objects.
+	ConfigMapPrefix = "gantry-"
+
+	dataEntries = "entries"
+	dataSource  = "source"
+	dataRev     = "revision"
+	dataVersion = "gantryVersion"
+	dataApplied = "lastAppliedTime"
+	dataDigest  = "artifactDigest"
+)
+
+// Entry is one object in an inventory, in Flux's form.
+type Entry struct {
+	ID      string `json:"id"`
+	Version string `json:"v"`
+}
+
+// EntryFor returns the entry of an object.
+func EntryFor(u *unstructured.Unstructured) Entry {
+	return Entry{ID: object.UnstructuredToObjMetadata(u).String(), Version: u.GroupVersionKind().Version}
+}
+
+// Parse returns the identity of the entry's object.
+func (e Entry) Parse() (object.ObjMetadata, error) {
+	return object.ParseObjMetadata(e.ID)
+}
+
+// GroupVersionKind of the entry's object.
+func (e Entry) GroupVersionKind() (schema.GroupVersionKind, error) {
+	m, err := e.Parse()
+	if err != nil {
+		return schema.GroupVersionKind{}, err
+	}
+	return m.GroupKind.WithVersion(e.Version), nil
+}
+
+// Inventory is the record of one named inventory.
+type Inventory struct {
+	Name      string
+	Namespace string
+	Entries   []Entry
+	// Source and Revision say what was applied (path or artifact, git
+	// commit); ArtifactDigest is set when it came from an OCI artifact.
+	Source, Revision, ArtifactDigest string
+	GantryVersion                    string
+	LastApplied                      time.Time
+
+	resourceVersion string
+}
+
+// Exists reports whether the inventory was loaded from the cluster.
+func (inv *Inventory) Exists() bool { return inv.resourceVersion != "" }
+
+// ConfigMapName is the name of the ConfigMap that stores an inventory.
+func ConfigMapName(name string) string { return ConfigMapPrefix + name }
+
+// Store reads and writes inventories.
+type Store struct {
+	Client kubernetes.Interface
+}
+
+// Load reads an inventory; one that does not exist yet is returned empty.
+func (s *Store) Load(ctx context.Context, namespace, name string) (*Inventory, error) {
+	cm, err := s.Client.CoreV1().ConfigMaps(namespace).Get(ctx, ConfigMapName(name), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return &Inventory{Name: name, Namespace: namespace}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading inventory %s/%s: %w", namespace, name, err)
+	}
+	return fromConfigMap(cm)
+}
+
+func fromConfigMap(cm *corev1.ConfigMap) (*Inventory, error) {
+	name := cm.Labels[InventoryLabel]
+	if cm.Labels[ManagedByLabel] != ManagedByValue || name == "" {
+		return nil, fmt.Errorf("ConfigMap %s/%s is not a gantry inventory (label %s=%s missing); refusing to use it", cm.Namespace, cm.Name, ManagedByLabel, ManagedByValue)
+	}
+	inv := &Inventory{
+		Name:            name,
+		Namespace:       cm.Namespace,
+		Source:          cm.Data[dataSource],
+		Revision:        cm.Data[dataRev],
+		ArtifactDigest:  cm.Data[dataDigest],
+		GantryVersion:   cm.Data[dataVersion],
+		resourceVersion: cm.ResourceVersion,
+	}
+	if t, err := time.Parse(time.RFC3339, cm.Data[dataApplied]); err == nil {
+		inv.LastApplied = t
+	}
+	if raw := cm.Data[dataEntries]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &inv.Entries); err != nil {
+			return nil, fmt.Errorf("inventory %s/%s: decoding entries: %w", cm.Namespace, name, err)
+		}
+	}
+	return inv, nil
+}
+
+// Save writes the inventory with optimistic concurrency: it fails if the
+// stored inventory changed since it was loaded.
+func (s *Store) Save(ctx context.Context, inv *Inventory) error {
+	entries := append([]Entry(nil), inv.Entries...)
+	sort.Slice(entries, func(i, j int) bool { return entries[i].ID < entries[j].ID })
+	raw, err := json.Marshal(entries)
+	if err != nil {
+		return err
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            ConfigMapName(inv.Name),
+			Namespace:       inv.Namespace,
+			ResourceVersion: inv.resourceVersion,
+			Labels: map[string]string{
+				ManagedByLabel: ManagedByValue,
+				InventoryLabel: inv.Name,
+			},
+		},
+		Data: map[string]string{
+			dataEntries: string(raw),
+			dataSource:  inv.Source,
+			dataRev:     inv.Revision,
+			dataVersion: inv.GantryVersion,
+			dataApplied: inv.LastApplied.UTC().Format(time.RFC3339),
+		},
+	}
+	if inv.ArtifactDigest != "" {
+		cm.Data[dataDigest] = inv.ArtifactDigest
+	}
+	var out *corev1.ConfigMap
+	if inv.resourceVersion == "" {
+		out, err = s.Client.CoreV1().ConfigMaps(inv.Namespace).Create(ctx, cm, metav1.CreateOptions{FieldManager: "gantry"})
+	} else {
+		out, err = s.Client.CoreV1().ConfigMaps(inv.Namespace).Update(ctx, cm, metav1.UpdateOptions{FieldManager: "gantry"})
+	}
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("writing inventory %s/%s: it was changed by someone else during this run: %w", inv.Namespace, inv.Name, err)
+	}
+	if err != nil {
+		return fmt.Errorf("writing inventory %s/%s: %w", inv.Namespace, inv.Name, err)
+	}
+	inv.Entries = entries
+	inv.resourceVersion = out.ResourceVersion
+	return nil
+}
+
+// Delete removes the stored inventory.
+func (s *Store) Delete(ctx context.Context, inv *Inventory) error {
+	if !inv.Exists() {
+		return nil
+	}
+	err := s.Client.CoreV1().ConfigMaps(inv.Namespace).Delete(ctx, ConfigMapName(inv.Name), metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{ResourceVersion: &inv.resourceVersion},
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting inventory %s/%s: %w", inv.Namespace, inv.Name, err)
+	}
+	return nil
+}
+
+// List returns the inventories in a namespace ("" for all namespaces).
+func (s *Store) List(ctx context.Context, namespace string) ([]*Inventory, error) {
+	list, err := s.Client.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: ManagedByLabel + "=" + ManagedByValue + "," + InventoryLabel,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing inventories: %w", err)
+	}
+	var out []*Inventory
+	var errs []error
+	for i := range list.Items {
+		inv, err := fromConfigMap(&list.Items[i])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, inv)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out, errors.Join(errs...)
+}

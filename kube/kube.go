@@ -1,0 +1,129 @@
+// Package kube owns gantry's connection to the Kubernetes API: which
+// kubeconfig and context, which identity (impersonating a service account
+// bounds what a run may touch), and the client-side rate limits.
+package kube
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+)
+
+// Options say how to reach the cluster.
+type Options struct {
+	// Kubeconfig is a kubeconfig file; empty means $KUBECONFIG, then the
+	// in-cluster configuration.
+	Kubeconfig string
+	// Context is the kubeconfig context; empty means the current one.
+	Context string
+	// ServiceAccount, as namespace/name, is impersonated for every request.
+	ServiceAccount string
+	// Concurrency is the number of requests gantry keeps in flight; the
+	// rate limits are set from it.
+	Concurrency int
+}
+
+// Clients are the API clients of one run, sharing one HTTP transport and
+// one REST mapper.
+type Clients struct {
+	Config *rest.Config
+	Client client.Client
+	Kube   kubernetes.Interface
+	Mapper meta.RESTMapper
+}
+
+// RESTConfig loads the configuration that opts describe.
+func RESTConfig(opts Options) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if opts.Kubeconfig != "" {
+		rules.ExplicitPath = opts.Kubeconfig
+	}
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: opts.Context}
+	var cfg *rest.Config
+	var err error
+	if opts.Kubeconfig == "" && os.Getenv("KUBECONFIG") == "" && opts.Context == "" {
+		// Neither given: in a pod, the in-cluster configuration; on a
+		// laptop, ~/.kube/config.
+		if cfg, err = rest.InClusterConfig(); err != nil {
+			cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+		}
+	} else {
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	if opts.ServiceAccount != "" {
+		// namespace/name -> system:serviceaccount:namespace:name
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + strings.Replace(opts.ServiceAccount, "/", ":", 1)}
+	}
+	// client-go's defaults (5 QPS, burst 10) cap a 1000-object apply at
+	// minutes. The API server's own priority and fairness protects it; the
+	// client only needs to stop a runaway loop.
+	n := max(opts.Concurrency, 1)
+	cfg.QPS = float32(max(50, 20*n))
+	cfg.Burst = max(100, 40*n)
+	cfg.UserAgent = "gantry"
+	return cfg, nil
+}
+
+// Scheme knows the built-in types and CRDs, for typed reads.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = apiextensionsv1.AddToScheme(s)
+	return s
+}
+
+// Connect builds the clients for cfg.
+func Connect(cfg *rest.Config) (*Clients, error) {
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", cfg.Host, err)
+	}
+	return connectWith(cfg, httpClient)
+}
+
+func connectWith(cfg *rest.Config, httpClient *http.Client) (*Clients, error) {
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", cfg.Host, err)
+	}
+	c, err := client.New(cfg, client.Options{HTTPClient: httpClient, Mapper: mapper, Scheme: Scheme()})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", cfg.Host, err)
+	}
+	kc, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	return &Clients{Config: cfg, Client: c, Kube: kc, Mapper: mapper}, nil
+}
+
+// DefaultNamespace is the namespace that objects without one get: the
+// kubeconfig context's namespace, the pod's own in a cluster, else
+// "default".
+func DefaultNamespace(opts Options) string {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if opts.Kubeconfig != "" {
+		rules.ExplicitPath = opts.Kubeconfig
+	}
+	ns, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: opts.Context}).Namespace()
+	if err != nil || ns == "" {
+		return "default"
+	}
+	return ns
+}

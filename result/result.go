@@ -1,0 +1,174 @@
+// Package result holds the typed outcome of one gantry run: what happened to
+// every object, how long each stage took, and why the run ended as it did.
+// Reporters render it; they need nothing else from the pipeline.
+package result
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+)
+
+// SchemaVersion versions the JSON form of Result. It changes only when a
+// field is removed or changes meaning; new fields may appear at any time.
+const SchemaVersion = "gantry.dev/result/v1"
+
+// Reason is the overall outcome, in the vocabulary Flux users know.
+type Reason string
+
+// Reasons.
+const (
+	ReasonSucceeded   Reason = "ReconciliationSucceeded"
+	ReasonBuildFailed Reason = "BuildFailed"
+	// ReasonArtifactFailed is for pulling, verifying or pushing an artifact.
+	ReasonArtifactFailed    Reason = "ArtifactFailed"
+	ReasonValidationFailed  Reason = "ValidationFailed"
+	ReasonApplyFailed       Reason = "ApplyFailed"
+	ReasonPruneFailed       Reason = "PruneFailed"
+	ReasonHealthCheckFailed Reason = "HealthCheckFailed"
+	// ReasonProgressing means a diff found pending changes.
+	ReasonProgressing Reason = "Progressing"
+	// ReasonInvalidInput means the configuration was rejected before
+	// anything ran.
+	ReasonInvalidInput Reason = "InvalidInput"
+)
+
+// Action is what happened, or would happen, to one object.
+type Action string
+
+// Actions.
+const (
+	Created    Action = "created"
+	Configured Action = "configured"
+	Unchanged  Action = "unchanged"
+	Deleted    Action = "deleted"
+	Skipped    Action = "skipped"
+	Failed     Action = "failed"
+)
+
+// Actions lists every action in the order reports show them.
+var Actions = []Action{Created, Configured, Unchanged, Deleted, Skipped, Failed}
+
+// Object is one Kubernetes object as the run saw it.
+type Object struct {
+	// ID is the object's inventory id: namespace_name_group_kind.
+	ID         string `json:"id"`
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Namespace  string `json:"namespace,omitempty"`
+	Name       string `json:"name"`
+	// Action is what happened to it (or would happen, in a diff).
+	Action Action `json:"action"`
+	// Stage is the pipeline stage that decided the action.
+	Stage string `json:"stage"`
+	// Source is the file the object came from, relative to the working
+	// directory, when known.
+	Source string `json:"source,omitempty"`
+	// Error says why it failed or was skipped.
+	Error string `json:"error,omitempty"`
+	// Health is set by the wait stage for objects it checked.
+	Health *Health `json:"health,omitempty"`
+}
+
+// Ref is how reports name an object: Kind/namespace/name or Kind/name.
+func (o Object) Ref() string {
+	if o.Namespace == "" {
+		return o.Kind + "/" + o.Name
+	}
+	return o.Kind + "/" + o.Namespace + "/" + o.Name
+}
+
+// Health is the readiness of one object at the end of the wait.
+type Health struct {
+	// Status is kstatus's verdict: Current, InProgress, Failed, NotFound...
+	Status string `json:"status"`
+	// Message explains a status other than Current: the failing
+	// conditions, and for workloads why their pods are not ready.
+	Message string `json:"message,omitempty"`
+}
+
+// Stage records one stage of the run.
+type Stage struct {
+	Name     string        `json:"name"`
+	Duration time.Duration `json:"durationNanos"`
+	// Error is set when the stage failed.
+	Error string `json:"error,omitempty"`
+	// Skipped is set when the stage did not run, with why.
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// Inventory identifies the inventory the run used.
+type Inventory struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+}
+
+// Result is the outcome of one run.
+type Result struct {
+	Schema    string     `json:"schema"`
+	Command   string     `json:"command"`
+	Version   string     `json:"gantryVersion"`
+	Started   time.Time  `json:"started"`
+	Finished  time.Time  `json:"finished"`
+	Reason    Reason     `json:"reason"`
+	Message   string     `json:"message"`
+	Revision  string     `json:"revision,omitempty"`
+	Source    string     `json:"source,omitempty"`
+	Inventory *Inventory `json:"inventory,omitempty"`
+	Stages    []Stage    `json:"stages"`
+	Objects   []Object   `json:"objects"`
+}
+
+// Succeeded reports whether the run reached its goal.
+func (r *Result) Succeeded() bool { return r.Reason == ReasonSucceeded }
+
+// Counts returns how many objects took each action.
+func (r *Result) Counts() map[Action]int {
+	c := make(map[Action]int, len(Actions))
+	for _, a := range Actions {
+		c[a] = 0
+	}
+	for _, o := range r.Objects {
+		c[o.Action]++
+	}
+	return c
+}
+
+// Changed reports whether any object was (or would be) created, configured
+// or deleted.
+func (r *Result) Changed() bool {
+	c := r.Counts()
+	return c[Created]+c[Configured]+c[Deleted] > 0
+}
+
+// Sort orders objects deterministically: by kind, namespace, name.
+func (r *Result) Sort() {
+	sort.SliceStable(r.Objects, func(i, j int) bool {
+		a, b := r.Objects[i], r.Objects[j]
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+}
+
+// WriteJSON writes the result to path, creating its directory.
+func (r *Result) WriteJSON(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("writing report: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("writing report: %w", err)
+	}
+	return nil
+}
