@@ -7,6 +7,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"strings"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/gantry-dev/gantry/kube"
+	"github.com/gantry-dev/gantry/pipeline"
+	"github.com/gantry-dev/gantry/result"
 )
 
 // Version is stamped at build time (-ldflags -X).
@@ -15,8 +25,8 @@ var Version = "dev"
 // Exit codes, documented in the README.
 const (
 	ExitOK      = 0 // success
-	ExitFailed  = 1 // the deployment failed
-	ExitInvalid = 2 // invalid input or configuration
+	ExitFailed  = 1 // the deployment failed: validation, apply, prune or health
+	ExitInvalid = 2 // invalid input: configuration, or manifests that do not build
 	ExitChanges = 3 // changes pending (diff with detailed-exitcode)
 )
 
@@ -27,6 +37,134 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "gantry %s\n", Version)
 		return ExitOK
 	}
-	fmt.Fprintln(stderr, "gantry: usage: gantry version")
-	return ExitInvalid
+	// controller-runtime's client logs through a global logger that warns
+	// when never set; gantry reports through its own result instead.
+	ctrllog.SetLogger(logr.Discard())
+
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	cfg, err := Load(args, env, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "gantry: invalid configuration:\n%s\n", indent(err.Error()))
+		if cfg != nil && cfg.Report != "" {
+			res := &result.Result{Schema: result.SchemaVersion, Command: cfg.Command, Version: Version,
+				Reason: result.ReasonInvalidInput, Message: err.Error(), Stages: []result.Stage{}, Objects: []result.Object{}}
+			if werr := res.WriteJSON(cfg.Report); werr != nil {
+				fmt.Fprintln(stderr, "gantry:", werr)
+			}
+		}
+		return ExitInvalid
+	}
+	if cfg.Command == "version" {
+		fmt.Fprintf(stdout, "gantry %s\n", Version)
+		return ExitOK
+	}
+
+	console := newConsole(stderr, cfg.Secrets)
+	kopts := kube.Options{Kubeconfig: cfg.Kubeconfig, Context: cfg.Context, ServiceAccount: cfg.ServiceAccount, Concurrency: cfg.Concurrency}
+	connect := func() (*kube.Clients, error) {
+		rc, err := kube.RESTConfig(kopts)
+		if err != nil {
+			return nil, err
+		}
+		rc.WarningHandler = rest.NewWarningWriter(stderr, rest.WarningWriterOptions{Deduplicate: true})
+		return kube.Connect(rc)
+	}
+	opts := pipeline.Options{
+		Build: pipeline.BuildOptions{
+			Path:            cfg.Path,
+			TargetNamespace: cfg.TargetNamespace,
+			Patches:         cfg.Patches,
+			Substitute:      cfg.Substitute,
+		},
+		Inventory:          cfg.Inventory,
+		InventoryNamespace: cfg.InventoryNamespace,
+		DefaultNamespace:   kube.DefaultNamespace(kopts),
+		Prune:              cfg.Prune,
+		Wait:               cfg.Wait,
+		Force:              cfg.Force,
+		AllowEmpty:         cfg.AllowEmpty,
+		Timeout:            cfg.Timeout,
+		HealthChecks:       cfg.HealthChecks,
+		Concurrency:        cfg.Concurrency,
+		Revision:           cfg.Revision,
+		Source:             cfg.Source,
+		Version:            Version,
+		Holder:             holder(env),
+	}
+
+	var res *result.Result
+	switch cfg.Command {
+	case "build":
+		var objects []*pipeline.Object
+		objects, res = pipeline.Render(ctx, opts, console)
+		if res.Succeeded() {
+			if err := writeObjects(stdout, objects); err != nil {
+				fmt.Fprintln(stderr, "gantry:", err)
+				return ExitFailed
+			}
+		}
+	case "diff":
+		if cfg.Inventory == "" {
+			opts.Prune = false
+		}
+		res = pipeline.Diff(ctx, opts, connect, console)
+	case "apply":
+		res = pipeline.Apply(ctx, opts, connect, console)
+	case "delete":
+		res = pipeline.Delete(ctx, opts, connect, console)
+	case "inventory":
+		return runInventory(ctx, cfg, connect, stdout, stderr)
+	}
+
+	console.summary(res)
+	if cfg.Report != "" {
+		if err := res.WriteJSON(cfg.Report); err != nil {
+			fmt.Fprintln(stderr, "gantry:", err)
+		}
+	}
+	return exitCode(res, cfg)
+}
+
+// exitCode maps a result to the documented exit codes.
+func exitCode(res *result.Result, cfg *Config) int {
+	switch res.Reason {
+	case result.ReasonSucceeded:
+		return ExitOK
+	case result.ReasonProgressing:
+		if cfg.DetailedExitcode {
+			return ExitChanges
+		}
+		return ExitOK
+	case result.ReasonBuildFailed, result.ReasonInvalidInput:
+		return ExitInvalid
+	default:
+		return ExitFailed
+	}
+}
+
+// holder names this run in the inventory's lock, so that a run that has to
+// wait can say who it waits for.
+func holder(env map[string]string) string {
+	host, _ := os.Hostname()
+	h := fmt.Sprintf("gantry %s on %s (pid %d)", Version, host, os.Getpid())
+	switch {
+	case env["GITHUB_RUN_ID"] != "":
+		h += fmt.Sprintf(", %s/%s/actions/runs/%s", env["GITHUB_SERVER_URL"], env["GITHUB_REPOSITORY"], env["GITHUB_RUN_ID"])
+	case env["CI_JOB_URL"] != "":
+		h += ", " + env["CI_JOB_URL"]
+	}
+	return h
+}
+
+func indent(s string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		b.WriteString("  - " + l + "\n")
+	}
+	return strings.TrimRight(b.String(), "\n")
 }

@@ -27,9 +27,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
 
 	"github.com/gantry-dev/gantry/e2e/cluster"
 )
@@ -129,6 +133,13 @@ func exitCode(s os.Signal) int {
 		return 128 + int(sig)
 	}
 	return 1
+}
+
+// Mapper returns a REST mapper that knows the cluster's kinds as of now
+// (CRDs included).
+func (e *Env) Mapper() meta.RESTMapper {
+	dc := discovery.NewDiscoveryClientForConfigOrDie(e.Cluster.RESTConfig)
+	return restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
 }
 
 // Require skips t when no cluster is running (under -short).

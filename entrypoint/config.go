@@ -1,0 +1,314 @@
+package entrypoint
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/gantry-dev/gantry/pipeline"
+)
+
+// Commands gantry knows.
+var commands = []string{"build", "diff", "apply", "delete", "inventory", "version"}
+
+// Config is the validated configuration of one run.
+type Config struct {
+	Command            string
+	Path               string
+	Inventory          string
+	InventoryNamespace string
+	Prune, Wait, Force bool
+	AllowEmpty         bool
+	DetailedExitcode   bool
+	Timeout            time.Duration
+	TargetNamespace    string
+	Patches            []string
+	// Substitute is nil when no variables were given (substitution off).
+	Substitute     map[string]string
+	Kubeconfig     string
+	Context        string
+	ServiceAccount string
+	HealthChecks   []pipeline.ObjectRef
+	Concurrency    int
+	Report         string
+	Revision       string
+	Source         string
+	// Secrets are the values that must never be printed.
+	Secrets []string
+}
+
+// value is one input's raw value and where it came from.
+type value struct {
+	raw    string
+	origin string // --flag, INPUT_X, GANTRY_X or default
+}
+
+// boolFlag lets a bool input be given bare (--prune) or with a value.
+type boolFlag struct{ v *string }
+
+func (b boolFlag) String() string {
+	if b.v == nil {
+		return ""
+	}
+	return *b.v
+}
+func (b boolFlag) Set(s string) error { *b.v = s; return nil }
+func (b boolFlag) IsBoolFlag() bool   { return true }
+
+type stringFlag struct{ v *string }
+
+func (s stringFlag) String() string {
+	if s.v == nil {
+		return ""
+	}
+	return *s.v
+}
+func (s stringFlag) Set(v string) error { *s.v = v; return nil }
+
+// EnvName is an input's GitHub Actions variable: INPUT_ upper-cased, hyphens
+// kept.
+func (in Input) EnvName() string { return "INPUT_" + strings.ToUpper(in.Name) }
+
+// GantryEnvName is an input's variable for GitLab and Tekton.
+func (in Input) GantryEnvName() string {
+	return "GANTRY_" + strings.ToUpper(strings.ReplaceAll(in.Name, "-", "_"))
+}
+
+// resolve reads every input from args and env by precedence.
+func resolve(args []string, env map[string]string, usage io.Writer) (map[string]value, error) {
+	fs := flag.NewFlagSet("gantry", flag.ContinueOnError)
+	fs.SetOutput(usage)
+	flags := map[string]*string{}
+	for _, in := range Inputs {
+		v := new(string)
+		flags[in.Name] = v
+		if in.Bool {
+			fs.Var(boolFlag{v}, in.Name, in.Description)
+		} else {
+			fs.Var(stringFlag{v}, in.Name, in.Description)
+		}
+	}
+	var command string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		command, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (settings are given as --name=value)", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	out := map[string]value{}
+	for _, in := range Inputs {
+		switch {
+		case set[in.Name]:
+			raw := *flags[in.Name]
+			if in.Bool && raw == "" {
+				raw = "true"
+			}
+			out[in.Name] = value{raw, "--" + in.Name}
+		case env[in.EnvName()] != "":
+			out[in.Name] = value{env[in.EnvName()], in.EnvName()}
+		case env[in.GantryEnvName()] != "":
+			out[in.Name] = value{env[in.GantryEnvName()], in.GantryEnvName()}
+		default:
+			out[in.Name] = value{in.Default, "default"}
+		}
+	}
+	if command != "" {
+		out["command"] = value{command, "command line"}
+	}
+	return out, nil
+}
+
+var (
+	envKey        = regexp.MustCompile(`^[_a-zA-Z][_a-zA-Z0-9]*$`)
+	healthCheckRe = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9]*)/(?:([a-z0-9.-]+)/)?([a-z0-9.:-]+)$`)
+	// secretName matches variable names whose values are masked in output.
+	secretName = regexp.MustCompile(`(?i)pass|pwd|secret|token|key|cred|auth|cert|private|salt`)
+)
+
+// Load resolves and validates the whole configuration. Every problem is
+// reported at once, each naming the input and where its value came from.
+func Load(args []string, env map[string]string, usage io.Writer) (*Config, error) {
+	vals, err := resolve(args, env, usage)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	bad := func(name, format string, a ...any) {
+		v := vals[name]
+		errs = append(errs, fmt.Errorf("%s (from %s): %s", name, v.origin, fmt.Sprintf(format, a...)))
+	}
+	boolOf := func(name string) bool {
+		b, err := strconv.ParseBool(strings.TrimSpace(vals[name].raw))
+		if err != nil {
+			bad(name, "%q is not true or false", vals[name].raw)
+		}
+		return b
+	}
+	str := func(name string) string { return strings.TrimSpace(vals[name].raw) }
+
+	c := &Config{
+		Command:            str("command"),
+		Path:               str("path"),
+		Inventory:          str("inventory"),
+		InventoryNamespace: str("inventory-namespace"),
+		Prune:              boolOf("prune"),
+		Wait:               boolOf("wait"),
+		Force:              boolOf("force"),
+		AllowEmpty:         boolOf("allow-empty"),
+		DetailedExitcode:   boolOf("detailed-exitcode"),
+		TargetNamespace:    str("target-namespace"),
+		Kubeconfig:         str("kubeconfig"),
+		Context:            str("context"),
+		ServiceAccount:     str("service-account"),
+		Report:             str("report"),
+		Revision:           str("revision"),
+	}
+
+	known := false
+	for _, cmd := range commands {
+		known = known || c.Command == cmd
+	}
+	if !known {
+		bad("command", "%q is not one of %s", c.Command, strings.Join(commands, ", "))
+	}
+	needsBuild := c.Command == "build" || c.Command == "diff" || c.Command == "apply"
+	if needsBuild {
+		if info, err := os.Stat(c.Path); err != nil {
+			bad("path", "%s does not exist", c.Path)
+		} else if !info.IsDir() {
+			bad("path", "%s is not a directory", c.Path)
+		}
+	}
+	if c.Inventory == "" && (c.Command == "apply" || c.Command == "delete") {
+		bad("inventory", "required for %s", c.Command)
+	}
+	if c.Inventory != "" {
+		for _, msg := range validation.IsDNS1123Label(c.Inventory) {
+			bad("inventory", "%q: %s", c.Inventory, msg)
+		}
+		if len(c.Inventory) > 56 {
+			bad("inventory", "%q is longer than 56 characters", c.Inventory)
+		}
+	}
+	for _, msg := range validation.IsDNS1123Label(c.InventoryNamespace) {
+		bad("inventory-namespace", "%q: %s", c.InventoryNamespace, msg)
+	}
+	if c.TargetNamespace != "" {
+		for _, msg := range validation.IsDNS1123Label(c.TargetNamespace) {
+			bad("target-namespace", "%q: %s", c.TargetNamespace, msg)
+		}
+	}
+	if d, err := time.ParseDuration(str("timeout")); err != nil || d <= 0 {
+		bad("timeout", "%q is not a positive duration such as 90s or 5m", vals["timeout"].raw)
+	} else {
+		c.Timeout = d
+	}
+	if n, err := strconv.Atoi(str("concurrency")); err != nil || n < 1 || n > 256 {
+		bad("concurrency", "%q is not a whole number from 1 to 256", vals["concurrency"].raw)
+	} else {
+		c.Concurrency = n
+	}
+	for _, p := range lines(vals["patches"].raw) {
+		if info, err := os.Stat(p); err != nil || info.IsDir() {
+			bad("patches", "patch file %s does not exist", p)
+		}
+		c.Patches = append(c.Patches, p)
+	}
+	if subs := lines(vals["substitute"].raw); len(subs) > 0 {
+		c.Substitute = map[string]string{}
+		for i, l := range subs {
+			k, v, ok := strings.Cut(l, "=")
+			k = strings.TrimSpace(k)
+			if !ok || !envKey.MatchString(k) {
+				// Never echo the line: it may hold a secret value.
+				bad("substitute", "line %d is not KEY=VALUE with KEY a variable name", i+1)
+				continue
+			}
+			c.Substitute[k] = v
+			if v != "" && secretName.MatchString(k) {
+				c.Secrets = append(c.Secrets, v)
+			}
+		}
+	}
+	if c.Kubeconfig != "" {
+		if _, err := os.Stat(c.Kubeconfig); err != nil {
+			bad("kubeconfig", "%s does not exist", c.Kubeconfig)
+		}
+	}
+	if c.ServiceAccount != "" {
+		ns, name, ok := strings.Cut(c.ServiceAccount, "/")
+		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+			bad("service-account", "%q is not namespace/name", c.ServiceAccount)
+		}
+	}
+	for _, l := range lines(vals["health-checks"].raw) {
+		m := healthCheckRe.FindStringSubmatch(l)
+		if m == nil {
+			bad("health-checks", "%q is not Kind/namespace/name or Kind/name", l)
+			continue
+		}
+		c.HealthChecks = append(c.HealthChecks, pipeline.ObjectRef{Kind: m[1], Namespace: m[2], Name: m[3]})
+	}
+	if c.Report != "" {
+		if dir := filepath.Dir(c.Report); dir != "." {
+			if info, err := os.Stat(dir); err == nil && !info.IsDir() {
+				bad("report", "%s is not a directory", dir)
+			}
+		}
+	}
+	if c.Revision == "" {
+		c.Revision = firstNonEmpty(env["GITHUB_SHA"], env["CI_COMMIT_SHA"])
+		if ref := firstNonEmpty(env["GITHUB_REF_NAME"], env["CI_COMMIT_REF_NAME"]); ref != "" && c.Revision != "" {
+			c.Revision = ref + "@sha1:" + c.Revision // Flux's revision form
+		}
+	}
+	switch {
+	case env["GITHUB_SERVER_URL"] != "" && env["GITHUB_REPOSITORY"] != "":
+		c.Source = env["GITHUB_SERVER_URL"] + "/" + env["GITHUB_REPOSITORY"]
+	case env["CI_PROJECT_URL"] != "":
+		c.Source = env["CI_PROJECT_URL"]
+	default:
+		c.Source = c.Path
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// lines splits a multi-line input, dropping blank lines and # comments.
+func lines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

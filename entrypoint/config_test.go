@@ -1,0 +1,155 @@
+package entrypoint
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gantry-dev/gantry/pipeline"
+)
+
+func TestPrecedenceFlagInputGantryDefault(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	env := map[string]string{
+		"INPUT_TIMEOUT":              "2m",
+		"GANTRY_TIMEOUT":             "3m",
+		"GANTRY_CONCURRENCY":         "4",
+		"INPUT_INVENTORY-NAMESPACE":  "from-input",
+		"GANTRY_INVENTORY_NAMESPACE": "from-gantry",
+		"INPUT_PATH":                 dir,
+	}
+	c, err := Load([]string{"apply", "--timeout=1m", "--inventory=web"}, env, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := struct {
+		Timeout     time.Duration
+		Concurrency int
+		InvNS, Path string
+		Prune       bool
+	}{c.Timeout, c.Concurrency, c.InventoryNamespace, c.Path, c.Prune}
+	want := struct {
+		Timeout     time.Duration
+		Concurrency int
+		InvNS, Path string
+		Prune       bool
+	}{time.Minute, 4, "from-input", dir, true}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got)\n%s", diff)
+	}
+}
+
+func TestCommandFromInput(t *testing.T) {
+	t.Parallel()
+	c, err := Load(nil, map[string]string{"INPUT_COMMAND": "diff", "INPUT_PATH": t.TempDir()}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Command != "diff" {
+		t.Errorf("command %q, want diff", c.Command)
+	}
+}
+
+func TestBareBoolFlagAndExplicitFalse(t *testing.T) {
+	t.Parallel()
+	c, err := Load([]string{"apply", "--inventory=x", "--force", "--prune=false", "--path=" + t.TempDir()}, nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Force || c.Prune {
+		t.Errorf("force=%v prune=%v, want true false", c.Force, c.Prune)
+	}
+}
+
+func TestEveryProblemReportedAtOnce(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"INPUT_TIMEOUT":       "abc",
+		"GANTRY_CONCURRENCY":  "0",
+		"INPUT_PRUNE":         "maybe",
+		"INPUT_SUBSTITUTE":    "GOOD=1\nnot a pair s3cr3t-value\n",
+		"INPUT_HEALTH-CHECKS": "Deployment/web\nnonsense",
+	}
+	_, err := Load([]string{"apply", "--path=/does/not/exist", "--inventory=Bad_Name"}, env, io.Discard)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		"timeout (from INPUT_TIMEOUT)",
+		"concurrency (from GANTRY_CONCURRENCY)",
+		"prune (from INPUT_PRUNE)",
+		"path (from --path): /does/not/exist does not exist",
+		"inventory (from --inventory)",
+		"substitute (from INPUT_SUBSTITUTE): line 2",
+		`health-checks (from INPUT_HEALTH-CHECKS): "nonsense"`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "s3cr3t-value") {
+		t.Errorf("error echoes a substitute line:\n%s", msg)
+	}
+}
+
+func TestInventoryRequiredForApplyAndDelete(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range []string{"apply", "delete"} {
+		_, err := Load([]string{cmd, "--path=" + t.TempDir()}, nil, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "inventory (from default): required for "+cmd) {
+			t.Errorf("%s: %v", cmd, err)
+		}
+	}
+	if _, err := Load([]string{"diff", "--path=" + t.TempDir()}, nil, io.Discard); err != nil {
+		t.Errorf("diff without inventory: %v", err)
+	}
+}
+
+func TestHealthChecksParsed(t *testing.T) {
+	t.Parallel()
+	c, err := Load([]string{"build", "--path=" + t.TempDir(), "--health-checks=Deployment/apps/web\n# comment\nClusterRole/view\n"}, nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []pipeline.ObjectRef{{Kind: "Deployment", Namespace: "apps", Name: "web"}, {Kind: "ClusterRole", Name: "view"}}
+	if diff := cmp.Diff(want, c.HealthChecks); diff != "" {
+		t.Errorf("(-want +got)\n%s", diff)
+	}
+}
+
+func TestRevisionFromCI(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"GITHUB_SHA": "abc123", "GITHUB_REF_NAME": "main", "GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "o/r"}
+	c, err := Load([]string{"build", "--path=" + t.TempDir()}, env, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Revision != "main@sha1:abc123" || c.Source != "https://github.com/o/r" {
+		t.Errorf("revision %q source %q", c.Revision, c.Source)
+	}
+}
+
+func TestUnknownCommandListsValidOnes(t *testing.T) {
+	t.Parallel()
+	_, err := Load([]string{"deploy"}, nil, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `"deploy" is not one of build, diff, apply, delete, inventory, version`) {
+		t.Errorf("got %v", err)
+	}
+}
+
+func TestExitCodeForInvalidConfig(t *testing.T) {
+	t.Parallel()
+	var stderr strings.Builder
+	code := Run(t.Context(), []string{"apply", "--timeout=abc"}, nil, io.Discard, &stderr)
+	if code != ExitInvalid {
+		t.Errorf("exit %d, want %d", code, ExitInvalid)
+	}
+	if !strings.Contains(stderr.String(), "timeout (from --timeout)") {
+		t.Errorf("stderr:\n%s", stderr.String())
+	}
+}

@@ -1,0 +1,40 @@
+package entrypoint
+
+// Input is one setting of gantry. Its kebab-case Name is the CLI flag
+// (--name), the GitHub Actions input (INPUT_NAME, upper-cased, hyphens kept)
+// and the environment variable for GitLab and Tekton (GANTRY_NAME, hyphens
+// as underscores). Precedence: flag, INPUT_*, GANTRY_*, Default.
+type Input struct {
+	Name        string
+	Default     string
+	Description string
+	// Bool inputs may be given as a bare flag (--prune).
+	Bool bool
+	// Secret inputs hold credentials or values that must never be printed.
+	Secret bool
+}
+
+// Inputs is the one table of settings; action.yml and the reference docs
+// are checked against it.
+var Inputs = []Input{
+	{Name: "command", Default: "apply", Description: "What to run: build, diff, apply, delete or inventory. On the command line it is the first argument."},
+	{Name: "path", Default: ".", Description: "Kustomize overlay, or a plain folder of manifests (a kustomization listing them is generated)."},
+	{Name: "inventory", Description: "Name of the inventory that records what was applied, for prune. Required for apply and delete."},
+	{Name: "inventory-namespace", Default: "default", Description: "Namespace of the inventory's ConfigMap and Lease."},
+	{Name: "prune", Default: "true", Bool: true, Description: "Delete objects that a previous run applied and this one no longer has."},
+	{Name: "wait", Default: "true", Bool: true, Description: "Wait until every applied object is ready (kstatus)."},
+	{Name: "timeout", Default: "5m", Description: "Bounds everything after the build: the inventory lock, validate, apply, prune and wait."},
+	{Name: "force", Default: "false", Bool: true, Description: "Recreate objects whose immutable fields changed."},
+	{Name: "target-namespace", Description: "Set the namespace of every namespaced object."},
+	{Name: "patches", Description: "Extra patch files applied on top of the build, one path per line."},
+	{Name: "substitute", Secret: true, Description: "KEY=VALUE lines for ${KEY} and ${KEY:=default} substitution after the build; strict: a variable with neither value nor default is an error. Lines are never echoed in errors; the values of variables whose names suggest a secret (PASSWORD, TOKEN, SECRET, KEY, CRED, AUTH, CERT, PRIVATE, PWD, SALT) are masked in all output."},
+	{Name: "kubeconfig", Description: "Path of a kubeconfig file. Default: $KUBECONFIG, then the in-cluster configuration."},
+	{Name: "context", Description: "The kubeconfig context to use."},
+	{Name: "service-account", Description: "namespace/name of a service account to impersonate, so that its RBAC bounds what the run may touch."},
+	{Name: "health-checks", Description: "Objects to wait for, one Kind/namespace/name (or Kind/name) per line. Default: everything applied."},
+	{Name: "concurrency", Default: "16", Description: "How many API requests gantry keeps in flight."},
+	{Name: "allow-empty", Default: "false", Bool: true, Description: "Allow a build with no objects to prune everything the inventory holds."},
+	{Name: "detailed-exitcode", Default: "false", Bool: true, Description: "With diff: exit 3 when there are changes."},
+	{Name: "report", Description: "Write the run's result as JSON to this path."},
+	{Name: "revision", Description: "The revision being deployed, recorded in the inventory. Default: GITHUB_SHA or CI_COMMIT_SHA."},
+}

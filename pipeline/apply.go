@@ -1,0 +1,341 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
+	"github.com/fluxcd/cli-utils/pkg/object"
+	"github.com/fluxcd/pkg/ssa"
+	"github.com/fluxcd/pkg/ssa/utils"
+	"golang.org/x/sync/errgroup"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gantry-dev/gantry/inventory"
+	"github.com/gantry-dev/gantry/kube"
+	"github.com/gantry-dev/gantry/result"
+)
+
+// validate prepares the set (namespaces, inventory labels), takes the
+// inventory's lock, and dry-runs every object. Every failure is collected;
+// nothing is written.
+func (r *run) validate(ctx context.Context) error {
+	if err := r.prepare(); err != nil {
+		return err
+	}
+	if err := r.lockAndLoad(ctx); err != nil {
+		return err
+	}
+	if len(r.objects) == 0 && r.opts.Prune && len(r.prev.Entries) > 0 && !r.opts.AllowEmpty {
+		return fmt.Errorf("the build produced no objects, so prune would delete all %d objects of inventory %s/%s; set allow-empty to allow that",
+			len(r.prev.Entries), r.opts.InventoryNamespace, r.opts.Inventory)
+	}
+	p := newPlanner(r.clients.Client, r.clients.Mapper, r.objects, r.opts.Force)
+	r.plans = p.planAll(ctx, r.objects, r.opts.Concurrency)
+	var errs []error
+	for _, pl := range r.plans {
+		if pl.kind == planFailed {
+			err := &ObjectError{Ref: ref(pl.obj), Source: pl.obj.Source, Err: pl.err}
+			errs = append(errs, err)
+			o := resultObject(pl.obj.Unstructured, pl.obj.Source, "validate", result.Failed)
+			o.Error = pl.err.Error()
+			r.record(o, true)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%d of %d objects failed validation, nothing was applied: %w", len(errs), len(r.plans), errors.Join(errs...))
+	}
+	return nil
+}
+
+// prepare connects, completes namespaces and labels every object with its
+// inventory.
+func (r *run) prepare() error {
+	if err := r.ensureClients(); err != nil {
+		return err
+	}
+	if err := r.setNamespaces(); err != nil {
+		return err
+	}
+	for _, o := range r.objects {
+		labels := o.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[inventory.NameLabel] = r.opts.Inventory
+		labels[inventory.NamespaceLabel] = r.opts.InventoryNamespace
+		o.SetLabels(labels)
+	}
+	return nil
+}
+
+// lockAndLoad takes the inventory's lease (waiting up to the deadline) and
+// reads the previous inventory.
+func (r *run) lockAndLoad(ctx context.Context) error {
+	release, _, err := r.store.Lock(ctx, r.opts.InventoryNamespace, r.opts.Inventory, r.opts.Holder, inventory.LockOptions{
+		OnWait: func(holder string) {
+			r.obs.Info(fmt.Sprintf("inventory %s/%s is locked by %s; waiting", r.opts.InventoryNamespace, r.opts.Inventory, holder))
+		},
+	})
+	if err != nil {
+		return err
+	}
+	r.release = release
+	prev, err := r.store.Load(ctx, r.opts.InventoryNamespace, r.opts.Inventory)
+	if err != nil {
+		return err
+	}
+	r.prev = prev
+	r.previous = append([]inventory.Entry(nil), prev.Entries...)
+	return nil
+}
+
+// apply writes the objects in stages: cluster definitions (CRDs,
+// Namespaces, ClusterRoles), then *Class kinds, then everything else, each
+// stage concurrently and established before the next. Only objects that
+// changed are written. Whatever happens, the inventory is saved with every
+// previous entry plus what was written, so nothing is forgotten.
+func (r *run) apply(ctx context.Context) error {
+	var defs, classes, rest []*plan
+	for _, pl := range r.plans {
+		switch {
+		case utils.IsClusterDefinition(pl.obj.Unstructured):
+			defs = append(defs, pl)
+		case utils.IsClassDefinition(pl.obj.Unstructured):
+			classes = append(classes, pl)
+		default:
+			rest = append(rest, pl)
+		}
+	}
+	groups := [][]*plan{defs, classes, rest}
+
+	var applyErr error
+	for gi, group := range groups {
+		if len(group) == 0 {
+			continue
+		}
+		if err := r.applyGroup(ctx, group); err != nil {
+			applyErr = err
+			break
+		}
+		if gi < len(groups)-1 {
+			if err := r.waitEstablished(ctx, group); err != nil {
+				applyErr = err
+				break
+			}
+		}
+		if gi == 0 && hasCreatedCRD(group) {
+			// The REST mapper remembers which kinds did not exist;
+			// a fresh one learns the new CRDs.
+			clients, err := kube.Connect(r.clients.Config)
+			if err != nil {
+				applyErr = err
+				break
+			}
+			r.clients = clients
+		}
+	}
+
+	entries := map[string]inventory.Entry{}
+	for _, e := range r.prev.Entries {
+		entries[e.ID] = e
+	}
+	for _, pl := range r.plans {
+		if o, ok := r.byID[object.UnstructuredToObjMetadata(pl.obj.Unstructured).String()]; ok && r.res.Objects[o].Action != result.Failed {
+			e := inventory.EntryFor(pl.obj.Unstructured)
+			entries[e.ID] = e
+			r.applied = append(r.applied, e)
+		}
+	}
+	if err := r.saveInventory(ctx, entries); err != nil {
+		return errors.Join(applyErr, err)
+	}
+	return applyErr
+}
+
+// applyGroup plans the deferred objects of one stage now that what they
+// depend on exists, then writes the changed ones concurrently.
+func (r *run) applyGroup(ctx context.Context, group []*plan) error {
+	p := newPlanner(r.clients.Client, r.clients.Mapper, r.objects, r.opts.Force)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(r.opts.Concurrency, 1))
+	for i, pl := range group {
+		if pl.kind == planDeferred {
+			g.Go(func() error {
+				// Discovery can lag a moment behind an established CRD.
+				_ = wait.PollUntilContextTimeout(gctx, 200*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+					group[i] = p.plan(ctx, pl.obj)
+					return group[i].kind != planDeferred, nil
+				})
+				return nil
+			})
+		}
+	}
+	_ = g.Wait()
+
+	var errs errorList
+	g, gctx = errgroup.WithContext(ctx)
+	g.SetLimit(max(r.opts.Concurrency, 1))
+	for _, pl := range group {
+		g.Go(func() error {
+			action, err := r.write(gctx, pl)
+			o := resultObject(pl.obj.Unstructured, pl.obj.Source, "apply", action)
+			if err != nil {
+				o.Action, o.Error = result.Failed, err.Error()
+				errs.add(&ObjectError{Ref: ref(pl.obj), Source: pl.obj.Source, Err: err})
+			} else if action == result.Skipped {
+				o.Error = pl.reason
+			}
+			r.recordLocked(o)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return errs.err()
+}
+
+// write carries out one plan.
+func (r *run) write(ctx context.Context, pl *plan) (result.Action, error) {
+	c := r.clients.Client
+	switch pl.kind {
+	case planUnchanged:
+		return result.Unchanged, nil
+	case planSkip:
+		return result.Skipped, nil
+	case planFailed:
+		return result.Failed, pl.err
+	case planDeferred:
+		return result.Failed, fmt.Errorf("still cannot be validated: %s", pl.reason)
+	case planRecreate:
+		uid := pl.existing.GetUID()
+		err := c.Delete(ctx, pl.existing, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		if err != nil && !apierrors.IsNotFound(err) {
+			return result.Failed, fmt.Errorf("recreating (immutable field changed): delete: %w", err)
+		}
+		if err := waitGone(ctx, c, pl.existing); err != nil {
+			return result.Failed, fmt.Errorf("recreating (immutable field changed): %w", err)
+		}
+		if err := applyObject(ctx, c, pl.obj.Unstructured); err != nil {
+			return result.Failed, err
+		}
+		return result.Created, nil
+	case planCreate:
+		if err := applyObject(ctx, c, pl.obj.Unstructured); err != nil {
+			return result.Failed, err
+		}
+		return result.Created, nil
+	case planConfigure:
+		if pl.cleanup {
+			if err := takeOverFromKubectl(ctx, c, pl.existing); err != nil {
+				return result.Failed, err
+			}
+		}
+		if err := applyObject(ctx, c, pl.obj.Unstructured); err != nil {
+			return result.Failed, err
+		}
+		return result.Configured, nil
+	}
+	return result.Failed, fmt.Errorf("unknown plan %d", pl.kind)
+}
+
+func applyObject(ctx context.Context, c client.Client, u *unstructured.Unstructured) error {
+	obj := u.DeepCopy()
+	utils.RemoveCABundleFromCRD(obj)
+	if err := c.Patch(ctx, obj, client.Apply, client.ForceOwnership, client.FieldOwner(FieldManager)); err != nil {
+		return errors.New(apiMessage(err))
+	}
+	return nil
+}
+
+// takeOverFromKubectl removes kubectl's last-applied annotation and hands
+// the fields of kubectl's managers to gantry's.
+func takeOverFromKubectl(ctx context.Context, c client.Client, live *unstructured.Unstructured) error {
+	patches := ssa.PatchRemoveAnnotations(live, takeOver.annotations)
+	mp, err := ssa.PatchReplaceFieldsManagers(live, takeOver.managers, FieldManager)
+	if err != nil {
+		return err
+	}
+	patches = append(patches, mp...)
+	if len(patches) == 0 {
+		return nil
+	}
+	raw, err := json.Marshal(patches)
+	if err != nil {
+		return err
+	}
+	if err := c.Patch(ctx, live.DeepCopy(), client.RawPatch(types.JSONPatchType, raw), client.FieldOwner(FieldManager)); err != nil {
+		return fmt.Errorf("taking over from kubectl: %s", apiMessage(err))
+	}
+	return nil
+}
+
+func waitGone(ctx context.Context, c client.Client, u *unstructured.Unstructured) error {
+	probe := &unstructured.Unstructured{}
+	probe.SetGroupVersionKind(u.GroupVersionKind())
+	return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(u), probe)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, nil
+	})
+}
+
+func hasCreatedCRD(group []*plan) bool {
+	for _, pl := range group {
+		if utils.IsCRD(pl.obj.Unstructured) && pl.kind != planUnchanged && pl.kind != planSkip {
+			return true
+		}
+	}
+	return false
+}
+
+// waitEstablished waits until the objects of a definition stage are ready
+// (CRDs established, Namespaces active), so the next stage can use them.
+func (r *run) waitEstablished(ctx context.Context, group []*plan) error {
+	var set object.ObjMetadataSet
+	for _, pl := range group {
+		if pl.kind == planCreate || pl.kind == planConfigure || pl.kind == planRecreate {
+			set = append(set, object.UnstructuredToObjMetadata(pl.obj.Unstructured))
+		}
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	poller := polling.NewStatusPoller(r.clients.Client, r.clients.Mapper, polling.Options{})
+	m := ssa.NewResourceManager(r.clients.Client, poller, ssa.Owner{Field: FieldManager, Group: "gantry.dev"})
+	deadline, ok := ctx.Deadline()
+	timeout := time.Minute
+	if ok {
+		timeout = time.Until(deadline)
+	}
+	err := m.WaitForSetWithContext(ctx, set, ssa.WaitOptions{Interval: 200 * time.Millisecond, Timeout: timeout})
+	if err != nil {
+		return fmt.Errorf("waiting for definitions to be established: %w", err)
+	}
+	// The REST mapper learns the new kinds on its next miss.
+	return nil
+}
+
+func (r *run) saveInventory(ctx context.Context, entries map[string]inventory.Entry) error {
+	inv := r.prev
+	inv.Entries = inv.Entries[:0]
+	for _, e := range entries {
+		inv.Entries = append(inv.Entries, e)
+	}
+	inv.Source, inv.Revision, inv.GantryVersion = r.opts.Source, r.opts.Revision, r.opts.Version
+	inv.LastApplied = time.Now()
+	// Saving must not fail because the run's deadline just passed: losing
+	// the record of what was written is worse than a late write.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	return r.store.Save(sctx, inv)
+}

@@ -1,0 +1,318 @@
+package pipeline
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/api/konfig"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/resource"
+	"sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+)
+
+// originAnnotation is where kustomize records which file an object came
+// from; gantry keeps it as Object.Source and strips it before apply.
+const originAnnotation = "config.kubernetes.io/origin"
+
+// Object is one object of the desired set.
+type Object struct {
+	*unstructured.Unstructured
+	// Source is the file the object came from (for generated objects, the
+	// kustomization that generated it), relative to the working directory
+	// when it lies below it.
+	Source string
+}
+
+// BuildOptions say what to build.
+type BuildOptions struct {
+	// Path is a kustomize overlay or a plain folder of manifests.
+	Path string
+	// WorkDir is what Object.Source is relative to. Default: the process's
+	// working directory.
+	WorkDir string
+	// TargetNamespace, when set, overrides the namespace of every
+	// namespaced object (kustomize's namespace transformer).
+	TargetNamespace string
+	// Patches are extra patch files (strategic merge or JSON 6902 with a
+	// target), applied on top of the build.
+	Patches []string
+	// Substitute, when not nil, enables strict ${VAR} substitution.
+	Substitute map[string]string
+}
+
+// BuildError is a build failure; File names the file at fault when known.
+type BuildError struct {
+	File string
+	Err  error
+}
+
+func (e *BuildError) Error() string {
+	if e.File == "" {
+		return e.Err.Error()
+	}
+	return e.File + ": " + e.Err.Error()
+}
+
+func (e *BuildError) Unwrap() error { return e.Err }
+
+// Build runs kustomize on opts.Path, in-process, with every plugin that could
+// run code (exec, container, helm) disabled, and returns the objects with
+// their origin.
+//
+// The user's folder is never written to: the build runs from a temporary
+// kustomization that references it, which also turns on kustomize's origin
+// tracking; a plain folder without a kustomization is copied to a temporary
+// folder next to a generated kustomization that lists its manifests, as Flux
+// does.
+func Build(opts BuildOptions) ([]*Object, error) {
+	if opts.WorkDir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		opts.WorkDir = wd
+	}
+	abs, err := filepath.Abs(opts.Path)
+	if err != nil {
+		return nil, &BuildError{File: opts.Path, Err: err}
+	}
+	info, err := os.Stat(abs)
+	if err != nil {
+		return nil, &BuildError{File: opts.Path, Err: fmt.Errorf("path not found")}
+	}
+	if !info.IsDir() {
+		return nil, &BuildError{File: opts.Path, Err: fmt.Errorf("not a directory")}
+	}
+
+	tmp, err := os.MkdirTemp("", "gantry-build-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+
+	// pathMap maps temporary copies back to the files they came from.
+	pathMap := map[string]string{}
+	base := abs
+	if findKustomization(abs) == "" {
+		plain := filepath.Join(tmp, "plain")
+		if err := copyPlainFolder(abs, plain); err != nil {
+			return nil, err
+		}
+		pathMap[plain] = abs
+		base = plain
+	}
+
+	wrapper := filepath.Join(tmp, "root")
+	if err := os.Mkdir(wrapper, 0o755); err != nil {
+		return nil, err
+	}
+	// kustomize refuses absolute paths to other kustomizations; a
+	// relative one may climb out of the root.
+	rel, err := filepath.Rel(wrapper, base)
+	if err != nil {
+		return nil, err
+	}
+	k := types.Kustomization{
+		TypeMeta:      types.TypeMeta{APIVersion: types.KustomizationVersion, Kind: types.KustomizationKind},
+		Resources:     []string{rel},
+		BuildMetadata: []string{types.OriginAnnotations},
+		Namespace:     opts.TargetNamespace,
+	}
+	for i, p := range opts.Patches {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, &BuildError{File: p, Err: fmt.Errorf("reading patch: %w", err)}
+		}
+		name := fmt.Sprintf("patch-%d.yaml", i)
+		if err := os.WriteFile(filepath.Join(wrapper, name), b, 0o600); err != nil {
+			return nil, err
+		}
+		pathMap[filepath.Join(wrapper, name)] = p
+		k.Patches = append(k.Patches, types.Patch{Path: name})
+	}
+	kb, err := yaml.Marshal(k)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(wrapper, konfig.DefaultKustomizationFileName()), kb, 0o600); err != nil {
+		return nil, err
+	}
+
+	kopts := krusty.MakeDefaultOptions()
+	kopts.PluginConfig = types.DisabledPluginConfig()
+	kopts.LoadRestrictions = types.LoadRestrictionsRootOnly
+	resMap, err := krusty.MakeKustomizer(kopts).Run(filesys.MakeFsOnDisk(), wrapper)
+	if err != nil {
+		return nil, &BuildError{File: opts.Path, Err: fmt.Errorf("kustomize build: %s", relPaths(err.Error(), pathMap, tmp, opts.WorkDir))}
+	}
+
+	var objects []*Object
+	for _, res := range resMap.Resources() {
+		obj, err := toObject(res, wrapper, pathMap, opts.WorkDir)
+		if err != nil {
+			return nil, &BuildError{File: opts.Path, Err: err}
+		}
+		objects = append(objects, obj)
+	}
+	if opts.Substitute != nil {
+		if err := substituteAll(objects, opts.Substitute); err != nil {
+			return nil, err
+		}
+	}
+	for _, o := range objects {
+		if o.GetKind() == "" || o.GetAPIVersion() == "" {
+			return nil, &BuildError{File: o.Source, Err: fmt.Errorf("object %q has no apiVersion or kind", o.GetName())}
+		}
+	}
+	return objects, nil
+}
+
+func toObject(res *resource.Resource, root string, pathMap map[string]string, workDir string) (*Object, error) {
+	// Through JSON, so that numbers are int64 as unstructured expects
+	// (kustomize's own maps hold int).
+	b, err := res.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(b); err != nil {
+		return nil, err
+	}
+	var source string
+	if origin, err := res.GetOrigin(); err == nil && origin != nil {
+		source = origin.Path
+		if origin.ConfiguredIn != "" {
+			source = origin.ConfiguredIn
+		}
+		// Origins are relative to the build root.
+		if source != "" && !filepath.IsAbs(source) {
+			source = filepath.Join(root, source)
+		}
+		source = displayPath(source, pathMap, workDir)
+	}
+	if a := u.GetAnnotations(); a != nil {
+		delete(a, originAnnotation)
+		if len(a) == 0 {
+			a = nil
+		}
+		u.SetAnnotations(a)
+	}
+	return &Object{Unstructured: u, Source: source}, nil
+}
+
+// displayPath maps a temporary copy back to its original and makes it
+// relative to workDir when it lies below it.
+func displayPath(p string, pathMap map[string]string, workDir string) string {
+	for tmp, orig := range pathMap {
+		if p == tmp || strings.HasPrefix(p, tmp+string(filepath.Separator)) {
+			p = orig + strings.TrimPrefix(p, tmp)
+			break
+		}
+	}
+	if rel, err := filepath.Rel(workDir, p); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return p
+}
+
+// wrapperNoise is the part of a kustomize error that only says the
+// generated build root could not accumulate the user's folder; what follows
+// it names the real problem.
+var wrapperNoise = regexp.MustCompile(`accumulating resources: accumulation err='accumulating resources from '[^']*': '[^']*' must resolve to a file': recursed accumulation of path '[^']*': `)
+
+// relPaths rewrites the temporary paths in a kustomize error message.
+func relPaths(msg string, pathMap map[string]string, tmp, workDir string) string {
+	msg = wrapperNoise.ReplaceAllString(msg, "")
+	keys := make([]string, 0, len(pathMap))
+	for k := range pathMap {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return len(keys[i]) > len(keys[j]) })
+	for _, k := range keys {
+		msg = strings.ReplaceAll(msg, k, displayPath(pathMap[k], nil, workDir))
+	}
+	msg = strings.ReplaceAll(msg, filepath.Join(tmp, "root"), "(gantry build root)")
+	if wd := workDir + string(filepath.Separator); wd != "/" {
+		msg = strings.ReplaceAll(msg, wd, "")
+	}
+	return msg
+}
+
+func findKustomization(dir string) string {
+	for _, name := range konfig.RecognizedKustomizationFileNames() {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return name
+		}
+	}
+	return ""
+}
+
+func isManifest(name string) bool {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
+}
+
+// copyPlainFolder copies the manifests under src to dst and writes a
+// kustomization listing them. A subfolder with a kustomization of its own is
+// referenced where it is, by absolute path, since it may refer to files
+// outside itself (../base).
+func copyPlainFolder(src, dst string) error {
+	var resources []string
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() {
+			if strings.HasPrefix(d.Name(), ".") && p != src {
+				return filepath.SkipDir
+			}
+			if p != src && findKustomization(p) != "" {
+				// Relative to dst, where the generated kustomization lands.
+				rp, err := filepath.Rel(dst, p)
+				if err != nil {
+					return err
+				}
+				resources = append(resources, rp)
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		if !d.Type().IsRegular() || !isManifest(d.Name()) {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if len(strings.TrimSpace(string(b))) == 0 {
+			return nil
+		}
+		resources = append(resources, rel)
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o600)
+	})
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", src, err)
+	}
+	sort.Strings(resources)
+	k := types.Kustomization{
+		TypeMeta:  types.TypeMeta{APIVersion: types.KustomizationVersion, Kind: types.KustomizationKind},
+		Resources: resources,
+	}
+	kb, err := yaml.Marshal(k)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dst, konfig.DefaultKustomizationFileName()), kb, 0o600)
+}

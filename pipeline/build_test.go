@@ -1,0 +1,202 @@
+package pipeline
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func write(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func summary(objects []*Object) []string {
+	var out []string
+	for _, o := range objects {
+		out = append(out, ref(o)+" <- "+o.Source)
+	}
+	sort.Strings(out)
+	return out
+}
+
+const cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n"
+
+func TestBuildPlainFolderKeepsOrigins(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	write(t, root, map[string]string{
+		"app/a.yaml":                  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n",
+		"app/sub/b.yml":               "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n",
+		"app/README.md":               "not a manifest",
+		"app/.hidden/x.yaml":          "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hidden\n",
+		"app/kust/kustomization.yaml": "resources: [d.yaml]\nnamePrefix: k-\n",
+		"app/kust/d.yaml":             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: d\n",
+	})
+	objects, err := Build(BuildOptions{Path: filepath.Join(root, "app"), WorkDir: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"ConfigMap/a <- app/a.yaml",
+		"ConfigMap/b <- app/sub/b.yml",
+		"ConfigMap/c <- app/sub/b.yml",
+		"ConfigMap/k-d <- app/kust/d.yaml",
+	}
+	if diff := cmp.Diff(want, summary(objects)); diff != "" {
+		t.Errorf("(-want +got)\n%s", diff)
+	}
+	for _, o := range objects {
+		if _, ok := o.GetAnnotations()[originAnnotation]; ok {
+			t.Errorf("%s still carries the origin annotation", ref(o))
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, "app", "kustomization.yaml")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the build wrote a kustomization into the user's folder")
+	}
+}
+
+func TestBuildOverlayTargetNamespaceAndPatches(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	write(t, root, map[string]string{
+		"base/kustomization.yaml":    "resources: [deploy.yaml]\n",
+		"base/deploy.yaml":           "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 1\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: c, image: nginx}]}\n",
+		"overlay/kustomization.yaml": "resources: [../base]\nconfigMapGenerator:\n  - name: settings\n    literals: [a=b]\n",
+		"replicas.yaml":              "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 3\n",
+	})
+	objects, err := Build(BuildOptions{
+		Path:            filepath.Join(root, "overlay"),
+		WorkDir:         root,
+		TargetNamespace: "prod",
+		Patches:         []string{filepath.Join(root, "replicas.yaml")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := summary(objects)
+	if len(got) != 2 || !strings.HasPrefix(got[0], "ConfigMap/prod/settings-") || !strings.HasSuffix(got[0], "<- overlay/kustomization.yaml") || got[1] != "Deployment/prod/web <- base/deploy.yaml" {
+		t.Errorf("objects: %q", got)
+	}
+	for _, o := range objects {
+		if o.GetKind() == "Deployment" {
+			if r, _, _ := nestedInt(o.Object, "spec", "replicas"); r != 3 {
+				t.Errorf("replicas %d, want 3 from the patch", r)
+			}
+		}
+	}
+}
+
+func nestedInt(m map[string]any, path ...string) (int64, bool, error) {
+	var cur any = m
+	for _, p := range path {
+		mm, ok := cur.(map[string]any)
+		if !ok {
+			return 0, false, nil
+		}
+		cur = mm[p]
+	}
+	switch v := cur.(type) {
+	case int64:
+		return v, true, nil
+	case float64:
+		return int64(v), true, nil
+	case int:
+		return int64(v), true, nil
+	}
+	return 0, false, nil
+}
+
+func TestBuildErrorsNameTheFile(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		files map[string]string
+		want  string
+	}{
+		"malformed yaml":   {map[string]string{"app/bad.yaml": "kind: [\n"}, "bad.yaml"},
+		"missing resource": {map[string]string{"app/kustomization.yaml": "resources: [gone.yaml]\n"}, "gone.yaml"},
+		"exec plugin": {map[string]string{
+			"app/kustomization.yaml": "generators: [gen.yaml]\n",
+			"app/gen.yaml":           "apiVersion: x/v1\nkind: Gen\nmetadata:\n  name: g\n  annotations:\n    config.kubernetes.io/function: |\n      exec:\n        path: ./gen.sh\n",
+		}, "plugin"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			root := t.TempDir()
+			write(t, root, tc.files)
+			_, err := Build(BuildOptions{Path: filepath.Join(root, "app"), WorkDir: root})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			var be *BuildError
+			if !errors.As(err, &be) {
+				t.Errorf("%T is not a *BuildError", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q lacks %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), os.TempDir()+"/gantry-build-") {
+				t.Errorf("error leaks the temporary build dir: %q", err)
+			}
+		})
+	}
+}
+
+func TestSubstitute(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		in, want string
+		missing  []string
+	}{
+		{"a: ${X}", "a: 1", nil},
+		{"a: ${Y:=dflt}", "a: dflt", nil},
+		{"a: ${X:=dflt}", "a: 1", nil},
+		{"a: ${Y:-d2}", "a: d2", nil},
+		{"a: $${X}", "a: ${X}", nil},
+		{"a: $X", "a: $X", nil},
+		{"a: ${B} ${A} ${B}", "a: ${B} ${A} ${B}", []string{"A", "B"}},
+	}
+	for _, tc := range cases {
+		got, missing, err := substitute(tc.in, map[string]string{"X": "1"})
+		if err != nil {
+			t.Errorf("%q: %v", tc.in, err)
+		}
+		if got != tc.want || !cmp.Equal(missing, tc.missing) {
+			t.Errorf("%q: got %q missing %v, want %q missing %v", tc.in, got, missing, tc.want, tc.missing)
+		}
+	}
+}
+
+func TestSubstituteStrictNamesVariableNeverValue(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	write(t, root, map[string]string{
+		"app/cm.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  a: ${PASSWORD}\n  b: ${MISSING}\n",
+		"app/off.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: off\n  annotations:\n    kustomize.toolkit.fluxcd.io/substitute: disabled\ndata:\n  a: ${MISSING}\n",
+	})
+	_, err := Build(BuildOptions{Path: filepath.Join(root, "app"), WorkDir: root, Substitute: map[string]string{"PASSWORD": "hunter2-canary"}})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "app/cm.yaml: ConfigMap/c: variable ${MISSING} not set") {
+		t.Errorf("error: %s", msg)
+	}
+	if strings.Contains(msg, "off") || strings.Contains(msg, "hunter2-canary") {
+		t.Errorf("error mentions the disabled object or a value: %s", msg)
+	}
+}

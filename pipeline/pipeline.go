@@ -1,0 +1,337 @@
+// Package pipeline runs gantry's stages in their fixed order (build,
+// validate, apply, prune, wait) and records what happened in a
+// result.Result. The stages are listed in one place, in Apply, each with its
+// failure policy beside it.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fluxcd/cli-utils/pkg/object"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/gantry-dev/gantry/inventory"
+	"github.com/gantry-dev/gantry/kube"
+	"github.com/gantry-dev/gantry/result"
+)
+
+// Options configure a run.
+type Options struct {
+	Build BuildOptions
+
+	// Inventory names the inventory; InventoryNamespace is where it lives.
+	Inventory          string
+	InventoryNamespace string
+	// DefaultNamespace is given to namespaced objects that have none.
+	DefaultNamespace string
+
+	Prune      bool
+	Wait       bool
+	Force      bool
+	AllowEmpty bool
+	// Timeout bounds everything after the build: waiting for the
+	// inventory's lock, validate, apply, prune and wait.
+	Timeout time.Duration
+	// HealthChecks limits the wait to these objects; empty means every
+	// applied object.
+	HealthChecks []ObjectRef
+	Concurrency  int
+
+	// Revision and Source are recorded in the inventory and the result.
+	Revision, Source string
+	// Version is gantry's own version.
+	Version string
+	// Holder identifies this run in the inventory's lock.
+	Holder string
+}
+
+// ObjectRef names an object for health checks: Kind/namespace/name, or
+// Kind/name for cluster-scoped objects.
+type ObjectRef struct {
+	Kind, Namespace, Name string
+}
+
+func (r ObjectRef) String() string {
+	if r.Namespace == "" {
+		return r.Kind + "/" + r.Name
+	}
+	return r.Kind + "/" + r.Namespace + "/" + r.Name
+}
+
+// Observer receives progress as it happens, for a person watching the log.
+type Observer interface {
+	StageStarted(name string)
+	StageFinished(s result.Stage)
+	ObjectDone(o result.Object)
+	Info(msg string)
+}
+
+// Connector opens the cluster connection when the first stage needs it, so
+// that `build` works without a cluster.
+type Connector func() (*kube.Clients, error)
+
+// stage is one step of a run.
+type stage struct {
+	name string
+	// reason is the run's outcome when this stage fails.
+	reason result.Reason
+	// stopOnError: a failure ends the run (later stages are skipped).
+	stopOnError bool
+	// skip, when not empty, says why the stage does not run.
+	skip string
+	run  func(ctx context.Context) error
+}
+
+// run is the shared state of one pipeline run.
+type run struct {
+	opts    Options
+	connect Connector
+	obs     Observer
+	res     *result.Result
+
+	clients *kube.Clients
+	objects []*Object
+	byID    map[string]int // object id -> index in res.Objects
+	plans   []*plan
+	prev    *inventory.Inventory
+	// previous is prev's entries as loaded, before this run saves it.
+	previous []inventory.Entry
+	mu       sync.Mutex // guards res.Objects and byID for concurrent workers
+	store    *inventory.Store
+	// applied lists what this run's set holds in the cluster now; pruneKept
+	// lists previous entries whose deletion failed (kept for a retry).
+	applied   []inventory.Entry
+	pruneKept []inventory.Entry
+	release   func()
+	// deadlineCtx carries the one deadline of everything after the build.
+	deadlineCtx context.Context
+}
+
+func newRun(command string, opts Options, connect Connector, obs Observer) *run {
+	return &run{
+		opts:    opts,
+		connect: connect,
+		obs:     obs,
+		byID:    map[string]int{},
+		res: &result.Result{
+			Schema:   result.SchemaVersion,
+			Command:  command,
+			Version:  opts.Version,
+			Started:  time.Now().UTC(),
+			Revision: opts.Revision,
+			Source:   opts.Source,
+			Stages:   []result.Stage{},
+			Objects:  []result.Object{},
+		},
+	}
+}
+
+// execute runs the stages in order under their failure policies.
+func (r *run) execute(ctx context.Context, stages []stage) *result.Result {
+	var failures []error
+	stopped := false
+	for _, s := range stages {
+		if stopped {
+			r.res.Stages = append(r.res.Stages, result.Stage{Name: s.name, Skipped: "an earlier stage failed"})
+			continue
+		}
+		if s.skip != "" {
+			r.res.Stages = append(r.res.Stages, result.Stage{Name: s.name, Skipped: s.skip})
+			continue
+		}
+		r.obs.StageStarted(s.name)
+		start := time.Now()
+		err := s.run(ctx)
+		st := result.Stage{Name: s.name, Duration: time.Since(start)}
+		if err != nil {
+			st.Error = err.Error()
+			failures = append(failures, err)
+			if r.res.Reason == "" {
+				r.res.Reason = s.reason
+			}
+			stopped = s.stopOnError
+		}
+		r.res.Stages = append(r.res.Stages, st)
+		r.obs.StageFinished(st)
+	}
+	if r.release != nil {
+		r.release()
+	}
+	r.res.Finished = time.Now().UTC()
+	if r.res.Reason == "" {
+		r.res.Reason = result.ReasonSucceeded
+	}
+	if err := errors.Join(failures...); err != nil {
+		r.res.Message = err.Error()
+	}
+	r.res.Sort()
+	return r.res
+}
+
+// Render runs only the build stage, for the build command.
+func Render(ctx context.Context, opts Options, obs Observer) ([]*Object, *result.Result) {
+	r := newRun("build", opts, nil, obs)
+	res := r.execute(ctx, []stage{r.buildStage()})
+	return r.objects, res
+}
+
+// Apply runs the whole pipeline.
+func Apply(ctx context.Context, opts Options, connect Connector, obs Observer) *result.Result {
+	r := newRun("apply", opts, connect, obs)
+	r.res.Inventory = &result.Inventory{Name: opts.Inventory, Namespace: opts.InventoryNamespace}
+	var cancel context.CancelFunc
+	stages := []stage{
+		// A build failure leaves nothing to do.
+		r.buildStage(),
+		// Validation writes nothing; any failure stops the run before the
+		// first write. The timeout starts here.
+		{name: "validate", reason: result.ReasonValidationFailed, stopOnError: true, run: func(ctx context.Context) error {
+			return r.validate(ctx)
+		}},
+		// An apply failure stops the run: prune must not delete what the
+		// failed apply was replacing, and there is nothing sound to wait
+		// for. The inventory keeps every previous entry plus what was
+		// written.
+		{name: "apply", reason: result.ReasonApplyFailed, stopOnError: true, run: r.apply},
+		// A prune failure does not stop the wait (the apply succeeded);
+		// entries whose deletion failed stay in the inventory.
+		{name: "prune", reason: result.ReasonPruneFailed, skip: skipUnless(opts.Prune, "prune is off"), run: r.prune},
+		// A readiness failure is reported with why, per object.
+		{name: "wait", reason: result.ReasonHealthCheckFailed, skip: skipUnless(opts.Wait, "wait is off"), run: r.wait},
+	}
+	// One deadline for everything after the build.
+	timed := func(s stage) stage {
+		inner := s.run
+		s.run = func(ctx context.Context) error {
+			if cancel == nil {
+				ctx, cancel = context.WithTimeout(ctx, opts.Timeout)
+				r.deadlineCtx = ctx
+			}
+			return inner(r.deadlineCtx)
+		}
+		return s
+	}
+	for i := 1; i < len(stages); i++ {
+		stages[i] = timed(stages[i])
+	}
+	res := r.execute(ctx, stages)
+	if cancel != nil {
+		cancel()
+	}
+	return res
+}
+
+// Diff builds and dry-runs, and reports what apply would do, prune included;
+// it writes nothing.
+func Diff(ctx context.Context, opts Options, connect Connector, obs Observer) *result.Result {
+	r := newRun("diff", opts, connect, obs)
+	r.res.Inventory = &result.Inventory{Name: opts.Inventory, Namespace: opts.InventoryNamespace}
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout+time.Minute)
+	defer cancel()
+	res := r.execute(ctx, []stage{
+		r.buildStage(),
+		{name: "diff", reason: result.ReasonValidationFailed, stopOnError: true, run: r.diff},
+	})
+	if res.Succeeded() && res.Changed() {
+		res.Reason = result.ReasonProgressing
+		res.Message = "changes pending"
+	}
+	return res
+}
+
+func skipUnless(on bool, why string) string {
+	if on {
+		return ""
+	}
+	return why
+}
+
+func (r *run) buildStage() stage {
+	return stage{name: "build", reason: result.ReasonBuildFailed, stopOnError: true, run: func(context.Context) error {
+		objects, err := Build(r.opts.Build)
+		if err != nil {
+			return err
+		}
+		r.objects = objects
+		r.obs.Info(fmt.Sprintf("%d objects from %s", len(objects), r.opts.Build.Path))
+		return nil
+	}}
+}
+
+// record sets an object's outcome in the result, replacing an earlier one.
+func (r *run) record(o result.Object, announce bool) {
+	if i, ok := r.byID[o.ID]; ok {
+		r.res.Objects[i] = o
+	} else {
+		r.byID[o.ID] = len(r.res.Objects)
+		r.res.Objects = append(r.res.Objects, o)
+	}
+	if announce {
+		r.obs.ObjectDone(o)
+	}
+}
+
+func resultObject(u *unstructured.Unstructured, source, stage string, action result.Action) result.Object {
+	return result.Object{
+		ID:         object.UnstructuredToObjMetadata(u).String(),
+		APIVersion: u.GetAPIVersion(),
+		Kind:       u.GetKind(),
+		Namespace:  u.GetNamespace(),
+		Name:       u.GetName(),
+		Action:     action,
+		Stage:      stage,
+		Source:     source,
+	}
+}
+
+// recordLocked is record for concurrent workers.
+func (r *run) recordLocked(o result.Object) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.record(o, true)
+}
+
+// ensureClients connects on first use.
+func (r *run) ensureClients() error {
+	if r.clients != nil {
+		return nil
+	}
+	c, err := r.connect()
+	if err != nil {
+		return err
+	}
+	r.clients = c
+	r.store = &inventory.Store{Client: c.Kube}
+	return nil
+}
+
+// setNamespaces gives namespaced objects without a namespace the default
+// one, and takes it away from cluster-scoped objects that have one.
+func (r *run) setNamespaces() error {
+	var crds []*unstructured.Unstructured
+	for _, o := range r.objects {
+		if object.IsCRD(o.Unstructured) {
+			crds = append(crds, o.Unstructured)
+		}
+	}
+	var errs []error
+	for _, o := range r.objects {
+		scope, err := object.LookupResourceScope(o.Unstructured, crds, r.clients.Mapper)
+		if err != nil {
+			errs = append(errs, &ObjectError{Ref: ref(o), Source: o.Source, Err: fmt.Errorf("the cluster has no kind %s in %s (is its CRD installed?)", o.GetKind(), o.GetAPIVersion())})
+			continue
+		}
+		switch {
+		case scope == meta.RESTScopeNamespace && o.GetNamespace() == "":
+			o.SetNamespace(r.opts.DefaultNamespace)
+		case scope == meta.RESTScopeRoot && o.GetNamespace() != "":
+			o.SetNamespace("")
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,327 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/fluxcd/cli-utils/pkg/object"
+	"github.com/fluxcd/pkg/ssa"
+	ssaerrors "github.com/fluxcd/pkg/ssa/errors"
+	"github.com/fluxcd/pkg/ssa/normalize"
+	"github.com/fluxcd/pkg/ssa/utils"
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// FieldManager is the server-side apply field manager gantry writes with.
+const FieldManager = "gantry"
+
+// Per-object annotations, under gantry's prefix and, for users coming from
+// Flux, under kustomize-controller's: both are honoured.
+var (
+	annotationPrefixes = []string{"gantry.dev/", "kustomize.toolkit.fluxcd.io/"}
+
+	// ssa: Ignore and reconcile: disabled leave the object alone.
+	ignoreSelector = selector(map[string]string{"ssa": "Ignore", "reconcile": "disabled"})
+	// ssa: IfNotPresent creates the object but never updates it.
+	ifNotPresentSelector = selector(map[string]string{"ssa": "IfNotPresent"})
+	// ssa: Merge keeps fields other managers own (no kubectl take-over).
+	mergeSelector = selector(map[string]string{"ssa": "Merge"})
+	// force: enabled recreates the object when an immutable field changed.
+	forceSelector = selector(map[string]string{"force": "enabled"})
+	// prune: disabled keeps the object when it leaves the set.
+	pruneDisabledSelector = selector(map[string]string{"prune": "disabled"})
+)
+
+// selector expands keys under every annotation prefix. ssa's AnyInMetadata
+// matches any one of them.
+func selector(kv map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range kv {
+		for _, p := range annotationPrefixes {
+			out[p+k] = v
+		}
+	}
+	return out
+}
+
+// takeOver lists what kubectl leaves on objects it applied, removed when
+// gantry takes them over so that its field manager owns their fields.
+var takeOver = struct {
+	annotations []string
+	managers    []ssa.FieldManager
+}{
+	annotations: []string{corev1.LastAppliedConfigAnnotation},
+	managers: []ssa.FieldManager{
+		{Name: "kubectl", OperationType: metav1.ManagedFieldsOperationApply},
+		{Name: "kubectl-client-side-apply", OperationType: metav1.ManagedFieldsOperationUpdate},
+		{Name: "kubectl-create", OperationType: metav1.ManagedFieldsOperationUpdate},
+		{Name: "kubectl-edit", OperationType: metav1.ManagedFieldsOperationUpdate},
+		{Name: "kubectl-patch", OperationType: metav1.ManagedFieldsOperationUpdate},
+		{Name: "kubectl-replace", OperationType: metav1.ManagedFieldsOperationUpdate},
+		{Name: "kubectl-scale", OperationType: metav1.ManagedFieldsOperationUpdate},
+		{Name: "before-first-apply", OperationType: metav1.ManagedFieldsOperationUpdate},
+	},
+}
+
+// planKind is what a dry-run decided for one object.
+type planKind int
+
+const (
+	planUnchanged planKind = iota
+	planCreate
+	planConfigure
+	planRecreate // an immutable field changed and force allows recreation
+	planSkip
+	planDeferred // depends on a CRD or Namespace in the same set
+	planFailed
+)
+
+// plan is the dry-run verdict for one object.
+type plan struct {
+	obj      *Object
+	kind     planKind
+	existing *unstructured.Unstructured // nil when absent
+	dryRun   *unstructured.Unstructured
+	cleanup  bool   // kubectl's annotation or managers must go first
+	reason   string // why skipped or deferred
+	err      error
+}
+
+// planner dry-runs objects against the cluster.
+type planner struct {
+	client client.Client
+	mapper meta.RESTMapper
+	force  bool
+	// inSet says which CRD group-kinds and namespaces the set itself
+	// creates, so objects depending on them are deferred, not failed.
+	crdKinds   map[schema.GroupKind]bool
+	namespaces map[string]bool
+}
+
+func newPlanner(c client.Client, mapper meta.RESTMapper, objects []*Object, force bool) *planner {
+	p := &planner{client: c, mapper: mapper, force: force, crdKinds: map[schema.GroupKind]bool{}, namespaces: map[string]bool{}}
+	for _, o := range objects {
+		if gk, ok := object.GetCRDGroupKind(o.Unstructured); ok {
+			p.crdKinds[gk] = true
+		}
+		if utils.IsNamespace(o.Unstructured) {
+			p.namespaces[o.GetName()] = true
+		}
+	}
+	return p
+}
+
+// planAll dry-runs every object concurrently and returns the plans in the
+// objects' order.
+func (p *planner) planAll(ctx context.Context, objects []*Object, concurrency int) []*plan {
+	plans := make([]*plan, len(objects))
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(concurrency, 1))
+	for i, o := range objects {
+		g.Go(func() error {
+			plans[i] = p.plan(ctx, o)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return plans
+}
+
+// plan reads the live object and dry-runs the desired one.
+func (p *planner) plan(ctx context.Context, o *Object) *plan {
+	pl := &plan{obj: o}
+	if utils.AnyInMetadata(o.Unstructured, ignoreSelector) {
+		pl.kind, pl.reason = planSkip, "annotated to be ignored (ssa: Ignore or reconcile: disabled)"
+		return pl
+	}
+
+	existing := &unstructured.Unstructured{}
+	existing.SetGroupVersionKind(o.GroupVersionKind())
+	err := p.client.Get(ctx, client.ObjectKeyFromObject(o.Unstructured), existing)
+	switch {
+	case err == nil:
+		pl.existing = existing
+	case apierrors.IsNotFound(err):
+	case meta.IsNoMatchError(err) || isNamespaceNotFound(err, o):
+		if p.dependsOnSet(o, err) {
+			pl.kind, pl.reason = planDeferred, dependencyReason(o, err)
+			return pl
+		}
+		pl.kind, pl.err = planFailed, p.describe(err, o)
+		return pl
+	default:
+		pl.kind, pl.err = planFailed, fmt.Errorf("reading: %w", err)
+		return pl
+	}
+	if pl.existing != nil && utils.AnyInMetadata(pl.existing, ignoreSelector) {
+		pl.kind, pl.reason = planSkip, "the live object is annotated to be ignored"
+		return pl
+	}
+	if pl.existing != nil && utils.AnyInMetadata(o.Unstructured, ifNotPresentSelector) {
+		pl.kind, pl.reason = planSkip, "exists, and is annotated ssa: IfNotPresent"
+		return pl
+	}
+
+	dryRun := o.DeepCopy()
+	utils.RemoveCABundleFromCRD(dryRun)
+	err = p.client.Patch(ctx, dryRun, client.Apply, client.DryRunAll, client.ForceOwnership, client.FieldOwner(FieldManager))
+	switch {
+	case err == nil:
+	case pl.existing != nil && ssaerrors.IsImmutableError(err):
+		if p.force || utils.AnyInMetadata(o.Unstructured, forceSelector) || utils.AnyInMetadata(pl.existing, forceSelector) {
+			pl.kind = planRecreate
+			return pl
+		}
+		pl.kind, pl.err = planFailed, fmt.Errorf("%s (immutable; set force, or annotate the object gantry.dev/force: enabled, to recreate it)", apiMessage(err))
+		return pl
+	case meta.IsNoMatchError(err) || isNamespaceNotFound(err, o):
+		if p.dependsOnSet(o, err) {
+			pl.kind, pl.reason = planDeferred, dependencyReason(o, err)
+			return pl
+		}
+		pl.kind, pl.err = planFailed, p.describe(err, o)
+		return pl
+	default:
+		pl.kind, pl.err = planFailed, p.describe(err, o)
+		return pl
+	}
+	pl.dryRun = dryRun
+	if pl.existing == nil {
+		pl.kind = planCreate
+		return pl
+	}
+	if !utils.AnyInMetadata(o.Unstructured, mergeSelector) && needsTakeOver(pl.existing) {
+		pl.cleanup = true
+	}
+	if pl.cleanup || drifted(pl.existing, dryRun) {
+		pl.kind = planConfigure
+	}
+	return pl
+}
+
+func (p *planner) dependsOnSet(o *Object, err error) bool {
+	if meta.IsNoMatchError(err) {
+		return p.crdKinds[o.GroupVersionKind().GroupKind()]
+	}
+	return p.namespaces[o.GetNamespace()]
+}
+
+func dependencyReason(o *Object, err error) string {
+	if meta.IsNoMatchError(err) {
+		return "its CustomResourceDefinition is applied in an earlier stage"
+	}
+	return "its Namespace " + o.GetNamespace() + " is applied in an earlier stage"
+}
+
+func isNamespaceNotFound(err error, o *Object) bool {
+	if !apierrors.IsNotFound(err) || o.GetNamespace() == "" {
+		return false
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		d := status.Status().Details
+		return d != nil && d.Kind == "namespaces" && d.Name == o.GetNamespace()
+	}
+	return false
+}
+
+// describe turns an API error into a message that names what is wrong.
+func (p *planner) describe(err error, o *Object) error {
+	if meta.IsNoMatchError(err) {
+		return fmt.Errorf("the cluster has no kind %s in %s (is its CRD installed?)", o.GetKind(), o.GetAPIVersion())
+	}
+	if isNamespaceNotFound(err, o) {
+		return fmt.Errorf("namespace %s does not exist and is not in the set", o.GetNamespace())
+	}
+	return errors.New(apiMessage(err))
+}
+
+// apiMessage is the API server's own message, which names the field.
+func apiMessage(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Message != "" {
+		return status.Status().Message
+	}
+	return err.Error()
+}
+
+// needsTakeOver reports whether kubectl left its marks on the live object.
+func needsTakeOver(live *unstructured.Unstructured) bool {
+	if _, ok := live.GetAnnotations()[corev1.LastAppliedConfigAnnotation]; ok {
+		return true
+	}
+	for _, mf := range live.GetManagedFields() {
+		for _, m := range takeOver.managers {
+			if mf.Manager == m.Name && mf.Operation == m.OperationType {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// drifted compares the live object with the dry-run result: labels,
+// annotations, and everything but metadata and status, normalised as ssa
+// does, so that an object that has not drifted is not written.
+func drifted(live, dryRun *unstructured.Unstructured) bool {
+	if !apiequality.Semantic.DeepEqual(live.GetLabels(), dryRun.GetLabels()) ||
+		!apiequality.Semantic.DeepEqual(live.GetAnnotations(), dryRun.GetAnnotations()) {
+		return true
+	}
+	return !apiequality.Semantic.DeepEqual(bodyOf(live), bodyOf(dryRun))
+}
+
+func bodyOf(u *unstructured.Unstructured) map[string]any {
+	c := u.DeepCopy()
+	unstructured.RemoveNestedField(c.Object, "metadata")
+	unstructured.RemoveNestedField(c.Object, "status")
+	if err := normalize.DryRunUnstructured(c); err != nil {
+		return u.Object
+	}
+	return c.Object
+}
+
+// errorList collects per-object errors from concurrent workers.
+type errorList struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (l *errorList) add(err error) {
+	l.mu.Lock()
+	l.errs = append(l.errs, err)
+	l.mu.Unlock()
+}
+
+func (l *errorList) err() error { return errors.Join(l.errs...) }
+
+// ObjectError is a failure of one object, named first, with its file.
+type ObjectError struct {
+	Ref    string
+	Source string
+	Err    error
+}
+
+func (e *ObjectError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Ref)
+	if e.Source != "" {
+		b.WriteString(" (" + e.Source + ")")
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+func (e *ObjectError) Unwrap() error { return e.Err }

@@ -1,0 +1,132 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fluxcd/pkg/ssa/utils"
+	"golang.org/x/sync/errgroup"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gantry-dev/gantry/inventory"
+	"github.com/gantry-dev/gantry/result"
+)
+
+// protectedNamespaces are never deleted, whatever an inventory says.
+var protectedNamespaces = map[string]bool{
+	"default": true, "kube-system": true, "kube-public": true, "kube-node-lease": true,
+}
+
+// staleEntries are the previous inventory's entries that this run's set no
+// longer has.
+func (r *run) staleEntries() []inventory.Entry {
+	current := map[string]bool{}
+	for _, o := range r.objects {
+		current[inventory.EntryFor(o.Unstructured).ID] = true
+	}
+	var stale []inventory.Entry
+	for _, e := range r.previous {
+		if !current[e.ID] {
+			stale = append(stale, e)
+		}
+	}
+	return stale
+}
+
+// pruneVerdict is what prune will do with one stale entry.
+type pruneVerdict struct {
+	entry  inventory.Entry
+	live   *unstructured.Unstructured // nil: already gone
+	skip   string                     // why it is kept, when it is
+	result result.Object
+}
+
+// judge reads a stale entry's object and decides whether it may be deleted.
+func (r *run) judge(ctx context.Context, e inventory.Entry) (*pruneVerdict, error) {
+	v := &pruneVerdict{entry: e}
+	id, err := e.Parse()
+	if err != nil {
+		return nil, fmt.Errorf("inventory entry %q: %w", e.ID, err)
+	}
+	gvk, _ := e.GroupVersionKind()
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(gvk)
+	err = r.clients.Client.Get(ctx, client.ObjectKey{Namespace: id.Namespace, Name: id.Name}, live)
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		return v, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", e.ID, err)
+	}
+	v.live = live
+	v.result = resultObject(live, "", "prune", result.Deleted)
+	labels := live.GetLabels()
+	switch {
+	case labels[inventory.NameLabel] != r.opts.Inventory || labels[inventory.NamespaceLabel] != r.opts.InventoryNamespace:
+		v.skip = "no longer labelled as this inventory's; left alone"
+	case utils.AnyInMetadata(live, pruneDisabledSelector):
+		v.skip = "annotated prune: disabled"
+	case live.GetKind() == "Namespace" && live.GroupVersionKind().Group == "" && protectedNamespaces[live.GetName()]:
+		v.skip = "a protected namespace is never deleted"
+	}
+	return v, nil
+}
+
+// prune deletes what the previous run applied and this one no longer has.
+// A delete that fails keeps its entry, so the next run retries it.
+func (r *run) prune(ctx context.Context) error {
+	stale := r.staleEntries()
+	var errs errorList
+	kept := make([]*inventory.Entry, len(stale))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(r.opts.Concurrency, 1))
+	for i, e := range stale {
+		g.Go(func() error {
+			v, err := r.judge(gctx, e)
+			if err != nil {
+				kept[i] = &stale[i]
+				errs.add(err)
+				return nil
+			}
+			if v.live == nil {
+				return nil // already gone
+			}
+			if v.skip != "" {
+				v.result.Action, v.result.Error = result.Skipped, v.skip
+				r.recordLocked(v.result)
+				return nil
+			}
+			uid := v.live.GetUID()
+			err = r.clients.Client.Delete(gctx, v.live, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+			if err != nil && !apierrors.IsNotFound(err) {
+				kept[i] = &stale[i]
+				v.result.Action, v.result.Error = result.Failed, apiMessage(err)
+				errs.add(&ObjectError{Ref: v.result.Ref(), Err: fmt.Errorf("delete failed: %s", apiMessage(err))})
+			}
+			r.recordLocked(v.result)
+			return nil
+		})
+	}
+	_ = g.Wait()
+
+	entries := map[string]inventory.Entry{}
+	for _, e := range r.applied {
+		entries[e.ID] = e
+	}
+	for _, k := range kept {
+		if k != nil {
+			entries[k.ID] = *k
+			r.pruneKept = append(r.pruneKept, *k)
+		}
+	}
+	pruneErr := errs.err()
+	if err := r.saveInventory(ctx, entries); err != nil {
+		return errors.Join(pruneErr, err)
+	}
+	return pruneErr
+}

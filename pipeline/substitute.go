@@ -1,0 +1,102 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Objects carrying either annotation with value "disabled" are left
+// untouched by substitution.
+const (
+	substituteAnnotation     = "gantry.dev/substitute"
+	fluxSubstituteAnnotation = "kustomize.toolkit.fluxcd.io/substitute"
+)
+
+// varPattern matches $${...} (an escape), ${NAME}, ${NAME:=default} and
+// ${NAME:-default}, as Flux's post-build substitution does.
+var varPattern = regexp.MustCompile(`\$(\$?)\{([^}:]*)(?::([=-])([^}]*))?\}`)
+
+var varName = regexp.MustCompile(`^[_a-zA-Z][_a-zA-Z0-9]*$`)
+
+// substitute replaces the variables in s. Every variable without a value and
+// without a default is returned by name, once, sorted.
+func substitute(s string, vars map[string]string) (string, []string, error) {
+	missing := map[string]bool{}
+	var bad error
+	out := varPattern.ReplaceAllStringFunc(s, func(m string) string {
+		g := varPattern.FindStringSubmatch(m)
+		escaped, name, op, def := g[1] != "", g[2], g[3], g[4]
+		if escaped {
+			return m[1:]
+		}
+		if !varName.MatchString(name) {
+			bad = fmt.Errorf("invalid variable name %q in %s", name, m)
+			return m
+		}
+		if v, ok := vars[name]; ok {
+			return v
+		}
+		if op != "" {
+			return def
+		}
+		missing[name] = true
+		return m
+	})
+	var names []string
+	for n := range missing {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return out, names, bad
+}
+
+// substituteAll substitutes the variables in every object, strictly: an
+// unset variable without a default is an error naming it, the object and its
+// file. Values never appear in errors.
+func substituteAll(objects []*Object, vars map[string]string) error {
+	var errs []error
+	for _, o := range objects {
+		a := o.GetAnnotations()
+		if strings.EqualFold(a[substituteAnnotation], "disabled") || strings.EqualFold(a[fluxSubstituteAnnotation], "disabled") {
+			continue
+		}
+		b, err := yaml.Marshal(o.Object)
+		if err != nil {
+			return err
+		}
+		out, missing, err := substitute(string(b), vars)
+		if err != nil {
+			errs = append(errs, &BuildError{File: o.Source, Err: fmt.Errorf("%s: %w", ref(o), err)})
+			continue
+		}
+		if len(missing) > 0 {
+			errs = append(errs, &BuildError{File: o.Source, Err: fmt.Errorf("%s: variable %s not set and has no default (strict substitution)", ref(o), "${"+strings.Join(missing, "}, ${")+"}")})
+			continue
+		}
+		if out == string(b) {
+			continue
+		}
+		j, err := yaml.YAMLToJSON([]byte(out))
+		if err == nil {
+			err = o.UnmarshalJSON(j)
+		}
+		if err != nil {
+			errs = append(errs, &BuildError{File: o.Source, Err: fmt.Errorf("%s: the result of substitution is not a valid object: %w", ref(o), err)})
+			continue
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ref names an object for messages: Kind/namespace/name or Kind/name.
+func ref(o *Object) string {
+	if o.GetNamespace() == "" {
+		return o.GetKind() + "/" + o.GetName()
+	}
+	return o.GetKind() + "/" + o.GetNamespace() + "/" + o.GetName()
+}

@@ -1,0 +1,277 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
+	"github.com/fluxcd/cli-utils/pkg/kstatus/polling/event"
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"github.com/fluxcd/cli-utils/pkg/object"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/gantry-dev/gantry/result"
+)
+
+// PollInterval is how often the wait stage reads the objects' status.
+const PollInterval = 500 * time.Millisecond
+
+// healthTargets are the objects the wait checks: the health-checks list
+// when given, otherwise every object of the set that was not skipped.
+func (r *run) healthTargets() (object.ObjMetadataSet, error) {
+	var set object.ObjMetadataSet
+	if len(r.opts.HealthChecks) > 0 {
+		var errs []error
+		for _, hc := range r.opts.HealthChecks {
+			found := false
+			for _, o := range r.objects {
+				if strings.EqualFold(o.GetKind(), hc.Kind) && o.GetNamespace() == hc.Namespace && o.GetName() == hc.Name {
+					set = append(set, object.UnstructuredToObjMetadata(o.Unstructured))
+					found = true
+				}
+			}
+			if !found {
+				errs = append(errs, fmt.Errorf("health check %s: no such object in the set", hc))
+			}
+		}
+		return set, errors.Join(errs...)
+	}
+	for _, o := range r.objects {
+		id := object.UnstructuredToObjMetadata(o.Unstructured)
+		if i, ok := r.byID[id.String()]; ok && r.res.Objects[i].Action == result.Skipped {
+			continue
+		}
+		set = append(set, id)
+	}
+	return set, nil
+}
+
+// wait polls kstatus until every target is Current, until nothing is in
+// progress any more (some Failed), or until the deadline; then it says, for
+// each object that is not ready, why.
+func (r *run) wait(ctx context.Context) error {
+	set, err := r.healthTargets()
+	if err != nil {
+		return err
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	last, timedOut := r.poll(ctx, set)
+
+	var errs []error
+	for _, id := range set {
+		rs := last[id]
+		h := &result.Health{Status: status.UnknownStatus.String()}
+		if rs != nil {
+			h.Status = rs.Status.String()
+		}
+		if rs == nil || rs.Status != status.CurrentStatus {
+			h.Message = r.explain(context.WithoutCancel(ctx), id, rs)
+			errs = append(errs, fmt.Errorf("%s is %s: %s", fmtID(id), h.Status, h.Message))
+		}
+		if i, ok := r.byID[id.String()]; ok {
+			r.res.Objects[i].Health = h
+		}
+	}
+	if len(errs) == 0 {
+		r.obs.Info(fmt.Sprintf("%d objects ready", len(set)))
+		return nil
+	}
+	what := "not ready"
+	if timedOut {
+		what = fmt.Sprintf("not ready within the timeout (%s)", r.opts.Timeout)
+	}
+	return fmt.Errorf("%d of %d objects %s: %w", len(errs), len(set), what, errors.Join(errs...))
+}
+
+// poll returns the last status seen per object, and whether the deadline
+// passed before the objects settled.
+func (r *run) poll(ctx context.Context, set object.ObjMetadataSet) (map[object.ObjMetadata]*event.ResourceStatus, bool) {
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	poller := polling.NewStatusPoller(r.clients.Client, r.clients.Mapper, polling.Options{})
+	events := poller.Poll(pctx, set, polling.PollOptions{PollInterval: PollInterval})
+	last := map[object.ObjMetadata]*event.ResourceStatus{}
+	settled := false
+	for e := range events {
+		if e.Type != event.ResourceUpdateEvent || e.Resource == nil {
+			continue
+		}
+		last[e.Resource.Identifier] = e.Resource
+		if settled || len(last) < len(set) {
+			continue
+		}
+		current, failed := 0, 0
+		for _, rs := range last {
+			switch rs.Status {
+			case status.CurrentStatus:
+				current++
+			case status.FailedStatus:
+				failed++
+			}
+		}
+		if current+failed == len(set) {
+			settled = true
+			cancel()
+		}
+	}
+	return last, !settled && ctx.Err() != nil
+}
+
+// explain says why an object is not ready: kstatus's message and failing
+// conditions, and for workloads what is wrong with their pods.
+func (r *run) explain(ctx context.Context, id object.ObjMetadata, rs *event.ResourceStatus) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var parts []string
+	if rs == nil {
+		return "its status could not be read"
+	}
+	if rs.Message != "" {
+		parts = append(parts, rs.Message)
+	}
+	if rs.Error != nil {
+		parts = append(parts, rs.Error.Error())
+	}
+	if rs.Resource != nil {
+		parts = append(parts, failingConditions(rs.Resource)...)
+		if sel := podSelector(rs.Resource); sel != "" {
+			parts = append(parts, r.podReasons(ctx, id.Namespace, sel)...)
+		}
+	}
+	return strings.Join(dedupe(parts), "; ")
+}
+
+// failingConditions lists conditions that say something is wrong.
+func failingConditions(u *unstructured.Unstructured) []string {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	var out []string
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		typ, _ := m["type"].(string)
+		st, _ := m["status"].(string)
+		reason, _ := m["reason"].(string)
+		msg, _ := m["message"].(string)
+		bad := (st == "False" && typ != "Stalled" && typ != "Reconciling") || ((typ == "Stalled" || typ == "ReplicaFailure") && st == "True")
+		if bad {
+			out = append(out, fmt.Sprintf("condition %s=%s (%s): %s", typ, st, reason, msg))
+		}
+	}
+	return out
+}
+
+// podSelector returns the label selector of a workload's pods.
+func podSelector(u *unstructured.Unstructured) string {
+	switch u.GetKind() {
+	case "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job":
+	default:
+		return ""
+	}
+	labels, _, _ := unstructured.NestedStringMap(u.Object, "spec", "selector", "matchLabels")
+	if len(labels) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(k + "=" + labels[k])
+	}
+	return b.String()
+}
+
+// podReasons reads why a workload's pods are not ready: unschedulable,
+// image pull failures, crash loops, from pod status and Warning events.
+func (r *run) podReasons(ctx context.Context, namespace, selector string) []string {
+	pods, err := r.clients.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector, Limit: 50})
+	if err != nil {
+		return []string{"its pods could not be listed: " + err.Error()}
+	}
+	var out []string
+	notReady := 0
+	for _, p := range pods.Items {
+		if isPodReady(&p) {
+			continue
+		}
+		notReady++
+		if notReady > 3 {
+			continue // three pods say enough
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				out = append(out, fmt.Sprintf("pod %s %s: %s", p.Name, strings.ToLower(c.Reason), c.Message))
+			}
+		}
+		for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+			if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
+				out = append(out, fmt.Sprintf("pod %s container %s: %s: %s", p.Name, cs.Name, w.Reason, w.Message))
+			}
+			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+				out = append(out, fmt.Sprintf("pod %s container %s terminated: %s (exit code %d)", p.Name, cs.Name, t.Reason, t.ExitCode))
+			}
+		}
+		events, err := r.clients.Kube.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{
+			FieldSelector: fields.AndSelectors(
+				fields.OneTermEqualSelector("involvedObject.name", p.Name),
+				fields.OneTermEqualSelector("type", corev1.EventTypeWarning),
+			).String(),
+		})
+		if err == nil {
+			for _, e := range events.Items {
+				out = append(out, fmt.Sprintf("pod %s event %s: %s", p.Name, e.Reason, e.Message))
+			}
+		}
+	}
+	if notReady > 3 {
+		out = append(out, fmt.Sprintf("and %d more pods not ready", notReady-3))
+	}
+	return out
+}
+
+func isPodReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func dedupe(in []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range in {
+		s = strings.TrimSpace(s)
+		if s == "" || seen[s] {
+			continue
+		}
+		seen[s] = true
+		out = append(out, s)
+	}
+	return out
+}
+
+// fmtID names an object like ssa does: Kind/namespace/name.
+func fmtID(id object.ObjMetadata) string {
+	if id.Namespace == "" {
+		return id.GroupKind.Kind + "/" + id.Name
+	}
+	return id.GroupKind.Kind + "/" + id.Namespace + "/" + id.Name
+}
