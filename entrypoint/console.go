@@ -141,7 +141,7 @@ func runInventory(ctx context.Context, cfg *Config, connect pipeline.Connector, 
 			fmt.Fprintln(stderr, "gantry:", err)
 		}
 		for _, inv := range invs {
-			fmt.Fprintf(stdout, "%s/%s\t%d objects\trevision %s\tapplied %s\n", inv.Namespace, inv.Name, len(inv.Entries), inv.Revision, inv.LastApplied.Format("2006-01-02T15:04:05Z07:00"))
+			fmt.Fprintf(stdout, "%s/%s\t%d objects\trevision %s\tapplied %s\n", inv.Namespace, inv.Name, len(inv.Entries), orNone(inv.Revision), inv.LastApplied.Format("2006-01-02T15:04:05Z07:00"))
 		}
 		if err != nil {
 			return ExitFailed
@@ -157,9 +157,16 @@ func runInventory(ctx context.Context, cfg *Config, connect pipeline.Connector, 
 		fmt.Fprintf(stderr, "gantry: inventory %s/%s not found\n", cfg.InventoryNamespace, cfg.Inventory)
 		return ExitFailed
 	}
-	fmt.Fprintf(stdout, "inventory %s/%s: revision %s, source %s, applied %s by gantry %s\n", inv.Namespace, inv.Name, inv.Revision, inv.Source, inv.LastApplied.Format("2006-01-02T15:04:05Z07:00"), inv.GantryVersion)
+	fmt.Fprintf(stdout, "inventory %s/%s: revision %s, source %s, applied %s by gantry %s\n", inv.Namespace, inv.Name, orNone(inv.Revision), inv.Source, inv.LastApplied.Format("2006-01-02T15:04:05Z07:00"), inv.GantryVersion)
 	for _, e := range inv.Entries {
 		fmt.Fprintf(stdout, "%s\t%s\n", e.ID, e.Version)
 	}
 	return ExitOK
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
 }

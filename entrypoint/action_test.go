@@ -1,0 +1,43 @@
+package entrypoint
+
+import (
+	"os"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
+)
+
+// action.yml and the input table must agree: the same inputs, the same
+// defaults, the same descriptions.
+func TestActionYAMLMatchesInputs(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../action.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var action struct {
+		Inputs map[string]struct {
+			Description string  `json:"description"`
+			Default     *string `json:"default"`
+		} `json:"inputs"`
+	}
+	if err := yaml.Unmarshal(b, &action); err != nil {
+		t.Fatalf("action.yml: %v", err)
+	}
+	got := map[string][2]string{}
+	for name, in := range action.Inputs {
+		d := ""
+		if in.Default != nil {
+			d = *in.Default
+		}
+		got[name] = [2]string{d, in.Description}
+	}
+	want := map[string][2]string{}
+	for _, in := range Inputs {
+		want[in.Name] = [2]string{in.Default, in.Description}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("action.yml inputs differ from the entrypoint's table (-table +action.yml):\n%s", diff)
+	}
+}
