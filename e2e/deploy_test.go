@@ -116,6 +116,8 @@ func objectByRef(r gantryRun, ref string) *result.Object {
 	return nil
 }
 
+func removeFile(path string) error { return os.Remove(path) }
+
 func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
@@ -452,22 +454,7 @@ func TestServiceAccountBoundsTheRun(t *testing.T) {
 	ns := env.Namespace(t)
 	other := env.Namespace(t)
 	ctx := context.Background()
-	if _, err := env.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "deployer"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := env.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "deployer"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := env.Client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "deployer"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "deployer"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "deployer", Namespace: ns}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	bindServiceAccount(t, ns, "deployer", []rbacv1.PolicyRule{{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}}})
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "mine.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: mine\n  namespace: "+ns+"\n")
 	writeFile(t, filepath.Join(dir, "theirs.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: theirs\n  namespace: "+other+"\n")

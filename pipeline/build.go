@@ -103,8 +103,14 @@ func Build(opts BuildOptions) ([]*Object, error) {
 	base := abs
 	if findKustomization(abs) == "" {
 		plain := filepath.Join(tmp, "plain")
-		if err := copyPlainFolder(abs, plain); err != nil {
+		n, err := copyPlainFolder(abs, plain)
+		if err != nil {
 			return nil, err
+		}
+		if n == 0 {
+			// No manifests at all: an empty set (prune's allow-empty
+			// guard decides what that may mean), not a kustomize error.
+			return nil, nil
 		}
 		pathMap[plain] = abs
 		base = plain
@@ -267,7 +273,7 @@ func isManifest(name string) bool {
 // kustomization listing them. A subfolder with a kustomization of its own is
 // referenced where it is, by absolute path, since it may refer to files
 // outside itself (../base).
-func copyPlainFolder(src, dst string) error {
+func copyPlainFolder(src, dst string) (int, error) {
 	var resources []string
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -303,7 +309,7 @@ func copyPlainFolder(src, dst string) error {
 		return os.WriteFile(filepath.Join(dst, rel), b, 0o600)
 	})
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", src, err)
+		return 0, fmt.Errorf("reading %s: %w", src, err)
 	}
 	sort.Strings(resources)
 	k := types.Kustomization{
@@ -312,7 +318,7 @@ func copyPlainFolder(src, dst string) error {
 	}
 	kb, err := yaml.Marshal(k)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return os.WriteFile(filepath.Join(dst, konfig.DefaultKustomizationFileName()), kb, 0o600)
+	return len(resources), os.WriteFile(filepath.Join(dst, konfig.DefaultKustomizationFileName()), kb, 0o600)
 }
