@@ -197,6 +197,15 @@ func TestApplyOverlayThenNoop(t *testing.T) {
 	}
 	before := resourceVersions(t, first)
 
+	show := gantry(t, "inventory", "--inventory=app", "--inventory-namespace="+invNS)
+	if show.code != 0 || !strings.Contains(show.stdout, appNS+"_web_apps_Deployment\tv1") || strings.Count(show.stdout, "\n") != 8 {
+		t.Errorf("inventory show: exit %d\n%s%s", show.code, show.stdout, show.stderr)
+	}
+	list := gantry(t, "inventory", "--inventory-namespace="+invNS)
+	if list.code != 0 || !strings.HasPrefix(list.stdout, invNS+"/app\t7 objects") {
+		t.Errorf("inventory list: exit %d\n%s%s", list.code, list.stdout, list.stderr)
+	}
+
 	second := gantry(t, applyArgs(dir, invNS, appNS)...)
 	if second.code != entrypoint.ExitOK {
 		t.Fatalf("second apply: exit %d\n%s", second.code, second.stderr)

@@ -52,27 +52,21 @@ type value struct {
 	origin string // --flag, INPUT_X, GANTRY_X or default
 }
 
-// boolFlag lets a bool input be given bare (--prune) or with a value.
-type boolFlag struct{ v *string }
+// inputFlag keeps an input's raw text, so that every input is validated in
+// one place whatever its source; a bool input may be given bare (--prune).
+type inputFlag struct {
+	v      *string
+	isBool bool
+}
 
-func (b boolFlag) String() string {
-	if b.v == nil {
+func (f inputFlag) String() string {
+	if f.v == nil {
 		return ""
 	}
-	return *b.v
+	return *f.v
 }
-func (b boolFlag) Set(s string) error { *b.v = s; return nil }
-func (b boolFlag) IsBoolFlag() bool   { return true }
-
-type stringFlag struct{ v *string }
-
-func (s stringFlag) String() string {
-	if s.v == nil {
-		return ""
-	}
-	return *s.v
-}
-func (s stringFlag) Set(v string) error { *s.v = v; return nil }
+func (f inputFlag) Set(s string) error { *f.v = s; return nil }
+func (f inputFlag) IsBoolFlag() bool   { return f.isBool }
 
 // EnvName is an input's GitHub Actions variable: INPUT_ upper-cased, hyphens
 // kept.
@@ -91,11 +85,7 @@ func resolve(args []string, env map[string]string, usage io.Writer) (map[string]
 	for _, in := range Inputs {
 		v := new(string)
 		flags[in.Name] = v
-		if in.Bool {
-			fs.Var(boolFlag{v}, in.Name, in.Description)
-		} else {
-			fs.Var(stringFlag{v}, in.Name, in.Description)
-		}
+		fs.Var(inputFlag{v: v, isBool: in.Bool}, in.Name, in.Description)
 	}
 	var command string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {

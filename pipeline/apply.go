@@ -38,7 +38,7 @@ func (r *run) validate(ctx context.Context) error {
 		return fmt.Errorf("the build produced no objects, so prune would delete all %d objects of inventory %s/%s; set allow-empty to allow that",
 			len(r.prev.Entries), r.opts.InventoryNamespace, r.opts.Inventory)
 	}
-	p := newPlanner(r.clients.Client, r.clients.Mapper, r.objects, r.opts.Force)
+	p := newPlanner(r.clients.Client, r.objects, r.opts.Force)
 	r.plans = p.planAll(ctx, r.objects, r.opts.Concurrency)
 	var errs []error
 	for _, pl := range r.plans {
@@ -164,7 +164,7 @@ func (r *run) apply(ctx context.Context) error {
 // applyGroup plans the deferred objects of one stage now that what they
 // depend on exists, then writes the changed ones concurrently.
 func (r *run) applyGroup(ctx context.Context, group []*plan) error {
-	p := newPlanner(r.clients.Client, r.clients.Mapper, r.objects, r.opts.Force)
+	p := newPlanner(r.clients.Client, r.objects, r.opts.Force)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(r.opts.Concurrency, 1))
 	for i, pl := range group {

@@ -4,17 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/result"
-
-	"golang.org/x/sync/errgroup"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // diff reports what apply would do, prune included, without writing and
@@ -28,7 +20,7 @@ func (r *run) diff(ctx context.Context) error {
 		return err
 	}
 	r.prev, r.previous = prev, prev.Entries
-	p := newPlanner(r.clients.Client, r.clients.Mapper, r.objects, r.opts.Force)
+	p := newPlanner(r.clients.Client, r.objects, r.opts.Force)
 	r.plans = p.planAll(ctx, r.objects, r.opts.Concurrency)
 	var errs []error
 	for _, pl := range r.plans {
@@ -93,74 +85,24 @@ func (r *run) deleteAll(ctx context.Context) error {
 	}
 	// With an empty desired set every entry is stale.
 	r.objects = nil
-	stale := r.staleEntries()
-	var errs errorList
-	var deleted []*unstructured.Unstructured
-	kept := make([]*inventory.Entry, len(stale))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(r.opts.Concurrency, 1))
-	for i, e := range stale {
-		g.Go(func() error {
-			v, err := r.judge(gctx, e)
-			if err != nil {
-				kept[i] = &stale[i]
-				errs.add(err)
-				return nil
-			}
-			if v.live == nil {
-				return nil
-			}
-			v.result.Stage = "delete"
-			if v.skip != "" {
-				v.result.Action, v.result.Error = result.Skipped, v.skip
-				r.recordLocked(v.result)
-				return nil
-			}
-			uid := v.live.GetUID()
-			err = r.clients.Client.Delete(gctx, v.live, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
-			if err != nil && !apierrors.IsNotFound(err) {
-				kept[i] = &stale[i]
-				v.result.Action, v.result.Error = result.Failed, apiMessage(err)
-				errs.add(&ObjectError{Ref: v.result.Ref(), Err: fmt.Errorf("delete failed: %s", apiMessage(err))})
-			} else {
-				r.mu.Lock()
-				deleted = append(deleted, v.live)
-				r.mu.Unlock()
-			}
-			r.recordLocked(v.result)
-			return nil
-		})
-	}
-	_ = g.Wait()
+	deleted, remaining, err := r.deleteStale(ctx, r.staleEntries(), "delete")
+	errs := []error{err}
 	// Wait until the deleted objects are gone (finalizers run), so that a
 	// following apply does not race their termination.
 	for _, u := range deleted {
 		if err := waitGone(ctx, r.clients.Client, u); err != nil {
-			errs.add(fmt.Errorf("waiting for %s/%s to be deleted: %w", u.GetKind(), u.GetName(), err))
+			errs = append(errs, fmt.Errorf("waiting for %s/%s to be deleted: %w", u.GetKind(), u.GetName(), err))
 			break
 		}
 	}
-	var remaining []inventory.Entry
-	for _, k := range kept {
-		if k != nil {
-			remaining = append(remaining, *k)
-		}
-	}
 	if len(remaining) == 0 {
-		if err := r.store.Delete(context.WithoutCancel(ctx), r.prev); err != nil {
-			errs.add(err)
-		}
+		errs = append(errs, r.store.Delete(context.WithoutCancel(ctx), r.prev))
 	} else {
 		entries := map[string]inventory.Entry{}
 		for _, e := range remaining {
 			entries[e.ID] = e
 		}
-		if err := r.saveInventory(ctx, entries); err != nil {
-			errs.add(err)
-		}
+		errs = append(errs, r.saveInventory(ctx, entries))
 	}
-	return errs.err()
+	return errors.Join(errs...)
 }
-
-var _ = wait.PollUntilContextCancel
-var _ = time.Second

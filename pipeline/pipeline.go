@@ -103,11 +103,9 @@ type run struct {
 	previous []inventory.Entry
 	mu       sync.Mutex // guards res.Objects and byID for concurrent workers
 	store    *inventory.Store
-	// applied lists what this run's set holds in the cluster now; pruneKept
-	// lists previous entries whose deletion failed (kept for a retry).
-	applied   []inventory.Entry
-	pruneKept []inventory.Entry
-	release   func()
+	// applied lists what this run's set holds in the cluster now.
+	applied []inventory.Entry
+	release func()
 	// deadlineCtx carries the one deadline of everything after the build.
 	deadlineCtx context.Context
 }

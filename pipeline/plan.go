@@ -101,7 +101,6 @@ type plan struct {
 // planner dry-runs objects against the cluster.
 type planner struct {
 	client client.Client
-	mapper meta.RESTMapper
 	force  bool
 	// inSet says which CRD group-kinds and namespaces the set itself
 	// creates, so objects depending on them are deferred, not failed.
@@ -109,8 +108,8 @@ type planner struct {
 	namespaces map[string]bool
 }
 
-func newPlanner(c client.Client, mapper meta.RESTMapper, objects []*Object, force bool) *planner {
-	p := &planner{client: c, mapper: mapper, force: force, crdKinds: map[schema.GroupKind]bool{}, namespaces: map[string]bool{}}
+func newPlanner(c client.Client, objects []*Object, force bool) *planner {
+	p := &planner{client: c, force: force, crdKinds: map[schema.GroupKind]bool{}, namespaces: map[string]bool{}}
 	for _, o := range objects {
 		if gk, ok := object.GetCRDGroupKind(o.Unstructured); ok {
 			p.crdKinds[gk] = true
@@ -154,12 +153,7 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 		pl.existing = existing
 	case apierrors.IsNotFound(err):
 	case meta.IsNoMatchError(err) || isNamespaceNotFound(err, o):
-		if p.dependsOnSet(o, err) {
-			pl.kind, pl.reason = planDeferred, dependencyReason(o, err)
-			return pl
-		}
-		pl.kind, pl.err = planFailed, p.describe(err, o)
-		return pl
+		return p.missing(pl, err)
 	default:
 		pl.kind, pl.err = planFailed, fmt.Errorf("reading: %w", err)
 		return pl
@@ -186,12 +180,7 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 		pl.kind, pl.err = planFailed, fmt.Errorf("%s (immutable; set force, or annotate the object gantry.dev/force: enabled, to recreate it)", apiMessage(err))
 		return pl
 	case meta.IsNoMatchError(err) || isNamespaceNotFound(err, o):
-		if p.dependsOnSet(o, err) {
-			pl.kind, pl.reason = planDeferred, dependencyReason(o, err)
-			return pl
-		}
-		pl.kind, pl.err = planFailed, p.describe(err, o)
-		return pl
+		return p.missing(pl, err)
 	default:
 		pl.kind, pl.err = planFailed, p.describe(err, o)
 		return pl
@@ -206,6 +195,17 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 	}
 	if pl.cleanup || drifted(pl.existing, dryRun) {
 		pl.kind = planConfigure
+	}
+	return pl
+}
+
+// missing handles a kind or namespace the cluster does not have: deferred
+// when the set itself brings it, failed otherwise.
+func (p *planner) missing(pl *plan, err error) *plan {
+	if p.dependsOnSet(pl.obj, err) {
+		pl.kind, pl.reason = planDeferred, dependencyReason(pl.obj, err)
+	} else {
+		pl.kind, pl.err = planFailed, p.describe(err, pl.obj)
 	}
 	return pl
 }

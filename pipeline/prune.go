@@ -77,25 +77,30 @@ func (r *run) judge(ctx context.Context, e inventory.Entry) (*pruneVerdict, erro
 	return v, nil
 }
 
-// prune deletes what the previous run applied and this one no longer has.
-// A delete that fails keeps its entry, so the next run retries it.
-func (r *run) prune(ctx context.Context) error {
-	stale := r.staleEntries()
+// deleteStale deletes the objects of stale entries concurrently, unless
+// judge keeps them. It returns what it deleted and the entries whose
+// deletion failed (to keep in the inventory for a retry).
+func (r *run) deleteStale(ctx context.Context, stale []inventory.Entry, stage string) (deleted []*unstructured.Unstructured, kept []inventory.Entry, err error) {
 	var errs errorList
-	kept := make([]*inventory.Entry, len(stale))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(r.opts.Concurrency, 1))
-	for i, e := range stale {
+	for _, e := range stale {
 		g.Go(func() error {
+			keep := func(err error) {
+				r.mu.Lock()
+				kept = append(kept, e)
+				r.mu.Unlock()
+				errs.add(err)
+			}
 			v, err := r.judge(gctx, e)
 			if err != nil {
-				kept[i] = &stale[i]
-				errs.add(err)
+				keep(err)
 				return nil
 			}
 			if v.live == nil {
 				return nil // already gone
 			}
+			v.result.Stage = stage
 			if v.skip != "" {
 				v.result.Action, v.result.Error = result.Skipped, v.skip
 				r.recordLocked(v.result)
@@ -103,28 +108,31 @@ func (r *run) prune(ctx context.Context) error {
 			}
 			uid := v.live.GetUID()
 			err = r.clients.Client.Delete(gctx, v.live, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
-			if err != nil && !apierrors.IsNotFound(err) {
-				kept[i] = &stale[i]
+			switch {
+			case err != nil && !apierrors.IsNotFound(err):
 				v.result.Action, v.result.Error = result.Failed, apiMessage(err)
-				errs.add(&ObjectError{Ref: v.result.Ref(), Err: fmt.Errorf("delete failed: %s", apiMessage(err))})
+				keep(&ObjectError{Ref: v.result.Ref(), Err: fmt.Errorf("delete failed: %s", apiMessage(err))})
+			default:
+				r.mu.Lock()
+				deleted = append(deleted, v.live)
+				r.mu.Unlock()
 			}
 			r.recordLocked(v.result)
 			return nil
 		})
 	}
 	_ = g.Wait()
+	return deleted, kept, errs.err()
+}
 
+// prune deletes what the previous run applied and this one no longer has.
+// A delete that fails keeps its entry, so the next run retries it.
+func (r *run) prune(ctx context.Context) error {
+	_, kept, pruneErr := r.deleteStale(ctx, r.staleEntries(), "prune")
 	entries := map[string]inventory.Entry{}
-	for _, e := range r.applied {
+	for _, e := range append(append([]inventory.Entry(nil), r.applied...), kept...) {
 		entries[e.ID] = e
 	}
-	for _, k := range kept {
-		if k != nil {
-			entries[k.ID] = *k
-			r.pruneKept = append(r.pruneKept, *k)
-		}
-	}
-	pruneErr := errs.err()
 	if err := r.saveInventory(ctx, entries); err != nil {
 		return errors.Join(pruneErr, err)
 	}

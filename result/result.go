@@ -24,9 +24,10 @@ const (
 	ReasonSucceeded   Reason = "ReconciliationSucceeded"
 	ReasonBuildFailed Reason = "BuildFailed"
 	// ReasonArtifactFailed is for pulling, verifying or pushing an artifact.
-	ReasonArtifactFailed    Reason = "ArtifactFailed"
-	ReasonValidationFailed  Reason = "ValidationFailed"
-	ReasonApplyFailed       Reason = "ApplyFailed"
+	ReasonArtifactFailed   Reason = "ArtifactFailed"
+	ReasonValidationFailed Reason = "ValidationFailed"
+	// ReasonApplyFailed is Flux's ReconciliationFailed: the apply failed.
+	ReasonApplyFailed       Reason = "ReconciliationFailed"
 	ReasonPruneFailed       Reason = "PruneFailed"
 	ReasonHealthCheckFailed Reason = "HealthCheckFailed"
 	// ReasonProgressing means a diff found pending changes.
