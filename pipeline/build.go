@@ -232,7 +232,7 @@ func displayPath(p string, pathMap map[string]string, workDir string) string {
 // wrapperNoise is the part of a kustomize error that only says the
 // generated build root could not accumulate the user's folder; what follows
 // it names the real problem.
-var wrapperNoise = regexp.MustCompile(`accumulating resources: accumulation err='accumulating resources from '[^']*': '[^']*' must resolve to a file': recursed accumulation of path '[^']*': `)
+var wrapperNoise = regexp.MustCompile(`accumulating resources: accumulation err='accumulating resources from '[^']*': '[^']*' must resolve to a file': (recursed accumulation of path '[^']*': )?`)
 
 // relPaths rewrites the temporary paths in a kustomize error message.
 func relPaths(msg string, pathMap map[string]string, tmp, workDir string) string {

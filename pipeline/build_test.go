@@ -126,8 +126,14 @@ func TestBuildErrorsNameTheFile(t *testing.T) {
 		files map[string]string
 		want  string
 	}{
-		"malformed yaml":   {map[string]string{"app/bad.yaml": "kind: [\n"}, "bad.yaml"},
-		"missing resource": {map[string]string{"app/kustomization.yaml": "resources: [gone.yaml]\n"}, "gone.yaml"},
+		"malformed yaml":              {map[string]string{"app/bad.yaml": "kind: [\n"}, "bad.yaml"},
+		"missing resource":            {map[string]string{"app/kustomization.yaml": "resources: [gone.yaml]\n"}, "gone.yaml"},
+		"unknown kustomization kind":  {map[string]string{"app/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomisation\nresources: [a.yaml]\n"}, "kind should be Kustomization or Component"},
+		"unknown kustomization field": {map[string]string{"app/kustomization.yaml": "resourcez: [a.yaml]\n"}, `unknown field "resourcez"`},
+		"unknown generator kind": {map[string]string{
+			"app/kustomization.yaml": "generators: [gen.yaml]\n",
+			"app/gen.yaml":           "apiVersion: builtin\nkind: NoSuchGenerator\nmetadata:\n  name: g\n",
+		}, "NoSuchGenerator"},
 		"exec plugin": {map[string]string{
 			"app/kustomization.yaml": "generators: [gen.yaml]\n",
 			"app/gen.yaml":           "apiVersion: x/v1\nkind: Gen\nmetadata:\n  name: g\n  annotations:\n    config.kubernetes.io/function: |\n      exec:\n        path: ./gen.sh\n",
