@@ -153,3 +153,16 @@ func TestExitCodeForInvalidConfig(t *testing.T) {
 		t.Errorf("stderr:\n%s", stderr.String())
 	}
 }
+
+// Two runs must never share a lock holder identity, even in one process.
+func TestHolderIsUniquePerRun(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"GITHUB_RUN_ID": "42", "GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "o/r"}
+	a, b := holder(env), holder(env)
+	if a == b {
+		t.Errorf("two runs got the same holder %q", a)
+	}
+	if !strings.Contains(a, "https://github.com/o/r/actions/runs/42") {
+		t.Errorf("holder %q does not link the workflow run", a)
+	}
+}

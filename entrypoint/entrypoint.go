@@ -5,6 +5,7 @@ package entrypoint
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"os"
@@ -151,7 +152,9 @@ func exitCode(res *result.Result, cfg *Config) int {
 // wait can say who it waits for.
 func holder(env map[string]string) string {
 	host, _ := os.Hostname()
-	h := fmt.Sprintf("gantry %s on %s (pid %d)", Version, host, os.Getpid())
+	// The run id makes every run distinct even within one process or
+	// container; the lock treats a lease with its own holder as its own.
+	h := fmt.Sprintf("gantry %s on %s (pid %d, run %s)", Version, host, os.Getpid(), strings.ToLower(rand.Text()[:8]))
 	switch {
 	case env["GITHUB_RUN_ID"] != "":
 		h += fmt.Sprintf(", %s/%s/actions/runs/%s", env["GITHUB_SERVER_URL"], env["GITHUB_REPOSITORY"], env["GITHUB_RUN_ID"])
