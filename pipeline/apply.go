@@ -188,6 +188,7 @@ func (r *run) applyGroup(ctx context.Context, group []*plan) error {
 		g.Go(func() error {
 			action, err := r.write(gctx, pl)
 			o := resultObject(pl.obj.Unstructured, pl.obj.Source, "apply", action)
+			o.Diff = pl.diff
 			if err != nil {
 				o.Action, o.Error = result.Failed, err.Error()
 				errs.add(&ObjectError{Ref: ref(pl.obj), Source: pl.obj.Source, Err: err})

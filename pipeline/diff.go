@@ -25,6 +25,7 @@ func (r *run) diff(ctx context.Context) error {
 	var errs []error
 	for _, pl := range r.plans {
 		o := resultObject(pl.obj.Unstructured, pl.obj.Source, "diff", result.Unchanged)
+		o.Diff = pl.diff
 		switch pl.kind {
 		case planCreate, planDeferred:
 			o.Action = result.Created

@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gantry-dev/gantry/diffs"
 )
 
 // FieldManager is the server-side apply field manager gantry writes with.
@@ -96,6 +98,7 @@ type plan struct {
 	cleanup  bool   // kubectl's annotation or managers must go first
 	reason   string // why skipped or deferred
 	err      error
+	diff     string // what changes, for reports
 }
 
 // planner dry-runs objects against the cluster.
@@ -175,7 +178,7 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 	case pl.existing != nil && ssaerrors.IsImmutableError(err):
 		if p.force || utils.AnyInMetadata(o.Unstructured, forceSelector) || utils.AnyInMetadata(pl.existing, forceSelector) {
 			pl.kind = planRecreate
-			return pl
+			return pl.withDiff(pl.existing, o.Unstructured)
 		}
 		pl.kind, pl.err = planFailed, fmt.Errorf("%s (immutable; set force, or annotate the object gantry.dev/force: enabled, to recreate it)", apiMessage(err))
 		return pl
@@ -188,14 +191,26 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 	pl.dryRun = dryRun
 	if pl.existing == nil {
 		pl.kind = planCreate
-		return pl
+		return pl.withDiff(nil, dryRun)
 	}
 	if !utils.AnyInMetadata(o.Unstructured, mergeSelector) && needsTakeOver(pl.existing) {
 		pl.cleanup = true
 	}
 	if pl.cleanup || drifted(pl.existing, dryRun) {
 		pl.kind = planConfigure
+		return pl.withDiff(pl.existing, dryRun)
 	}
+	return pl
+}
+
+// withDiff renders the change for reports. A diff that cannot be rendered
+// is reported as such; it does not fail the object.
+func (pl *plan) withDiff(live, desired *unstructured.Unstructured) *plan {
+	d, err := diffs.Object(ref(pl.obj), live, desired)
+	if err != nil {
+		d = "(diff unavailable: " + err.Error() + ")"
+	}
+	pl.diff = d
 	return pl
 }
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/gantry-dev/gantry/diffs"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/result"
 )
@@ -65,6 +66,9 @@ func (r *run) judge(ctx context.Context, e inventory.Entry) (*pruneVerdict, erro
 	}
 	v.live = live
 	v.result = resultObject(live, "", "prune", result.Deleted)
+	if d, err := diffs.Object(v.result.Ref(), live, nil); err == nil {
+		v.result.Diff = d
+	}
 	labels := live.GetLabels()
 	switch {
 	case labels[inventory.NameLabel] != r.opts.Inventory || labels[inventory.NamespaceLabel] != r.opts.InventoryNamespace:
@@ -73,6 +77,9 @@ func (r *run) judge(ctx context.Context, e inventory.Entry) (*pruneVerdict, erro
 		v.skip = "annotated prune: disabled"
 	case live.GetKind() == "Namespace" && live.GroupVersionKind().Group == "" && protectedNamespaces[live.GetName()]:
 		v.skip = "a protected namespace is never deleted"
+	}
+	if v.skip != "" {
+		v.result.Diff = "" // kept: nothing changes
 	}
 	return v, nil
 }

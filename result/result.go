@@ -70,6 +70,10 @@ type Object struct {
 	Source string `json:"source,omitempty"`
 	// Error says why it failed or was skipped.
 	Error string `json:"error,omitempty"`
+	// Diff is the unified diff of the change (live against desired), with
+	// server-managed fields removed and Secret values masked; empty when
+	// unchanged.
+	Diff string `json:"diff,omitempty"`
 	// Health is set by the wait stage for objects it checked.
 	Health *Health `json:"health,omitempty"`
 }

@@ -1,0 +1,146 @@
+// Package diffs renders what a run changes in one object as a unified diff
+// of the live object against the desired one (the server-side dry-run
+// result), with the fields the server manages removed and Secret values
+// never shown. Every reporter shows these same diffs.
+package diffs
+
+import (
+	"strings"
+
+	"github.com/aymanbagabas/go-udiff"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+// Masks shown instead of Secret values.
+const (
+	MaskChanged   = "*** (changed)"
+	MaskUnchanged = "*** (unchanged)"
+	MaskValue     = "***"
+)
+
+// Object returns the unified diff from live to desired. A nil live object
+// renders a creation, a nil desired object a deletion. Both are left
+// untouched. The diff is empty when, sanitised, they are equal.
+func Object(ref string, live, desired *unstructured.Unstructured) (string, error) {
+	l, d := sanitize(live), sanitize(desired)
+	if isSecret(live) || isSecret(desired) {
+		maskSecrets(l, d)
+	}
+	before, err := render(l)
+	if err != nil {
+		return "", err
+	}
+	after, err := render(d)
+	if err != nil {
+		return "", err
+	}
+	if before == after {
+		return "", nil
+	}
+	return udiff.Unified("live/"+ref, "desired/"+ref, before, after), nil
+}
+
+func isSecret(u *unstructured.Unstructured) bool {
+	return u != nil && u.GetKind() == "Secret" && u.GroupVersionKind().Group == ""
+}
+
+// sanitize copies u without what the server manages or what only adds noise.
+func sanitize(u *unstructured.Unstructured) map[string]any {
+	if u == nil {
+		return nil
+	}
+	c := u.DeepCopy().Object
+	unstructured.RemoveNestedField(c, "status")
+	for _, f := range []string{"managedFields", "resourceVersion", "uid", "generation", "creationTimestamp", "selfLink"} {
+		unstructured.RemoveNestedField(c, "metadata", f)
+	}
+	if a, ok, _ := unstructured.NestedStringMap(c, "metadata", "annotations"); ok {
+		delete(a, corev1.LastAppliedConfigAnnotation)
+		if len(a) == 0 {
+			unstructured.RemoveNestedField(c, "metadata", "annotations")
+		} else {
+			_ = unstructured.SetNestedStringMap(c, a, "metadata", "annotations")
+		}
+	}
+	return c
+}
+
+// secretData folds stringData into data (as the API server does) and
+// removes stringData.
+func secretData(obj map[string]any) map[string]string {
+	if obj == nil {
+		return nil
+	}
+	data, _, _ := unstructured.NestedStringMap(obj, "data")
+	if data == nil {
+		data = map[string]string{}
+	}
+	if sd, ok, _ := unstructured.NestedStringMap(obj, "stringData"); ok {
+		for k, v := range sd {
+			// Marked as plain text so it never compares equal to the
+			// base64 form by accident; changed-ness is what matters.
+			data[k] = "string:" + v
+		}
+	}
+	unstructured.RemoveNestedField(obj, "stringData")
+	return data
+}
+
+// maskSecrets replaces every value of both sides with a mask that says only
+// whether the key's value changed.
+func maskSecrets(live, desired map[string]any) {
+	ld, dd := secretData(live), secretData(desired)
+	mask := func(obj map[string]any, own, other map[string]string, isLive bool) {
+		if obj == nil {
+			return
+		}
+		if len(own) == 0 {
+			unstructured.RemoveNestedField(obj, "data")
+			return
+		}
+		out := map[string]any{}
+		for k, v := range own {
+			o, ok := other[k]
+			switch {
+			case !ok || other == nil:
+				out[k] = MaskValue
+			case o == v:
+				out[k] = MaskUnchanged
+			case isLive:
+				out[k] = MaskValue
+			default:
+				out[k] = MaskChanged
+			}
+		}
+		obj["data"] = out
+	}
+	mask(live, ld, dd, true)
+	mask(desired, dd, ld, false)
+}
+
+func render(obj map[string]any) (string, error) {
+	if obj == nil {
+		return "", nil
+	}
+	b, err := yaml.Marshal(obj)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// Lines counts the changed lines (+ and -, headers excluded) of a diff.
+func Lines(diff string) (added, removed int) {
+	for _, l := range strings.Split(diff, "\n") {
+		switch {
+		case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"):
+		case strings.HasPrefix(l, "+"):
+			added++
+		case strings.HasPrefix(l, "-"):
+			removed++
+		}
+	}
+	return added, removed
+}
