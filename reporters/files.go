@@ -1,0 +1,61 @@
+package reporters
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/gantry-dev/gantry/result"
+)
+
+// JSONReport writes the whole result, in its versioned schema, to Path: the
+// one machine-readable output every platform gets.
+type JSONReport struct {
+	Path   string
+	Redact *Redactor
+}
+
+var _ Reporter = (*JSONReport)(nil)
+
+// Name implements Reporter.
+func (*JSONReport) Name() string { return "JSON report" }
+
+// Report implements Reporter.
+func (j *JSONReport) Report(_ context.Context, res *result.Result) error {
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFile(j.Path, []byte(j.Redact.String(string(b))+"\n"))
+}
+
+// DiffFile writes every object's diff, in order, to Path as one patch; the
+// `diff` output points at it, since diffs do not belong in outputs.
+type DiffFile struct {
+	Path   string
+	Redact *Redactor
+}
+
+var _ Reporter = (*DiffFile)(nil)
+
+// Name implements Reporter.
+func (*DiffFile) Name() string { return "diff file" }
+
+// Report implements Reporter.
+func (d *DiffFile) Report(_ context.Context, res *result.Result) error {
+	return writeFile(d.Path, []byte(d.Redact.String(FullDiff(res))))
+}
+
+// FullDiff concatenates the diffs of every changed object.
+func FullDiff(res *result.Result) string {
+	var b strings.Builder
+	for _, o := range res.Objects {
+		if o.Diff != "" {
+			b.WriteString(o.Diff)
+			if !strings.HasSuffix(o.Diff, "\n") {
+				b.WriteString("\n")
+			}
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,207 @@
+package reporters
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/sethvargo/go-githubactions"
+
+	"github.com/gantry-dev/gantry/result"
+)
+
+// GitHub limits, from GitHub's documentation.
+const (
+	// SummaryLimit is the job summary's limit per step (1 MiB); we keep a
+	// margin for what other steps' text around ours does not take.
+	SummaryLimit = 1<<20 - 4<<10
+	// maxAnnotations is how many error annotations a step shows.
+	maxAnnotations = 10
+)
+
+// safely turns go-githubactions' panics (it panics when a file command
+// cannot be written) into errors.
+func safely(f func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	f()
+	return nil
+}
+
+// GitHubSummary appends the run to the job summary (GITHUB_STEP_SUMMARY),
+// at the most detail that stays under GitHub's 1 MiB limit.
+type GitHubSummary struct {
+	Action *githubactions.Action
+	Page   Page
+	Redact *Redactor
+}
+
+var _ Reporter = (*GitHubSummary)(nil)
+
+// Name implements Reporter.
+func (*GitHubSummary) Name() string { return "GitHub job summary" }
+
+// Report implements Reporter.
+func (s *GitHubSummary) Report(_ context.Context, res *result.Result) error {
+	md, _ := Fit(res, s.Page, SummaryLimit)
+	return safely(func() { s.Action.AddStepSummary(s.Redact.String(md)) })
+}
+
+// Outputs are the step outputs gantry sets, by name. The diff never goes
+// into an output (outputs end up in command lines); its file's path does.
+func Outputs(res *result.Result, reportPath, diffPath string) map[string]string {
+	c := res.Counts()
+	out := map[string]string{
+		"changed":   strconv.FormatBool(res.Changed()),
+		"reason":    string(res.Reason),
+		"revision":  res.Revision,
+		"inventory": "",
+		"report":    reportPath,
+		"diff":      diffPath,
+	}
+	for _, a := range result.Actions {
+		out[string(a)] = strconv.Itoa(c[a])
+	}
+	if res.Inventory != nil && res.Inventory.Name != "" {
+		out["inventory"] = res.Inventory.Namespace + "/" + res.Inventory.Name
+	}
+	return out
+}
+
+// OutputNames lists the outputs in a stable order.
+func OutputNames() []string {
+	names := []string{}
+	for _, a := range result.Actions {
+		names = append(names, string(a))
+	}
+	return append(names, "changed", "reason", "revision", "inventory", "report", "diff")
+}
+
+// GitHubOutputs writes the step outputs to GITHUB_OUTPUT, each with a
+// random heredoc delimiter so no value can end it early.
+type GitHubOutputs struct {
+	Path       string
+	ReportPath string
+	DiffPath   string
+	Redact     *Redactor
+}
+
+var _ Reporter = (*GitHubOutputs)(nil)
+
+// Name implements Reporter.
+func (*GitHubOutputs) Name() string { return "GitHub step outputs" }
+
+// Report implements Reporter.
+func (g *GitHubOutputs) Report(_ context.Context, res *result.Result) error {
+	f, err := os.OpenFile(g.Path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	outputs := Outputs(res, g.ReportPath, g.DiffPath)
+	for _, name := range OutputNames() {
+		if err := writeOutput(f, name, g.Redact.String(outputs[name])); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
+}
+
+func writeOutput(w io.Writer, name, value string) error {
+	delim := "ghadelimiter_" + rand.Text()
+	for strings.Contains(value, delim) {
+		delim = "ghadelimiter_" + rand.Text()
+	}
+	_, err := fmt.Fprintf(w, "%s<<%s\n%s\n%s\n", name, delim, value, delim)
+	return err
+}
+
+// GitHubAnnotations writes an error annotation for each failed object,
+// pointing at its manifest relative to the workspace. Beyond GitHub's ten
+// per step, one annotation summarises the rest.
+type GitHubAnnotations struct {
+	Action *githubactions.Action
+	// Workspace is what annotation paths are relative to.
+	Workspace string
+	Redact    *Redactor
+}
+
+var _ Reporter = (*GitHubAnnotations)(nil)
+
+// Name implements Reporter.
+func (*GitHubAnnotations) Name() string { return "GitHub annotations" }
+
+// Report implements Reporter.
+func (a *GitHubAnnotations) Report(_ context.Context, res *result.Result) error {
+	var failed []result.Object
+	for _, o := range res.Objects {
+		if o.Action == result.Failed || (o.Health != nil && o.Health.Status != "Current") {
+			failed = append(failed, o)
+		}
+	}
+	if len(failed) == 0 && !res.Succeeded() && res.Reason != result.ReasonProgressing {
+		// A run that failed before any object (a build error): one
+		// annotation with the message.
+		return safely(func() {
+			a.Action.WithFieldsMap(map[string]string{"title": "gantry " + string(res.Reason)}).
+				Errorf("%s", a.Redact.String(firstLines(res.Message, 20)))
+		})
+	}
+	return safely(func() {
+		for i, o := range failed {
+			if i == maxAnnotations-1 && len(failed) > maxAnnotations {
+				a.Action.WithFieldsMap(map[string]string{"title": "gantry: more failures"}).
+					Errorf("%d more objects failed; the job summary lists them all", len(failed)-i)
+				return
+			}
+			msg := o.Error
+			if o.Health != nil && o.Health.Message != "" {
+				msg = o.Health.Status + ": " + o.Health.Message
+			}
+			fields := map[string]string{"title": o.Ref() + " " + string(o.Action)}
+			if o.Source != "" {
+				fields["file"] = a.relative(o.Source)
+			}
+			a.Action.WithFieldsMap(fields).Errorf("%s", a.Redact.String(msg))
+		}
+	})
+}
+
+// relative makes a source path relative to the workspace, as annotations
+// need it.
+func (a *GitHubAnnotations) relative(p string) string {
+	if a.Workspace == "" {
+		return p
+	}
+	abs := p
+	if !filepath.IsAbs(p) {
+		if wd, err := os.Getwd(); err == nil {
+			abs = filepath.Join(wd, p)
+		}
+	}
+	if rel, err := filepath.Rel(a.Workspace, abs); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return p
+}
+
+// RunURL is the link to a workflow run, from the runner's environment.
+func RunURL(getenv func(string) string) string {
+	server, repo, run := getenv("GITHUB_SERVER_URL"), getenv("GITHUB_REPOSITORY"), getenv("GITHUB_RUN_ID")
+	if server == "" || repo == "" || run == "" {
+		return ""
+	}
+	u := fmt.Sprintf("%s/%s/actions/runs/%s", server, repo, run)
+	if attempt := getenv("GITHUB_RUN_ATTEMPT"); attempt != "" && attempt != "1" {
+		u += "/attempts/" + attempt
+	}
+	return u
+}

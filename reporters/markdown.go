@@ -1,0 +1,296 @@
+package reporters
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gantry-dev/gantry/diffs"
+	"github.com/gantry-dev/gantry/result"
+)
+
+// Detail is how much of a run a Markdown rendering shows. Renderings step
+// down the levels until they fit their platform's size limit.
+type Detail int
+
+const (
+	// FullDiffs shows every changed object's diff.
+	FullDiffs Detail = iota
+	// ShortDiffs cuts each diff to a few lines.
+	ShortDiffs
+	// ObjectsOnly lists the changed and failed objects without diffs.
+	ObjectsOnly
+	// CountsOnly shows the outcome and the counts.
+	CountsOnly
+)
+
+func (d Detail) String() string {
+	return [...]string{"full diffs", "shortened diffs", "objects only", "counts only"}[d]
+}
+
+// shortDiffLines is how many lines of each diff ShortDiffs keeps.
+const shortDiffLines = 20
+
+// maxTableRows bounds the object tables, so that 10,000 changes still
+// render within every platform's limit at ObjectsOnly.
+const maxTableRows = 250
+
+// Page is the context a Markdown rendering links to.
+type Page struct {
+	// RunURL links to the CI run (its job summary), when known.
+	RunURL string
+	// Marker, when set, is embedded as a hidden HTML comment so that the
+	// comment can be found again.
+	Marker string
+}
+
+func outcomeIcon(res *result.Result) string {
+	switch {
+	case res.Reason == result.ReasonProgressing:
+		return "📝"
+	case res.Succeeded():
+		return "✅"
+	default:
+		return "❌"
+	}
+}
+
+func headline(res *result.Result) string {
+	c := res.Counts()
+	switch {
+	case res.Command == "diff" && res.Reason == result.ReasonProgressing:
+		n := c[result.Created] + c[result.Configured] + c[result.Deleted]
+		return fmt.Sprintf("%s gantry diff: %d %s pending", outcomeIcon(res), n, plural(n, "change", "changes"))
+	case res.Command == "diff" && res.Succeeded():
+		return fmt.Sprintf("%s gantry diff: no changes", outcomeIcon(res))
+	default:
+		return fmt.Sprintf("%s gantry %s: %s", outcomeIcon(res), res.Command, res.Reason)
+	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// Markdown renders res at the given detail.
+func Markdown(res *result.Result, page Page, detail Detail) string {
+	var b strings.Builder
+	if page.Marker != "" {
+		fmt.Fprintf(&b, "<!-- %s -->\n", page.Marker)
+	}
+	fmt.Fprintf(&b, "### %s\n\n", headline(res))
+	if !res.Succeeded() && res.Reason != result.ReasonProgressing && res.Message != "" {
+		b.WriteString(quote(firstLines(res.Message, 12)))
+		b.WriteString("\n")
+	}
+
+	counts := res.Counts()
+	b.WriteString("| " + strings.Join(actionNames(), " | ") + " |\n|")
+	b.WriteString(strings.Repeat("---|", len(result.Actions)) + "\n|")
+	for _, a := range result.Actions {
+		fmt.Fprintf(&b, " %d |", counts[a])
+	}
+	b.WriteString("\n\n")
+
+	var facts []string
+	if res.Inventory != nil && res.Inventory.Name != "" {
+		facts = append(facts, fmt.Sprintf("**Inventory** `%s/%s`", res.Inventory.Namespace, res.Inventory.Name))
+	}
+	if res.Revision != "" {
+		facts = append(facts, fmt.Sprintf("**Revision** `%s`", res.Revision))
+	}
+	if len(res.Stages) > 0 {
+		var st []string
+		for _, s := range res.Stages {
+			switch {
+			case s.Skipped != "":
+				st = append(st, s.Name+" (skipped)")
+			case s.Error != "":
+				st = append(st, fmt.Sprintf("%s ❌ %s", s.Name, round(s.Duration)))
+			default:
+				st = append(st, fmt.Sprintf("%s %s", s.Name, round(s.Duration)))
+			}
+		}
+		facts = append(facts, "**Stages** "+strings.Join(st, " · "))
+	}
+	if len(facts) > 0 {
+		b.WriteString(strings.Join(facts, "  \n") + "\n\n")
+	}
+
+	var failed, changed []result.Object
+	for _, o := range res.Objects {
+		switch o.Action {
+		case result.Failed:
+			failed = append(failed, o)
+		case result.Created, result.Configured, result.Deleted:
+			changed = append(changed, o)
+		}
+		if o.Health != nil && o.Health.Status != "Current" && o.Action != result.Failed {
+			failed = append(failed, o)
+		}
+	}
+
+	var omitted []string
+	if detail <= ObjectsOnly {
+		if len(failed) > 0 {
+			b.WriteString("#### Not applied or not ready\n\n| object | file | why |\n|---|---|---|\n")
+			for i, o := range failed {
+				if i == maxTableRows {
+					omitted = append(omitted, fmt.Sprintf("%d more failing objects", len(failed)-i))
+					break
+				}
+				why := o.Error
+				if o.Health != nil && o.Health.Message != "" {
+					why = o.Health.Status + ": " + o.Health.Message
+				}
+				fmt.Fprintf(&b, "| `%s` | %s | %s |\n", o.Ref(), cell(o.Source), cell(why))
+			}
+			b.WriteString("\n")
+		}
+		if len(changed) > 0 {
+			b.WriteString("#### Changes\n\n| object | action | file | lines |\n|---|---|---|---|\n")
+			for i, o := range changed {
+				if i == maxTableRows {
+					omitted = append(omitted, fmt.Sprintf("%d more changed objects", len(changed)-i))
+					break
+				}
+				add, del := diffs.Lines(o.Diff)
+				fmt.Fprintf(&b, "| `%s` | %s | %s | +%d −%d |\n", o.Ref(), o.Action, cell(o.Source), add, del)
+			}
+			b.WriteString("\n")
+		}
+	} else if len(failed)+len(changed) > 0 {
+		omitted = append(omitted, "the object lists")
+	}
+
+	if detail <= ShortDiffs {
+		shortened := 0
+		for _, o := range changed {
+			if o.Diff == "" {
+				continue
+			}
+			d := o.Diff
+			if detail == ShortDiffs {
+				if cut, n := firstN(d, shortDiffLines); n > 0 {
+					d = cut + fmt.Sprintf("… %d more lines\n", n)
+					shortened++
+				}
+			}
+			add, del := diffs.Lines(o.Diff)
+			fmt.Fprintf(&b, "<details><summary><code>%s</code> %s (+%d −%d)</summary>\n\n%s\n</details>\n\n", htmlEscape(o.Ref()), o.Action, add, del, fence("diff", d))
+		}
+		if shortened > 0 {
+			omitted = append(omitted, fmt.Sprintf("the tail of %d long %s", shortened, plural(shortened, "diff", "diffs")))
+		}
+	} else if len(changed) > 0 {
+		omitted = append(omitted, "the diffs")
+	}
+
+	if len(omitted) > 0 || page.RunURL != "" {
+		var tail []string
+		if len(omitted) > 0 {
+			tail = append(tail, fmt.Sprintf("Shown: %s; left out to stay within the size limit: %s.", detail, strings.Join(omitted, ", ")))
+		}
+		if page.RunURL != "" {
+			tail = append(tail, fmt.Sprintf("[Run details](%s)", page.RunURL))
+		}
+		b.WriteString("<sub>" + strings.Join(tail, " ") + "</sub>\n")
+	}
+	return b.String()
+}
+
+// Fit renders res at the most detail whose size is at most limit bytes.
+// CountsOnly is returned even when it does not fit (it is a few hundred
+// bytes).
+func Fit(res *result.Result, page Page, limit int) (string, Detail) {
+	for d := FullDiffs; d < CountsOnly; d++ {
+		if s := Markdown(res, page, d); len(s) <= limit {
+			return s, d
+		}
+	}
+	return Markdown(res, page, CountsOnly), CountsOnly
+}
+
+func actionNames() []string {
+	out := make([]string, len(result.Actions))
+	for i, a := range result.Actions {
+		out[i] = string(a)
+	}
+	return out
+}
+
+func round(d time.Duration) string {
+	switch {
+	case d >= 10*time.Second:
+		return d.Round(time.Second).String()
+	case d >= time.Second:
+		return d.Round(100 * time.Millisecond).String()
+	default:
+		return d.Round(time.Millisecond).String()
+	}
+}
+
+// cell makes text safe inside a Markdown table cell.
+func cell(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return " "
+	}
+	s = htmlEscape(s)
+	s = strings.ReplaceAll(s, "|", "\\|")
+	s = strings.ReplaceAll(s, "\r", "")
+	return strings.ReplaceAll(s, "\n", "<br>")
+}
+
+func htmlEscape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+func quote(s string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		b.WriteString("> " + htmlEscape(l) + "\n")
+	}
+	return b.String()
+}
+
+// fence wraps text in a code fence longer than any backtick run inside it.
+func fence(lang, s string) string {
+	longest, run := 0, 0
+	for _, r := range s {
+		if r == '`' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	f := strings.Repeat("`", max(3, longest+1))
+	if !strings.HasSuffix(s, "\n") {
+		s += "\n"
+	}
+	return f + lang + "\n" + s + f
+}
+
+// firstN keeps the first n lines of s and says how many it dropped.
+func firstN(s string, n int) (string, int) {
+	lines := strings.SplitAfter(s, "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	if len(lines) <= n {
+		return s, 0
+	}
+	return strings.Join(lines[:n], ""), len(lines) - n
+}
+
+func firstLines(s string, n int) string {
+	cut, dropped := firstN(s, n)
+	if dropped > 0 {
+		return cut + fmt.Sprintf("… %d more lines", dropped)
+	}
+	return cut
+}

@@ -1,0 +1,91 @@
+// Package reporters publishes the result of a run where people look: the
+// JSON report and diff file everywhere; on GitHub the job summary, one
+// sticky pull-request comment, step outputs and annotations; on GitLab one
+// sticky merge-request note and a dotenv report; on Tekton the step results.
+// Reporters see only the typed result.Result. A reporter that fails warns;
+// it never turns a good deploy red.
+package reporters
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/gantry-dev/gantry/result"
+)
+
+// Reporter publishes one run's result in one place.
+type Reporter interface {
+	Name() string
+	Report(ctx context.Context, res *result.Result) error
+}
+
+// Multi fans a result out to several reporters.
+type Multi []Reporter
+
+// Report runs every reporter, in order, and returns their failures as
+// warnings, each naming its reporter.
+func (m Multi) Report(ctx context.Context, res *result.Result) []error {
+	var warnings []error
+	for _, r := range m {
+		if err := r.Report(ctx, res); err != nil {
+			warnings = append(warnings, fmt.Errorf("%s: %w", r.Name(), err))
+		}
+	}
+	return warnings
+}
+
+// Redactor masks known secret values (tokens, passwords, secret
+// substitution values) in everything a reporter writes. Secret data of
+// objects never reaches reporters in the first place; this is the net under
+// everything else.
+type Redactor struct {
+	secrets []string
+}
+
+// NewRedactor masks the given values; values shorter than 4 characters are
+// ignored (masking "a" everywhere would destroy every report).
+func NewRedactor(secrets ...string) *Redactor {
+	var s []string
+	for _, v := range secrets {
+		for _, line := range strings.Split(v, "\n") {
+			if line = strings.TrimSpace(line); len(line) >= 4 {
+				s = append(s, line)
+			}
+		}
+	}
+	// Longest first, so a secret containing another is masked whole.
+	sort.Slice(s, func(i, j int) bool { return len(s[i]) > len(s[j]) })
+	return &Redactor{secrets: s}
+}
+
+// Secrets returns the values masked, for platforms that mask on their own
+// (GitHub's ::add-mask::).
+func (r *Redactor) Secrets() []string {
+	if r == nil {
+		return nil
+	}
+	return r.secrets
+}
+
+// String masks s.
+func (r *Redactor) String(s string) string {
+	if r == nil {
+		return s
+	}
+	for _, v := range r.secrets {
+		s = strings.ReplaceAll(s, v, "***")
+	}
+	return s
+}
+
+// writeFile writes content to path, creating its directory.
+func writeFile(path string, content []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, content, 0o644)
+}
