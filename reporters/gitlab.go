@@ -1,0 +1,127 @@
+package reporters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	gitlab "gitlab.com/gitlab-org/api/client-go"
+
+	"github.com/gantry-dev/gantry/result"
+)
+
+// GitLab limits, from GitLab's documentation.
+const (
+	// NoteLimit is the size of a merge-request note (1,000,000 characters).
+	NoteLimit = 1_000_000
+	// DotenvLimit is the size of a dotenv report artifact (5 KB).
+	DotenvLimit = 5 * 1024
+)
+
+// ErrJobTokenCannotComment explains why no token means no note.
+var ErrJobTokenCannotComment = errors.New("no gitlab-token: CI_JOB_TOKEN cannot post merge request notes; give gantry a project or group access token with the api scope (as a masked CI/CD variable) in gitlab-token")
+
+// MergeRequestNote keeps exactly one note per inventory on a merge request,
+// updated in place: found by its hidden marker AND the token's own user.
+type MergeRequestNote struct {
+	// APIURL is CI_API_V4_URL.
+	APIURL     string
+	Token      string
+	ProjectID  string // CI_PROJECT_ID
+	IID        int64  // CI_MERGE_REQUEST_IID
+	Page       Page
+	Redact     *Redactor
+	HTTPClient *http.Client
+}
+
+var _ Reporter = (*MergeRequestNote)(nil)
+
+// Name implements Reporter.
+func (*MergeRequestNote) Name() string { return "GitLab merge request note" }
+
+// Report implements Reporter.
+func (m *MergeRequestNote) Report(ctx context.Context, res *result.Result) error {
+	if m.Token == "" {
+		return ErrJobTokenCannotComment
+	}
+	hc := m.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	client, err := gitlab.NewClient(m.Token, gitlab.WithBaseURL(m.APIURL), gitlab.WithHTTPClient(hc), gitlab.WithoutRetries())
+	if err != nil {
+		return err
+	}
+	with := gitlab.WithContext(ctx)
+	me, _, err := client.Users.CurrentUser(with)
+	if err != nil {
+		return fmt.Errorf("finding the token's user: %w", err)
+	}
+	page := m.Page
+	page.Marker = CommentMarker(res)
+	body, _ := Fit(res, page, NoteLimit)
+	body = m.Redact.String(body)
+
+	var existing *gitlab.Note
+	opts := &gitlab.ListMergeRequestNotesOptions{ListOptions: gitlab.ListOptions{PerPage: 100}}
+	for existing == nil {
+		notes, resp, err := client.Notes.ListMergeRequestNotes(m.ProjectID, m.IID, opts, with)
+		if err != nil {
+			return err
+		}
+		for _, n := range notes {
+			if n.Author.ID == me.ID && strings.Contains(n.Body, "<!-- "+page.Marker+" -->") {
+				existing = n
+				break
+			}
+		}
+		if resp.NextPage == 0 {
+			break
+		}
+		opts.Page = resp.NextPage
+	}
+	switch {
+	case existing == nil:
+		_, _, err = client.Notes.CreateMergeRequestNote(m.ProjectID, m.IID, &gitlab.CreateMergeRequestNoteOptions{Body: gitlab.Ptr(body)}, with)
+	case existing.Body == body:
+		return nil
+	default:
+		_, _, err = client.Notes.UpdateMergeRequestNote(m.ProjectID, m.IID, existing.ID, &gitlab.UpdateMergeRequestNoteOptions{Body: gitlab.Ptr(body)}, with)
+	}
+	return err
+}
+
+// Dotenv writes the scalar outputs as a dotenv report artifact
+// (artifacts:reports:dotenv): GANTRY_<NAME>=value, one line each, under
+// GitLab's 5 KB.
+type Dotenv struct {
+	Path                 string
+	ReportPath, DiffPath string
+	Redact               *Redactor
+}
+
+var _ Reporter = (*Dotenv)(nil)
+
+// Name implements Reporter.
+func (*Dotenv) Name() string { return "GitLab dotenv" }
+
+// Report implements Reporter.
+func (d *Dotenv) Report(_ context.Context, res *result.Result) error {
+	outputs := Outputs(res, d.ReportPath, d.DiffPath)
+	var b strings.Builder
+	for _, name := range OutputNames() {
+		v := singleLine(d.Redact.String(outputs[name]))
+		fmt.Fprintf(&b, "GANTRY_%s=%s\n", strings.ToUpper(name), v)
+	}
+	if b.Len() > DotenvLimit {
+		return fmt.Errorf("dotenv would be %d bytes, over GitLab's %d", b.Len(), DotenvLimit)
+	}
+	return writeFile(d.Path, []byte(b.String()))
+}
+
+func singleLine(s string) string {
+	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+}
