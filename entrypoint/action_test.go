@@ -35,7 +35,11 @@ func TestActionYAMLMatchesInputs(t *testing.T) {
 	}
 	want := map[string][2]string{}
 	for _, in := range Inputs {
-		want[in.Name] = [2]string{in.Default, in.Description}
+		d := in.Default
+		if in.ActionDefault != "" {
+			d = in.ActionDefault
+		}
+		want[in.Name] = [2]string{d, in.Description}
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("action.yml inputs differ from the entrypoint's table (-table +action.yml):\n%s", diff)

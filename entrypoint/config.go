@@ -42,6 +42,11 @@ type Config struct {
 	Report         string
 	Revision       string
 	Source         string
+	// Summary and Comment are auto, true or false.
+	Summary, Comment         string
+	GitHubToken, GitLabToken string
+	Dotenv                   string
+	TektonResults            string
 	// Secrets are the values that must never be printed.
 	Secrets []string
 }
@@ -167,6 +172,22 @@ func Load(args []string, env map[string]string, usage io.Writer) (*Config, error
 		ServiceAccount:     str("service-account"),
 		Report:             str("report"),
 		Revision:           str("revision"),
+		Summary:            str("summary"),
+		Comment:            str("comment"),
+		GitHubToken:        str("github-token"),
+		GitLabToken:        str("gitlab-token"),
+		Dotenv:             str("dotenv"),
+		TektonResults:      str("tekton-results"),
+	}
+	for _, name := range []string{"summary", "comment"} {
+		if v := str(name); v != "auto" && v != "true" && v != "false" {
+			bad(name, "%q is not auto, true or false", v)
+		}
+	}
+	for _, tok := range []string{c.GitHubToken, c.GitLabToken} {
+		if tok != "" {
+			c.Secrets = append(c.Secrets, tok)
+		}
 	}
 
 	known := false

@@ -2,61 +2,106 @@ package entrypoint
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
+	"time"
+
+	"golang.org/x/term"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/pipeline"
+	"github.com/gantry-dev/gantry/reporters"
 	"github.com/gantry-dev/gantry/result"
 )
 
-// console prints progress for a person: one line per stage, one line per
-// object that changed, and a summary. Secret values are masked in every
-// line, whatever produced it.
+// console prints progress for a person: one line per stage (a collapsible
+// group on GitHub, a section on GitLab), one line per object that changed,
+// and a summary; in colour on a terminal. Every line goes through the
+// redactor, whatever produced it.
 type console struct {
-	mu      sync.Mutex
-	w       io.Writer
-	secrets []string
+	mu     sync.Mutex
+	w      io.Writer
+	redact *reporters.Redactor
+	p      platform
+	color  bool
 }
 
 var _ pipeline.Observer = (*console)(nil)
 
-func newConsole(w io.Writer, secrets []string) *console {
-	return &console{w: w, secrets: secrets}
+func newConsole(w io.Writer, redact *reporters.Redactor, p platform) *console {
+	color := false
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) && os.Getenv("NO_COLOR") == "" {
+		color = true
+	}
+	return &console{w: w, redact: redact, p: p, color: color}
+}
+
+// Write lets client-go's warning writer print through the console.
+func (c *console) Write(b []byte) (int, error) {
+	c.printf("%s", b)
+	return len(b), nil
 }
 
 func (c *console) printf(format string, a ...any) {
-	s := fmt.Sprintf(format, a...)
-	for _, v := range c.secrets {
-		if len(v) >= 3 {
-			s = strings.ReplaceAll(s, v, "***")
-		}
-	}
+	s := c.redact.String(fmt.Sprintf(format, a...))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	fmt.Fprint(c.w, s)
 }
 
-func (c *console) StageStarted(name string) { c.printf("▸ %s\n", name) }
+func (c *console) paint(code, s string) string {
+	if !c.color {
+		return s
+	}
+	return "\x1b[" + code + "m" + s + "\x1b[0m"
+}
+
+func (c *console) StageStarted(name string) {
+	switch c.p {
+	case githubActions:
+		c.printf("::group::%s\n", name)
+	case gitlabCI:
+		c.printf("\x1b[0Ksection_start:%d:gantry_%s[collapsed=false]\r\x1b[0K%s\n", time.Now().Unix(), name, name)
+	default:
+		c.printf("%s %s\n", c.paint("1", "▸"), name)
+	}
+}
 
 func (c *console) StageFinished(s result.Stage) {
+	switch c.p {
+	case githubActions:
+		c.printf("::endgroup::\n")
+	case gitlabCI:
+		c.printf("\x1b[0Ksection_end:%d:gantry_%s\r\x1b[0K", time.Now().Unix(), s.Name)
+	}
 	if s.Error != "" {
-		c.printf("✗ %s failed after %s\n", s.Name, s.Duration.Round(msRound))
+		c.printf("%s %s failed after %s\n", c.paint("31", "✗"), s.Name, s.Duration.Round(msRound))
 		return
 	}
-	c.printf("✓ %s (%s)\n", s.Name, s.Duration.Round(msRound))
+	c.printf("%s %s (%s)\n", c.paint("32", "✓"), s.Name, s.Duration.Round(msRound))
 }
 
 func (c *console) ObjectDone(o result.Object) {
 	if o.Action == result.Unchanged {
 		return
 	}
-	line := fmt.Sprintf("  %s %s", o.Ref(), o.Action)
+	action := string(o.Action)
+	switch o.Action {
+	case result.Failed:
+		action = c.paint("31", action)
+	case result.Skipped:
+		action = c.paint("33", action)
+	default:
+		action = c.paint("36", action)
+	}
+	line := fmt.Sprintf("  %s %s", o.Ref(), action)
 	if o.Error != "" {
 		line += ": " + o.Error
 	}
@@ -64,6 +109,21 @@ func (c *console) ObjectDone(o result.Object) {
 }
 
 func (c *console) Info(msg string) { c.printf("  %s\n", msg) }
+
+// warn reports a problem that does not fail the run.
+func (c *console) warn(msg string) {
+	if c.p == githubActions {
+		c.printf("::warning title=gantry::%s\n", escapeCommandData(msg))
+		return
+	}
+	c.printf("%s %s\n", c.paint("33", "warning:"), msg)
+}
+
+// escapeCommandData escapes a workflow command's message as the runner
+// expects.
+func escapeCommandData(s string) string {
+	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
+}
 
 // summary prints the outcome, counts and, on failure, every error.
 func (c *console) summary(res *result.Result) {
@@ -80,7 +140,13 @@ func (c *console) summary(res *result.Result) {
 		}
 		where += ")"
 	}
-	c.printf("gantry %s: %s: %s%s\n", res.Command, res.Reason, strings.Join(parts, ", "), where)
+	reason := string(res.Reason)
+	if res.Succeeded() {
+		reason = c.paint("32", reason)
+	} else if res.Reason != result.ReasonProgressing {
+		reason = c.paint("31", reason)
+	}
+	c.printf("gantry %s: %s: %s%s\n", res.Command, reason, strings.Join(parts, ", "), where)
 	if res.Message != "" && !res.Succeeded() {
 		c.printf("%s\n", indent(res.Message))
 	}
@@ -89,8 +155,17 @@ func (c *console) summary(res *result.Result) {
 const msRound = 1e6 // time.Millisecond, untyped for Round
 
 // writeObjects prints the built objects as a YAML stream, with the values
-// of Secrets redacted: build output ends up in CI logs.
-func writeObjects(w io.Writer, objects []*pipeline.Object) error {
+// of Secrets redacted: build output ends up in CI logs. On GitHub the
+// stream is fenced with ::stop-commands:: so that no manifest line can act
+// as a workflow command.
+func writeObjects(w io.Writer, objects []*pipeline.Object, fenced bool) error {
+	if fenced {
+		token := "gantry-" + strings.ToLower(rand.Text())
+		if _, err := fmt.Fprintf(w, "::stop-commands::%s\n", token); err != nil {
+			return err
+		}
+		defer fmt.Fprintf(w, "::%s::\n", token)
+	}
 	for i, o := range objects {
 		u := o.Unstructured
 		if u.GetKind() == "Secret" && u.GroupVersionKind().Group == "" {

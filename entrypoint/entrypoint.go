@@ -12,11 +12,13 @@ import (
 	"strings"
 
 	"github.com/go-logr/logr"
+	"github.com/sethvargo/go-githubactions"
 	"k8s.io/client-go/rest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/pipeline"
+	"github.com/gantry-dev/gantry/reporters"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -48,14 +50,33 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			env[k] = v
 		}
 	}
-	cfg, err := Load(args, env, stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "gantry: invalid configuration:\n%s\n", indent(err.Error()))
+	p := detectPlatform(env)
+	cfg, cfgErr := Load(args, env, stderr)
+
+	// Every secret is known, and masked on GitHub, before anything else is
+	// printed.
+	var secrets []string
+	if cfg != nil {
+		secrets = append(secrets, cfg.Secrets...)
+		secrets = append(secrets, kubeconfigSecrets(cfg.Kubeconfig, env)...)
+	}
+	redact := reporters.NewRedactor(secrets...)
+	var gha *githubactions.Action
+	if p == githubActions {
+		gha = githubAction(stderr, env)
+		for _, s := range redact.Secrets() {
+			gha.AddMask(s)
+		}
+	}
+	console := newConsole(stderr, redact, p)
+
+	if cfgErr != nil {
+		console.printf("gantry: invalid configuration:\n%s\n", indent(cfgErr.Error()))
 		if cfg != nil && cfg.Report != "" {
 			res := &result.Result{Schema: result.SchemaVersion, Command: cfg.Command, Version: Version,
-				Reason: result.ReasonInvalidInput, Message: err.Error(), Stages: []result.Stage{}, Objects: []result.Object{}}
-			if werr := res.WriteJSON(cfg.Report); werr != nil {
-				fmt.Fprintln(stderr, "gantry:", werr)
+				Reason: result.ReasonInvalidInput, Message: cfgErr.Error(), Stages: []result.Stage{}, Objects: []result.Object{}}
+			if err := (&reporters.JSONReport{Path: cfg.Report, Redact: redact}).Report(ctx, res); err != nil {
+				console.warn("JSON report: " + err.Error())
 			}
 		}
 		return ExitInvalid
@@ -65,14 +86,13 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return ExitOK
 	}
 
-	console := newConsole(stderr, cfg.Secrets)
 	kopts := kube.Options{Kubeconfig: cfg.Kubeconfig, Context: cfg.Context, ServiceAccount: cfg.ServiceAccount, Concurrency: cfg.Concurrency}
 	connect := func() (*kube.Clients, error) {
 		rc, err := kube.RESTConfig(kopts)
 		if err != nil {
 			return nil, err
 		}
-		rc.WarningHandler = rest.NewWarningWriter(stderr, rest.WarningWriterOptions{Deduplicate: true})
+		rc.WarningHandler = rest.NewWarningWriter(console, rest.WarningWriterOptions{Deduplicate: true})
 		return kube.Connect(rc)
 	}
 	opts := pipeline.Options{
@@ -104,11 +124,13 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		var objects []*pipeline.Object
 		objects, res = pipeline.Render(ctx, opts, console)
 		if res.Succeeded() {
-			if err := writeObjects(stdout, objects); err != nil {
-				fmt.Fprintln(stderr, "gantry:", err)
+			if err := writeObjects(stdout, objects, p == githubActions); err != nil {
+				console.printf("gantry: %v\n", err)
 				return ExitFailed
 			}
 		}
+		console.summary(res)
+		return exitCode(res, cfg)
 	case "diff":
 		if cfg.Inventory == "" {
 			opts.Prune = false
@@ -123,10 +145,13 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 
 	console.summary(res)
-	if cfg.Report != "" {
-		if err := res.WriteJSON(cfg.Report); err != nil {
-			fmt.Fprintln(stderr, "gantry:", err)
-		}
+	set, warnings := reporterSet(cfg, env, p, redact, gha)
+	for _, w := range warnings {
+		console.warn(w)
+	}
+	// A reporter that fails warns; it never turns a good deploy red.
+	for _, err := range set.Report(ctx, res) {
+		console.warn(err.Error())
 	}
 	return exitCode(res, cfg)
 }

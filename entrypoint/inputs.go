@@ -12,6 +12,9 @@ type Input struct {
 	Bool bool
 	// Secret inputs hold credentials or values that must never be printed.
 	Secret bool
+	// ActionDefault, when set, is action.yml's default where it differs
+	// from the CLI's (an expression only a workflow can evaluate).
+	ActionDefault string
 }
 
 // Inputs is the one table of settings; action.yml and the reference docs
@@ -35,6 +38,12 @@ var Inputs = []Input{
 	{Name: "concurrency", Default: "16", Description: "How many API requests gantry keeps in flight."},
 	{Name: "allow-empty", Default: "false", Bool: true, Description: "Allow a build with no objects to prune everything the inventory holds."},
 	{Name: "detailed-exitcode", Default: "false", Bool: true, Description: "With diff: exit 3 when there are changes."},
-	{Name: "report", Description: "Write the run's result as JSON to this path."},
+	{Name: "report", Description: "Write the run's result as JSON to this path, and every diff next to it (same name, .diff). Default on GitHub and GitLab: .gantry/report.json in the working directory; elsewhere none."},
+	{Name: "summary", Default: "auto", Description: "Write the GitHub job summary: auto (when GITHUB_STEP_SUMMARY is set), true or false."},
+	{Name: "comment", Default: "auto", Description: "Keep one comment per inventory on the pull request (GitHub) or merge request (GitLab), updated in place: auto (on pull_request events and merge request pipelines), true or false. A comment that cannot be posted is a warning."},
+	{Name: "github-token", Secret: true, ActionDefault: "${{ github.token }}", Description: "Token for the pull request comment; needs pull-requests: write. The API is GITHUB_API_URL, so GitHub Enterprise Server works."},
+	{Name: "gitlab-token", Secret: true, Description: "Project or group access token (api scope) for the merge request note; CI_JOB_TOKEN cannot post notes. The API is CI_API_V4_URL."},
+	{Name: "dotenv", Description: "Write the scalar outputs as a dotenv file (GANTRY_<OUTPUT>=value) for artifacts:reports:dotenv. Default on GitLab: gantry.env; elsewhere none."},
+	{Name: "tekton-results", Description: "Directory for Tekton step results. Default: /tekton/results when it exists."},
 	{Name: "revision", Description: "The revision being deployed, recorded in the inventory. Default: GITHUB_SHA or CI_COMMIT_SHA."},
 }

@@ -1,0 +1,198 @@
+package entrypoint
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/sethvargo/go-githubactions"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/gantry-dev/gantry/reporters"
+)
+
+// platform is where gantry runs, which decides how it prints and where it
+// reports.
+type platform int
+
+const (
+	plainCLI platform = iota
+	githubActions
+	gitlabCI
+)
+
+func detectPlatform(env map[string]string) platform {
+	switch {
+	case env["GITHUB_ACTIONS"] == "true":
+		return githubActions
+	case env["GITLAB_CI"] == "true":
+		return gitlabCI
+	default:
+		return plainCLI
+	}
+}
+
+// defaultReportPath is where the JSON report goes when report is not set:
+// in CI, inside the working directory (the workspace), which the runner
+// mounts into a container action and later steps can read at the same
+// relative path.
+func defaultReportPath(p platform) string {
+	if p == plainCLI {
+		return ""
+	}
+	return filepath.Join(".gantry", "report.json")
+}
+
+// diffPathFor puts the diff file next to the report.
+func diffPathFor(report string) string {
+	if report == "" {
+		return ""
+	}
+	return strings.TrimSuffix(report, ".json") + ".diff"
+}
+
+// kubeconfigSecrets returns the credentials in the kubeconfig gantry will
+// use, so that they are masked wherever they might surface.
+func kubeconfigSecrets(path string, env map[string]string) []string {
+	if path == "" {
+		path = env["KUBECONFIG"]
+	}
+	var out []string
+	for _, p := range filepath.SplitList(path) {
+		cfg, err := clientcmd.LoadFromFile(p)
+		if err != nil {
+			continue
+		}
+		for _, a := range cfg.AuthInfos {
+			out = append(out, a.Token, a.Password, string(a.ClientKeyData))
+			if a.TokenFile != "" {
+				if b, err := os.ReadFile(a.TokenFile); err == nil {
+					out = append(out, strings.TrimSpace(string(b)))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// pullRequestNumber reads the pull request's number from the event payload.
+func pullRequestNumber(env map[string]string) (int, error) {
+	b, err := os.ReadFile(env["GITHUB_EVENT_PATH"])
+	if err != nil {
+		return 0, fmt.Errorf("reading the event payload: %w", err)
+	}
+	var ev struct {
+		PullRequest *struct {
+			Number int `json:"number"`
+		} `json:"pull_request"`
+	}
+	if err := json.Unmarshal(b, &ev); err != nil {
+		return 0, fmt.Errorf("reading the event payload: %w", err)
+	}
+	if ev.PullRequest == nil || ev.PullRequest.Number == 0 {
+		return 0, fmt.Errorf("the %s event has no pull request", env["GITHUB_EVENT_NAME"])
+	}
+	return ev.PullRequest.Number, nil
+}
+
+// reporterSet assembles the reporters for where gantry runs and what the
+// inputs ask. Problems that only keep a reporter from running are returned
+// as warnings.
+func reporterSet(cfg *Config, env map[string]string, p platform, redact *reporters.Redactor, gha *githubactions.Action) (reporters.Multi, []string) {
+	var set reporters.Multi
+	var warnings []string
+	report := cfg.Report
+	if report == "" {
+		report = defaultReportPath(p)
+	}
+	diff := diffPathFor(report)
+	if report != "" {
+		set = append(set, &reporters.JSONReport{Path: report, Redact: redact}, &reporters.DiffFile{Path: diff, Redact: redact})
+	}
+
+	switch p {
+	case githubActions:
+		page := reporters.Page{RunURL: reporters.RunURL(func(k string) string { return env[k] })}
+		if want(cfg.Summary, env["GITHUB_STEP_SUMMARY"] != "") {
+			set = append(set, &reporters.GitHubSummary{Action: gha, Page: page, Redact: redact})
+		}
+		if env["GITHUB_OUTPUT"] != "" {
+			set = append(set, &reporters.GitHubOutputs{Path: env["GITHUB_OUTPUT"], ReportPath: report, DiffPath: diff, Redact: redact})
+		}
+		set = append(set, &reporters.GitHubAnnotations{Action: gha, Workspace: env["GITHUB_WORKSPACE"], Redact: redact})
+		isPR := strings.HasPrefix(env["GITHUB_EVENT_NAME"], "pull_request")
+		if want(cfg.Comment, isPR) {
+			n, err := pullRequestNumber(env)
+			owner, repo, _ := strings.Cut(env["GITHUB_REPOSITORY"], "/")
+			switch {
+			case err != nil:
+				warnings = append(warnings, "pull request comment: "+err.Error())
+			case cfg.GitHubToken == "":
+				warnings = append(warnings, "pull request comment: no github-token")
+			default:
+				api := env["GITHUB_API_URL"]
+				if api == "" {
+					api = "https://api.github.com"
+				}
+				set = append(set, &reporters.PullRequestComment{
+					APIURL: api, GraphQLURL: env["GITHUB_GRAPHQL_URL"], Token: cfg.GitHubToken,
+					Owner: owner, Repo: repo, Number: n, Page: page, Redact: redact,
+				})
+			}
+		}
+	case gitlabCI:
+		dotenv := cfg.Dotenv
+		if dotenv == "" {
+			dotenv = "gantry.env"
+		}
+		set = append(set, &reporters.Dotenv{Path: dotenv, ReportPath: report, DiffPath: diff, Redact: redact})
+		isMR := env["CI_MERGE_REQUEST_IID"] != ""
+		if want(cfg.Comment, isMR) {
+			iid, err := strconv.ParseInt(env["CI_MERGE_REQUEST_IID"], 10, 64)
+			if err != nil {
+				warnings = append(warnings, "merge request note: not a merge request pipeline (CI_MERGE_REQUEST_IID is not set)")
+			} else {
+				set = append(set, &reporters.MergeRequestNote{
+					APIURL: env["CI_API_V4_URL"], Token: cfg.GitLabToken, ProjectID: env["CI_PROJECT_ID"], IID: iid,
+					Page: reporters.Page{RunURL: env["CI_JOB_URL"]}, Redact: redact,
+				})
+			}
+		}
+	}
+	if p != gitlabCI && cfg.Dotenv != "" {
+		set = append(set, &reporters.Dotenv{Path: cfg.Dotenv, ReportPath: report, DiffPath: diff, Redact: redact})
+	}
+
+	tekton := cfg.TektonResults
+	if tekton == "" {
+		if info, err := os.Stat("/tekton/results"); err == nil && info.IsDir() {
+			tekton = "/tekton/results"
+		}
+	}
+	if tekton != "" {
+		set = append(set, &reporters.TektonResults{Dir: tekton, Redact: redact})
+	}
+	return set, warnings
+}
+
+// want resolves an auto/true/false input.
+func want(setting string, auto bool) bool {
+	switch setting {
+	case "true":
+		return true
+	case "false":
+		return false
+	default:
+		return auto
+	}
+}
+
+// githubAction is the workflow-command writer: everything goes to w (the
+// log stream gantry's progress uses), so masks come before any other line.
+func githubAction(w io.Writer, env map[string]string) *githubactions.Action {
+	return githubactions.New(githubactions.WithWriter(w), githubactions.WithGetenv(func(k string) string { return env[k] }))
+}

@@ -1,0 +1,279 @@
+// Package fakeapi holds local stand-ins for the GitHub and GitLab APIs
+// that gantry's reporters call. Each checks every request as the real API
+// documents it (method, path, authentication, headers, JSON body) and
+// reports mistakes to the test, so tests prove what gantry would send.
+package fakeapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// User is an author as GitHub's REST API shows it.
+type User struct {
+	Login string `json:"login"`
+	Type  string `json:"type"`
+}
+
+// Comment is an issue comment as GitHub's REST API shows it.
+type Comment struct {
+	ID   int64  `json:"id"`
+	Body string `json:"body"`
+	User User   `json:"user"`
+}
+
+// GitHub answers the endpoints gantry's pull request comment uses, for
+// pull request 7 of acme/shop, checking each request as GitHub documents
+// it: method, path, token, headers, body. Mistakes are reported to T.
+type GitHub struct {
+	T      testing.TB
+	Token  string
+	Viewer string // GraphQL viewer login
+	User   bool   // a personal token: it writes as Viewer (User), not Viewer[bot] (Bot)
+	Forbid bool   // answer writes with 403, as for a fork's read-only token
+
+	mu       sync.Mutex
+	comments []*Comment
+	nextID   int64
+	writes   []string // "POST 1", "PATCH 1"
+}
+
+// Seed adds existing comments; new ones are numbered after the last.
+func (f *GitHub) Seed(cs ...*Comment) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range cs {
+		f.comments = append(f.comments, c)
+		f.nextID = max(f.nextID, c.ID)
+	}
+}
+
+// Comments returns copies of the comments.
+func (f *GitHub) Comments() []Comment {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]Comment, len(f.comments))
+	for i, c := range f.comments {
+		out[i] = *c
+	}
+	return out
+}
+
+// Writes lists the writes made, as "POST id" and "PATCH id".
+func (f *GitHub) Writes() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.writes...)
+}
+
+func (f *GitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.T
+	if got := r.Header.Get("Authorization"); got != "Bearer "+f.Token {
+		t.Errorf("%s %s: Authorization %q", r.Method, r.URL.Path, got)
+		http.Error(w, `{"message":"Bad credentials"}`, http.StatusUnauthorized)
+		return
+	}
+	if !strings.Contains(r.Header.Get("Accept"), "application/vnd.github") && r.URL.Path != "/graphql" {
+		t.Errorf("%s %s: Accept %q", r.Method, r.URL.Path, r.Header.Get("Accept"))
+	}
+	if r.Header.Get("X-GitHub-Api-Version") == "" {
+		t.Errorf("%s %s: no X-GitHub-Api-Version header", r.Method, r.URL.Path)
+	}
+	readBody := func() map[string]string {
+		if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("%s %s: Content-Type %q", r.Method, r.URL.Path, ct)
+		}
+		var m map[string]string
+		b, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Errorf("%s %s: body %q is not a JSON object of strings: %v", r.Method, r.URL.Path, b, err)
+		}
+		return m
+	}
+	w.Header().Set("Content-Type", "application/json")
+
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/graphql":
+		if q := readBody()["query"]; !strings.Contains(q, "viewer") || !strings.Contains(q, "login") {
+			t.Errorf("GraphQL query %q does not ask for the viewer's login", q)
+		}
+		fmt.Fprintf(w, `{"data":{"viewer":{"login":%q}}}`, f.Viewer)
+
+	case r.Method == http.MethodGet && r.URL.Path == "/repos/acme/shop/issues/7/comments":
+		if r.URL.Query().Get("per_page") != "100" {
+			t.Errorf("list comments: per_page %q", r.URL.Query().Get("per_page"))
+		}
+		_ = json.NewEncoder(w).Encode(f.comments)
+
+	case r.Method == http.MethodPost && r.URL.Path == "/repos/acme/shop/issues/7/comments":
+		body := readBody()["body"]
+		if f.Forbid {
+			w.WriteHeader(http.StatusForbidden)
+			fmt.Fprint(w, `{"message":"Resource not accessible by integration","documentation_url":"https://docs.github.com/rest/issues/comments#create-an-issue-comment","status":"403"}`)
+			return
+		}
+		f.check(body)
+		f.nextID++
+		c := &Comment{ID: f.nextID, Body: body, User: f.author()}
+		f.comments = append(f.comments, c)
+		f.writes = append(f.writes, fmt.Sprintf("POST %d", c.ID))
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(c)
+
+	case r.Method == http.MethodPatch && strings.HasPrefix(r.URL.Path, "/repos/acme/shop/issues/comments/"):
+		id, _ := strconv.ParseInt(strings.TrimPrefix(r.URL.Path, "/repos/acme/shop/issues/comments/"), 10, 64)
+		body := readBody()["body"]
+		f.check(body)
+		for _, c := range f.comments {
+			if c.ID == id {
+				if c.User != f.author() {
+					t.Errorf("PATCH of comment %d by %s, someone else's", id, c.User.Login)
+				}
+				c.Body = body
+				f.writes = append(f.writes, fmt.Sprintf("PATCH %d", id))
+				_ = json.NewEncoder(w).Encode(c)
+				return
+			}
+		}
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"message":"Not Found"}`)
+
+	default:
+		t.Errorf("unexpected request %s %s", r.Method, r.URL)
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"message":"Not Found"}`)
+	}
+}
+
+// author is how the REST API shows the token's identity.
+func (f *GitHub) author() User {
+	if f.User {
+		return User{Login: f.Viewer, Type: "User"}
+	}
+	return User{Login: f.Viewer + "[bot]", Type: "Bot"}
+}
+
+func (f *GitHub) check(body string) {
+	if body == "" || len([]rune(body)) > 65536 {
+		f.T.Errorf("comment body of %d characters", len([]rune(body)))
+	}
+}
+
+// Note is a merge request note as GitLab's API shows it.
+type Note struct {
+	ID     int64  `json:"id"`
+	Body   string `json:"body"`
+	Author struct {
+		ID       int64  `json:"id"`
+		Username string `json:"username"`
+	} `json:"author"`
+}
+
+// GitLab answers the endpoints gantry's merge request note uses, for merge
+// request 9 of project 123, checking each request as GitLab documents it.
+type GitLab struct {
+	T     testing.TB
+	Token string
+	Me    int64 // the token's user id
+
+	mu     sync.Mutex
+	notes  []*Note
+	nextID int64
+	writes []string
+}
+
+// Seed adds existing notes; new ones are numbered after the last.
+func (f *GitLab) Seed(ns ...*Note) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range ns {
+		f.notes = append(f.notes, n)
+		f.nextID = max(f.nextID, n.ID)
+	}
+}
+
+// Notes returns copies of the notes.
+func (f *GitLab) Notes() []Note {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]Note, len(f.notes))
+	for i, n := range f.notes {
+		out[i] = *n
+	}
+	return out
+}
+
+// Writes lists the writes made, as "POST id" and "PUT id".
+func (f *GitLab) Writes() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.writes...)
+}
+
+func (f *GitLab) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.T
+	if got := r.Header.Get("PRIVATE-TOKEN"); got != f.Token {
+		t.Errorf("%s %s: PRIVATE-TOKEN %q", r.Method, r.URL.Path, got)
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprint(w, `{"message":"401 Unauthorized"}`)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	body := func() string {
+		if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("%s %s: Content-Type %q", r.Method, r.URL.Path, ct)
+		}
+		var m map[string]any
+		b, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Errorf("%s %s: body %q: %v", r.Method, r.URL.Path, b, err)
+		}
+		s, _ := m["body"].(string)
+		if s == "" || len([]rune(s)) > 1_000_000 {
+			t.Errorf("note body of %d characters", len([]rune(s)))
+		}
+		return s
+	}
+	const notes = "/api/v4/projects/123/merge_requests/9/notes"
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/api/v4/user":
+		fmt.Fprintf(w, `{"id":%d,"username":"project_123_bot_abc","bot":true}`, f.Me)
+	case r.Method == http.MethodGet && r.URL.Path == notes:
+		_ = json.NewEncoder(w).Encode(f.notes)
+	case r.Method == http.MethodPost && r.URL.Path == notes:
+		f.nextID++
+		n := &Note{ID: f.nextID, Body: body()}
+		n.Author.ID = f.Me
+		f.notes = append(f.notes, n)
+		f.writes = append(f.writes, fmt.Sprintf("POST %d", n.ID))
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(n)
+	case r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, notes+"/"):
+		id, _ := strconv.ParseInt(strings.TrimPrefix(r.URL.Path, notes+"/"), 10, 64)
+		for _, n := range f.notes {
+			if n.ID == id {
+				if n.Author.ID != f.Me {
+					t.Errorf("PUT of note %d by user %d", id, n.Author.ID)
+				}
+				n.Body = body()
+				f.writes = append(f.writes, fmt.Sprintf("PUT %d", id))
+				_ = json.NewEncoder(w).Encode(n)
+				return
+			}
+		}
+		w.WriteHeader(http.StatusNotFound)
+	default:
+		t.Errorf("unexpected request %s %s", r.Method, r.URL)
+		w.WriteHeader(http.StatusNotFound)
+	}
+}
