@@ -42,6 +42,14 @@ type GitHub struct {
 	comments []*Comment
 	nextID   int64
 	writes   []string // "POST 1", "PATCH 1"
+	bodies   []string // every body written, in order
+}
+
+// Bodies returns every comment body written, in order.
+func (f *GitHub) Bodies() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.bodies...)
 }
 
 // Seed adds existing comments; new ones are numbered after the last.
@@ -162,6 +170,7 @@ func (f *GitHub) author() User {
 }
 
 func (f *GitHub) check(body string) {
+	f.bodies = append(f.bodies, body)
 	if body == "" || len([]rune(body)) > 65536 {
 		f.T.Errorf("comment body of %d characters", len([]rune(body)))
 	}

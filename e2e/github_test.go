@@ -1,0 +1,352 @@
+package e2e
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gantry-dev/gantry/reporters/fakeapi"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// gantryBinary builds the gantry binary once per test run.
+func gantryBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gantry-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "gantry")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/gantry-dev/gantry").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// actionInputs reads action.yml's inputs and their defaults, as the runner
+// passes them to a container action (INPUT_<NAME>, hyphens kept).
+func actionInputs(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile("../action.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var action struct {
+		Inputs map[string]struct {
+			Default string `json:"default"`
+		} `json:"inputs"`
+	}
+	if err := yaml.Unmarshal(b, &action); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for name, in := range action.Inputs {
+		out["INPUT_"+strings.ToUpper(name)] = in.Default
+	}
+	return out
+}
+
+func canary(what string) string {
+	return "canary-" + what + "-" + strings.ToLower(rand.Text()[:10])
+}
+
+// runnerRun is one run of the binary as a GitHub runner starts it.
+type runnerRun struct {
+	code           int
+	stdout, stderr string
+}
+
+func TestGitHubActionRunnerEnvironment(t *testing.T) {
+	t.Parallel()
+	env.Require(t)
+	bin := gantryBinary(t)
+	ns := env.Namespace(t)
+
+	secretData, secretString := canary("data"), canary("string")
+	ghToken, kubeToken, dbPassword := "ghs_"+canary("token"), canary("kubetoken"), canary("dbpassword")
+
+	// The workspace, as the runner mounts it at /github/workspace and
+	// makes it the working directory.
+	ws := t.TempDir()
+	deploy := filepath.Join(ws, "deploy")
+	if err := os.MkdirAll(deploy, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(deploy, "app.yaml"), fmt.Sprintf(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: %[1]s}
+data:
+  greeting: hello
+  password: ${DB_PASSWORD}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: creds, namespace: %[1]s}
+data:
+  token: %[2]s
+stringData:
+  password: %[3]s
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: %[1]s}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: registry.k8s.io/pause:3.10}]
+`, ns, base64.StdEncoding.EncodeToString([]byte(secretData)), secretString))
+
+	// The kubeconfig, in the workspace, with a token that must be masked.
+	kc, err := clientcmd.LoadFromFile(env.Cluster.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range kc.AuthInfos {
+		a.Token = kubeToken
+	}
+	if err := clientcmd.WriteToFile(*kc, filepath.Join(ws, "kubeconfig")); err != nil {
+		t.Fatal(err)
+	}
+
+	// The runner's file commands and event payload.
+	home, commands := t.TempDir(), t.TempDir()
+	event := filepath.Join(t.TempDir(), "event.json")
+	writeFile(t, event, `{"action":"synchronize","number":7,"pull_request":{"number":7,"head":{"sha":"0123abcd"}}}`)
+	outputs, summary := filepath.Join(commands, "set_output_1"), filepath.Join(commands, "step_summary_1")
+
+	gh := &fakeapi.GitHub{T: t, Token: ghToken, Viewer: "github-actions"}
+	srv := httptest.NewServer(gh)
+	defer srv.Close()
+
+	run := func(extra map[string]string) runnerRun {
+		t.Helper()
+		vars := actionInputs(t)
+		for k, v := range map[string]string{
+			"INPUT_COMMAND":             "apply",
+			"INPUT_PATH":                "deploy",
+			"INPUT_INVENTORY":           "shop",
+			"INPUT_INVENTORY-NAMESPACE": ns,
+			"INPUT_KUBECONFIG":          "kubeconfig",
+			"INPUT_TIMEOUT":             "60s",
+			"INPUT_SUBSTITUTE":          "DB_PASSWORD=" + dbPassword,
+			"INPUT_GITHUB-TOKEN":        ghToken, // ${{ github.token }}, evaluated
+			"INPUT_DOTENV":              "gantry.env",
+			"INPUT_TEKTON-RESULTS":      "tekton-results",
+			"HOME":                      home,
+			"GITHUB_ACTIONS":            "true",
+			"CI":                        "true",
+			"GITHUB_WORKSPACE":          ws,
+			"GITHUB_EVENT_NAME":         "pull_request",
+			"GITHUB_EVENT_PATH":         event,
+			"GITHUB_REPOSITORY":         "acme/shop",
+			"GITHUB_REPOSITORY_OWNER":   "acme",
+			"GITHUB_SERVER_URL":         "https://github.com",
+			"GITHUB_API_URL":            srv.URL,
+			"GITHUB_GRAPHQL_URL":        srv.URL + "/graphql",
+			"GITHUB_RUN_ID":             "42",
+			"GITHUB_RUN_ATTEMPT":        "1",
+			"GITHUB_SHA":                "0123abcd0123abcd",
+			"GITHUB_REF":                "refs/pull/7/merge",
+			"GITHUB_REF_NAME":           "7/merge",
+			"GITHUB_OUTPUT":             outputs,
+			"GITHUB_STEP_SUMMARY":       summary,
+			"GITHUB_ENV":                filepath.Join(commands, "set_env_1"),
+			"GITHUB_PATH":               filepath.Join(commands, "add_path_1"),
+			"RUNNER_OS":                 "Linux",
+		} {
+			vars[k] = v
+		}
+		for k, v := range extra {
+			vars[k] = v
+		}
+		cmd := exec.Command(bin)
+		cmd.Dir = ws
+		for k, v := range vars {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("gantry (as a container action): exit %d\n%s", code, stderr.String())
+		return runnerRun{code, stdout.String(), stderr.String()}
+	}
+
+	first := run(nil)
+	if first.code != 0 {
+		t.Fatalf("exit %d\n%s", first.code, first.stderr)
+	}
+	// Masks come first, for every secret.
+	lines := strings.Split(first.stderr, "\n")
+	masked := map[string]bool{}
+	for i, l := range lines {
+		v, ok := strings.CutPrefix(l, "::add-mask::")
+		if !ok {
+			for _, l := range lines[i:] {
+				if strings.HasPrefix(l, "::add-mask::") {
+					t.Errorf("a mask after other output: %q", l)
+				}
+			}
+			break
+		}
+		masked[v] = true
+	}
+	for _, s := range []string{ghToken, kubeToken, dbPassword} {
+		if !masked[s] {
+			t.Errorf("%s was not masked first", s[:12])
+		}
+	}
+	for _, want := range []string{"::group::validate", "::endgroup::", "Deployment/" + ns + "/web created"} {
+		if !strings.Contains(first.stderr, want) {
+			t.Errorf("log lacks %q", want)
+		}
+	}
+
+	// Outputs, with paths the next step can open from the workspace.
+	outs := parseOutputs(t, outputs)
+	if outs["created"] != "3" || outs["changed"] != "true" || outs["reason"] != "ReconciliationSucceeded" || outs["inventory"] != ns+"/shop" || outs["revision"] != "7/merge@sha1:0123abcd0123abcd" {
+		t.Errorf("outputs %v", outs)
+	}
+	for _, o := range []string{"report", "diff"} {
+		if filepath.IsAbs(outs[o]) {
+			t.Errorf("output %s = %q, want a path relative to the workspace", o, outs[o])
+		}
+		if _, err := os.Stat(filepath.Join(ws, outs[o])); err != nil {
+			t.Errorf("output %s: %v", o, err)
+		}
+	}
+	sum, err := os.ReadFile(summary)
+	if err != nil || !strings.Contains(string(sum), "gantry apply: ReconciliationSucceeded") || !strings.Contains(string(sum), "actions/runs/42") {
+		t.Errorf("summary (%v):\n%s", err, sum)
+	}
+	if got := strings.Join(gh.Writes(), ", "); got != "POST 1" {
+		t.Errorf("comment writes %q, want one new comment", got)
+	}
+	firstDiff := readAll(t, filepath.Join(ws, outs["diff"]))
+	if !strings.Contains(firstDiff, "+  password: '***'") || !strings.Contains(firstDiff, "+  token: '***'") {
+		t.Errorf("the diff file does not list the Secret's keys masked:\n%s", firstDiff)
+	}
+	firstReport := readAll(t, filepath.Join(ws, outs["report"]))
+
+	// A change updates the same comment; a failure annotates the file.
+	replaceInFile(t, filepath.Join(deploy, "app.yaml"), "greeting: hello", "greeting: hi")
+	if second := run(nil); second.code != 0 {
+		t.Fatalf("second run: exit %d", second.code)
+	}
+	writeFile(t, filepath.Join(deploy, "bad.yaml"), fmt.Sprintf("apiVersion: v1\nkind: Service\nmetadata: {name: bad, namespace: %s}\nspec:\n  ports: [{port: 99999}]\n", ns))
+	third := run(nil)
+	if third.code != 1 {
+		t.Fatalf("third run: exit %d, want 1", third.code)
+	}
+	if !strings.Contains(third.stderr, "::error file=deploy/bad.yaml,title=Service/"+ns+"/bad failed::") {
+		t.Errorf("no annotation on deploy/bad.yaml:\n%s", third.stderr)
+	}
+	if got := strings.Join(gh.Writes(), ", "); got != "POST 1, PATCH 1, PATCH 1" {
+		t.Errorf("comment writes %q, want one comment updated twice", got)
+	}
+	comments := gh.Comments()
+	if len(comments) != 1 || !strings.Contains(comments[0].Body, "ValidationFailed") || !strings.Contains(comments[0].Body, "Service/"+ns+"/bad") {
+		t.Errorf("comment:\n%+v", comments)
+	}
+
+	// The canaries appear nowhere a person or a later step could read.
+	scan := map[string]string{
+		"stdout (runs 1-3)":                 first.stdout + third.stdout,
+		"stderr (runs 1-3, masks excluded)": withoutMasks(first.stderr) + withoutMasks(third.stderr),
+		"summary":                           string(sum),
+		"outputs file":                      readAll(t, outputs),
+		"dotenv":                            readAll(t, filepath.Join(ws, "gantry.env")),
+		"JSON report (run 1)":               firstReport,
+		"JSON report (run 3)":               readAll(t, filepath.Join(ws, outs["report"])),
+		"diff file (run 1)":                 firstDiff,
+	}
+	for _, name := range []string{"created", "configured", "unchanged", "deleted", "skipped", "failed", "changed", "reason", "revision", "inventory"} {
+		scan["tekton result "+name] = readAll(t, filepath.Join(ws, "tekton-results", name))
+	}
+	for i, body := range gh.Bodies() {
+		scan[fmt.Sprintf("comment body %d", i+1)] = body
+	}
+	for where, text := range scan {
+		for _, c := range []string{secretData, secretString, ghToken, kubeToken, dbPassword,
+			base64.StdEncoding.EncodeToString([]byte(secretData)), base64.StdEncoding.EncodeToString([]byte(secretString))} {
+			if strings.Contains(text, c) {
+				t.Errorf("%s contains the canary %s", where, c)
+			}
+		}
+	}
+}
+
+func readAll(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Errorf("reading %s: %v", path, err)
+	}
+	return string(b)
+}
+
+func withoutMasks(s string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(l, "::add-mask::") {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}
+
+// parseOutputs reads the last value of each output from a GITHUB_OUTPUT
+// file (name<<DELIM ... DELIM).
+func parseOutputs(t *testing.T, path string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		name, delim, ok := strings.Cut(sc.Text(), "<<")
+		if !ok {
+			t.Fatalf("outputs line %q is not name<<DELIM", sc.Text())
+		}
+		var value []string
+		for sc.Scan() && sc.Text() != delim {
+			value = append(value, sc.Text())
+		}
+		out[name] = strings.Join(value, "\n")
+	}
+	return out
+}
