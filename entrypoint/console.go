@@ -31,6 +31,7 @@ type console struct {
 	redact *reporters.Redactor
 	p      platform
 	color  bool
+	now    func() time.Time // GitLab sections carry Unix times
 }
 
 var _ pipeline.Observer = (*console)(nil)
@@ -40,7 +41,7 @@ func newConsole(w io.Writer, redact *reporters.Redactor, p platform) *console {
 	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) && os.Getenv("NO_COLOR") == "" {
 		color = true
 	}
-	return &console{w: w, redact: redact, p: p, color: color}
+	return &console{w: w, redact: redact, p: p, color: color, now: time.Now}
 }
 
 // Write lets client-go's warning writer print through the console.
@@ -68,7 +69,7 @@ func (c *console) StageStarted(name string) {
 	case githubActions:
 		c.printf("::group::%s\n", name)
 	case gitlabCI:
-		c.printf("\x1b[0Ksection_start:%d:gantry_%s[collapsed=false]\r\x1b[0K%s\n", time.Now().Unix(), name, name)
+		c.printf("\x1b[0Ksection_start:%d:gantry_%s[collapsed=false]\r\x1b[0K%s\n", c.now().Unix(), name, name)
 	default:
 		c.printf("%s %s\n", c.paint("1", "▸"), name)
 	}
@@ -79,7 +80,7 @@ func (c *console) StageFinished(s result.Stage) {
 	case githubActions:
 		c.printf("::endgroup::\n")
 	case gitlabCI:
-		c.printf("\x1b[0Ksection_end:%d:gantry_%s\r\x1b[0K", time.Now().Unix(), s.Name)
+		c.printf("\x1b[0Ksection_end:%d:gantry_%s\r\x1b[0K", c.now().Unix(), s.Name)
 	}
 	if s.Error != "" {
 		c.printf("%s %s failed after %s\n", c.paint("31", "✗"), s.Name, s.Duration.Round(msRound))

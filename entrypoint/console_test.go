@@ -1,0 +1,51 @@
+package entrypoint
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/reporters"
+	"github.com/gantry-dev/gantry/result"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// A run as the console shows it, on each platform.
+func TestConsoleGolden(t *testing.T) {
+	t.Parallel()
+	for name, p := range map[string]platform{"plain": plainCLI, "github": githubActions, "gitlab": gitlabCI} {
+		var b strings.Builder
+		c := newConsole(&b, reporters.NewRedactor("hunter2-secret"), p)
+		c.now = func() time.Time { return time.Unix(1795000000, 0) }
+		c.StageStarted("apply")
+		c.ObjectDone(result.Object{Kind: "ConfigMap", Namespace: "shop", Name: "settings", Action: result.Unchanged})
+		c.ObjectDone(result.Object{Kind: "Deployment", Namespace: "shop", Name: "web", Action: result.Configured})
+		c.ObjectDone(result.Object{Kind: "Service", Namespace: "shop", Name: "bad", Action: result.Failed, Error: "port 99999: must be between 1 and 65535; password hunter2-secret"})
+		c.StageFinished(result.Stage{Name: "apply", Duration: 31 * time.Millisecond, Error: "1 object failed"})
+		c.warn("GitHub pull request comment: the token may not write comments\nsecond line")
+		c.summary(&result.Result{Command: "apply", Reason: result.ReasonApplyFailed, Message: "Service/shop/bad: port 99999",
+			Inventory: &result.Inventory{Name: "shop", Namespace: "deploy"}, Revision: "main@sha1:0123abcd",
+			Objects: []result.Object{{Action: result.Configured}, {Action: result.Failed}, {Action: result.Unchanged}}})
+		out := b.String()
+		if strings.Contains(out, "hunter2-secret") {
+			t.Errorf("%s: a secret reached the console", name)
+		}
+		path := filepath.Join("testdata", "console-"+name+".txt")
+		if *update {
+			if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run with -update)", err)
+		}
+		if out != string(want) {
+			t.Errorf("%s differs from %s:\n%s", name, path, out)
+		}
+	}
+}
