@@ -79,8 +79,20 @@ type runnerRun struct {
 	stdout, stderr string
 }
 
-func TestGitHubActionRunnerEnvironment(t *testing.T) {
-	t.Parallel()
+// githubRunner starts gantry's binary as a GitHub runner starts a container
+// action, in a workspace of its own, against the local control plane and a
+// fake GitHub API.
+type githubRunner struct {
+	t                                 *testing.T
+	ns, ws, deploy, outputs, summary  string
+	secretData, secretString, ghToken string
+	kubeToken, dbPassword             string
+	gh                                *fakeapi.GitHub
+	run                               func(extra map[string]string) runnerRun
+}
+
+func newGitHubRunner(t *testing.T, forbid bool) *githubRunner {
+	t.Helper()
 	env.Require(t)
 	bin := gantryBinary(t)
 	ns := env.Namespace(t)
@@ -140,9 +152,9 @@ spec:
 	writeFile(t, event, `{"action":"synchronize","number":7,"pull_request":{"number":7,"head":{"sha":"0123abcd"}}}`)
 	outputs, summary := filepath.Join(commands, "set_output_1"), filepath.Join(commands, "step_summary_1")
 
-	gh := &fakeapi.GitHub{T: t, Token: ghToken, Viewer: "github-actions"}
+	gh := &fakeapi.GitHub{T: t, Token: ghToken, Viewer: "github-actions", Forbid: forbid}
 	srv := httptest.NewServer(gh)
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 
 	run := func(extra map[string]string) runnerRun {
 		t.Helper()
@@ -202,6 +214,16 @@ spec:
 		t.Logf("gantry (as a container action): exit %d\n%s", code, stderr.String())
 		return runnerRun{code, stdout.String(), stderr.String()}
 	}
+	return &githubRunner{t: t, ns: ns, ws: ws, deploy: deploy, outputs: outputs, summary: summary,
+		secretData: secretData, secretString: secretString, ghToken: ghToken, kubeToken: kubeToken, dbPassword: dbPassword,
+		gh: gh, run: run}
+}
+
+func TestGitHubActionRunnerEnvironment(t *testing.T) {
+	t.Parallel()
+	r := newGitHubRunner(t, false)
+	ns, ws, deploy, outputs, summary, gh, run := r.ns, r.ws, r.deploy, r.outputs, r.summary, r.gh, r.run
+	secretData, secretString, ghToken, kubeToken, dbPassword := r.secretData, r.secretString, r.ghToken, r.kubeToken, r.dbPassword
 
 	first := run(nil)
 	if first.code != 0 {
@@ -304,6 +326,26 @@ spec:
 				t.Errorf("%s contains the canary %s", where, c)
 			}
 		}
+	}
+}
+
+// A token that may not comment (a fork's pull request) leaves a good
+// deploy green, with a warning.
+func TestGitHubCommentForbiddenIsAWarning(t *testing.T) {
+	t.Parallel()
+	r := newGitHubRunner(t, true)
+	res := r.run(nil)
+	if res.code != 0 {
+		t.Fatalf("exit %d, want 0\n%s", res.code, res.stderr)
+	}
+	if !strings.Contains(res.stderr, "::warning title=gantry::GitHub pull request comment: the token may not write comments") {
+		t.Errorf("no warning about the comment:\n%s", res.stderr)
+	}
+	if outs := parseOutputs(t, r.outputs); outs["reason"] != "ReconciliationSucceeded" {
+		t.Errorf("outputs %v", outs)
+	}
+	if len(r.gh.Comments()) != 0 {
+		t.Errorf("comments %v", r.gh.Comments())
 	}
 }
 
