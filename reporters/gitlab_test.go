@@ -75,3 +75,18 @@ func TestDotenvAndTektonGolden(t *testing.T) {
 	}
 	golden(t, "tekton-results.txt", all.String())
 }
+
+func TestMergeRequestNoteForbiddenIsAWarning(t *testing.T) {
+	t.Parallel()
+	gl := &fakeapi.GitLab{T: t, Token: "glpat-readonly", Me: 77, Forbid: true}
+	srv := httptest.NewServer(gl)
+	defer srv.Close()
+	n := &MergeRequestNote{APIURL: srv.URL + "/api/v4", Token: gl.Token, ProjectID: "123", IID: 9}
+	warnings := Multi{n}.Report(t.Context(), sample())
+	if len(warnings) != 1 || !strings.Contains(warnings[0].Error(), "GitLab merge request note") || !strings.Contains(warnings[0].Error(), "403") {
+		t.Errorf("warnings %v, want one naming the note and the 403", warnings)
+	}
+	if len(gl.Notes()) != 0 {
+		t.Errorf("notes %v", gl.Notes())
+	}
+}

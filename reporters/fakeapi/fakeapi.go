@@ -189,9 +189,10 @@ type Note struct {
 // GitLab answers the endpoints gantry's merge request note uses, for merge
 // request 9 of project 123, checking each request as GitLab documents it.
 type GitLab struct {
-	T     testing.TB
-	Token string
-	Me    int64 // the token's user id
+	T      testing.TB
+	Token  string
+	Me     int64 // the token's user id
+	Forbid bool  // answer writes with 403, as for a token without the api scope
 
 	mu     sync.Mutex
 	notes  []*Note
@@ -259,6 +260,9 @@ func (f *GitLab) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"id":%d,"username":"project_123_bot_abc","bot":true}`, f.Me)
 	case r.Method == http.MethodGet && r.URL.Path == notes:
 		_ = json.NewEncoder(w).Encode(f.notes)
+	case (r.Method == http.MethodPost || r.Method == http.MethodPut) && f.Forbid:
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprint(w, `{"message":"403 Forbidden"}`)
 	case r.Method == http.MethodPost && r.URL.Path == notes:
 		f.nextID++
 		n := &Note{ID: f.nextID, Body: body()}
