@@ -1,0 +1,352 @@
+// Package artifact owns gantry's OCI artifacts: the built manifests packed
+// in Flux's format (so a Flux OCIRepository can consume what gantry pushes),
+// pushed to and pulled from container registries next to the application's
+// images.
+package artifact
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fluxcd/pkg/oci"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/crane"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+// ManifestsFile is the one file in an artifact's layer: the built objects
+// as a YAML stream. A Flux Kustomization pointed at the artifact builds a
+// folder with this one file.
+const ManifestsFile = "manifests.yaml"
+
+// Media types of Flux's artifact format.
+const (
+	ConfigMediaType  = "application/vnd.cncf.flux.config.v1+json"
+	ContentMediaType = "application/vnd.cncf.flux.content.v1.tar+gzip"
+)
+
+// FixedCreated is the created time of artifacts when none is given, so
+// that the same manifests and revision always give the same digest.
+// SOURCE_DATE_EPOCH overrides it, as reproducible builds expect.
+var FixedCreated = time.Unix(0, 0).UTC()
+
+// ParseRef parses an oci://registry/repository[:tag|@digest] reference.
+func ParseRef(s string, insecure bool) (name.Reference, error) {
+	rest, ok := strings.CutPrefix(s, oci.OCIRepositoryPrefix)
+	if !ok {
+		return nil, fmt.Errorf("artifact %q: must start with oci://", s)
+	}
+	var opts []name.Option
+	if insecure {
+		opts = append(opts, name.Insecure)
+	}
+	ref, err := name.ParseReference(rest, append(opts, name.StrictValidation)...)
+	if err != nil {
+		// StrictValidation refuses a missing tag; default to latest
+		// only if the rest is valid.
+		ref, err = name.ParseReference(rest, opts...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("artifact %q: %w", s, err)
+	}
+	if !strings.Contains(rest, "/") {
+		return nil, fmt.Errorf("artifact %q: needs a registry and a repository (oci://registry/repository:tag)", s)
+	}
+	return ref, nil
+}
+
+// Options say how to reach registries.
+type Options struct {
+	// Username and Password, when set, authenticate to the artifact's
+	// registry; otherwise the Docker config's credentials
+	// (~/.docker/config.json, DOCKER_CONFIG) are used, and on GitHub
+	// ghcr.io gets the workflow token.
+	Username, Password string
+	// GitHubToken authenticates to ghcr.io when nothing else does.
+	GitHubToken string
+	// Insecure allows plain HTTP to any registry. Without it, plain HTTP
+	// is used only for loopback registries.
+	Insecure bool
+	// Transport is the HTTP transport (tests); default http.DefaultTransport.
+	Transport http.RoundTripper
+}
+
+// Client pushes and pulls artifacts.
+type Client struct {
+	oci      *oci.Client
+	opts     []crane.Option
+	insecure bool
+}
+
+// New returns a client.
+func New(o Options) *Client {
+	t := o.Transport
+	if t == nil {
+		t = remote.DefaultTransport
+	}
+	keychain := authn.NewMultiKeychain(explicit(o), authn.DefaultKeychain, ghcr(o.GitHubToken))
+	opts := []crane.Option{
+		crane.WithAuthFromKeychain(keychain),
+		crane.WithTransport(&loopbackOnlyHTTP{next: t, insecure: o.Insecure}),
+		crane.WithUserAgent("gantry"),
+	}
+	if o.Insecure {
+		opts = append(opts, crane.Insecure)
+	}
+	return &Client{oci: oci.NewClient(opts), opts: opts, insecure: o.Insecure}
+}
+
+// explicit is a keychain with the given username and password for every
+// registry, or none.
+func explicit(o Options) authn.Keychain {
+	if o.Username == "" && o.Password == "" {
+		return emptyKeychain{}
+	}
+	return staticKeychain{auth: authn.FromConfig(authn.AuthConfig{Username: o.Username, Password: o.Password})}
+}
+
+// ghcr authenticates to ghcr.io with the workflow's token.
+func ghcr(token string) authn.Keychain {
+	if token == "" {
+		return emptyKeychain{}
+	}
+	return hostKeychain{host: "ghcr.io", auth: authn.FromConfig(authn.AuthConfig{Username: "gantry", Password: token})}
+}
+
+type emptyKeychain struct{}
+
+func (emptyKeychain) Resolve(authn.Resource) (authn.Authenticator, error) { return authn.Anonymous, nil }
+
+type staticKeychain struct{ auth authn.Authenticator }
+
+func (k staticKeychain) Resolve(authn.Resource) (authn.Authenticator, error) { return k.auth, nil }
+
+type hostKeychain struct {
+	host string
+	auth authn.Authenticator
+}
+
+func (k hostKeychain) Resolve(r authn.Resource) (authn.Authenticator, error) {
+	if r.RegistryStr() == k.host {
+		return k.auth, nil
+	}
+	return authn.Anonymous, nil
+}
+
+// loopbackOnlyHTTP refuses plain HTTP to anything but loopback unless
+// insecure: go-containerregistry would also fall back to HTTP for private
+// (RFC 1918) addresses and .local names.
+type loopbackOnlyHTTP struct {
+	next     http.RoundTripper
+	insecure bool
+}
+
+func (l *loopbackOnlyHTTP) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme == "http" && !l.insecure && !isLoopback(r.URL.Hostname()) {
+		return nil, fmt.Errorf("plain HTTP to %s refused: only loopback registries are reached over HTTP unless insecure-registry is set", r.URL.Host)
+	}
+	return l.next.RoundTrip(r)
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Meta describes what an artifact holds, for its annotations.
+type Meta struct {
+	// Source is the repository URL; Revision is Flux's form
+	// <branch>@sha1:<commit>.
+	Source, Revision string
+	// Created defaults to SOURCE_DATE_EPOCH, else FixedCreated.
+	Created time.Time
+}
+
+func (m Meta) created() (string, error) {
+	if !m.Created.IsZero() {
+		return m.Created.UTC().Format(time.RFC3339), nil
+	}
+	if s := os.Getenv("SOURCE_DATE_EPOCH"); s != "" {
+		var sec int64
+		if _, err := fmt.Sscan(s, &sec); err != nil {
+			return "", fmt.Errorf("SOURCE_DATE_EPOCH %q is not a number of seconds", s)
+		}
+		return time.Unix(sec, 0).UTC().Format(time.RFC3339), nil
+	}
+	return FixedCreated.Format(time.RFC3339), nil
+}
+
+// Pushed is where an artifact went.
+type Pushed struct {
+	// URL is oci://registry/repository@sha256:...
+	URL    string
+	Digest string
+	Tags   []string
+}
+
+// Push packs manifests (a YAML stream) into an artifact, pushes it to ref,
+// and tags it with the extra tags. The same manifests and meta always give
+// the same digest.
+func (c *Client) Push(ctx context.Context, ref string, manifests []byte, meta Meta, tags []string) (*Pushed, error) {
+	r, err := ParseRef(ref, c.insecure)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tags {
+		if _, err := name.NewTag(r.Context().String()+":"+t, name.StrictValidation); err != nil {
+			return nil, fmt.Errorf("tag %q: %w", t, err)
+		}
+	}
+	created, err := meta.created()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "gantry-artifact-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	if err := os.WriteFile(filepath.Join(dir, ManifestsFile), manifests, 0o644); err != nil {
+		return nil, err
+	}
+	digestRef, err := c.oci.Push(ctx, r.String(), dir, oci.WithPushMetadata(oci.Metadata{
+		Created: created, Source: meta.Source, Revision: meta.Revision,
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("pushing %s: %w", ref, err)
+	}
+	d, err := name.NewDigest(digestRef)
+	if err != nil {
+		return nil, err
+	}
+	pushed := &Pushed{URL: oci.OCIRepositoryPrefix + d.String(), Digest: d.DigestStr()}
+	if t, ok := r.(name.Tag); ok {
+		pushed.Tags = append(pushed.Tags, t.TagStr())
+	}
+	for _, t := range tags {
+		if _, err := c.oci.Tag(ctx, d.String(), t); err != nil {
+			return pushed, fmt.Errorf("tagging %s as %s: %w", d, t, err)
+		}
+		pushed.Tags = append(pushed.Tags, t)
+	}
+	return pushed, nil
+}
+
+// Pulled is what was pulled.
+type Pulled struct {
+	URL, Digest      string
+	Source, Revision string
+	Created          string
+}
+
+// Pull downloads the artifact at ref into dir (which must be empty or
+// absent) and returns its identity.
+func (c *Client) Pull(ctx context.Context, ref, dir string) (*Pulled, error) {
+	r, err := ParseRef(ref, c.insecure)
+	if err != nil {
+		return nil, err
+	}
+	m, err := c.oci.Pull(ctx, r.String(), dir)
+	if err != nil {
+		return nil, fmt.Errorf("pulling %s: %w", ref, err)
+	}
+	// Flux reports the digest as a full reference; keep the digest, and
+	// name what was pulled by it, not by a tag that may move.
+	digest := m.Digest
+	if _, d, ok := strings.Cut(digest, "@"); ok {
+		digest = d
+	}
+	return &Pulled{URL: oci.OCIRepositoryPrefix + r.Context().Digest(digest).String(), Digest: digest,
+		Source: m.Source, Revision: m.Revision, Created: m.Created}, nil
+}
+
+// Tag adds a tag to the artifact at ref.
+func (c *Client) Tag(ctx context.Context, ref, tag string) (string, error) {
+	r, err := ParseRef(ref, c.insecure)
+	if err != nil {
+		return "", err
+	}
+	out, err := c.oci.Tag(ctx, r.String(), tag)
+	if err != nil {
+		return "", fmt.Errorf("tagging %s: %w", ref, err)
+	}
+	return oci.OCIRepositoryPrefix + out, nil
+}
+
+// Listing is one tag of a repository.
+type Listing struct {
+	Tag, Digest, Revision, Source string
+}
+
+// List returns a repository's tags (newest semver first), optionally only
+// those matching a semver constraint such as ">=1.0.0".
+func (c *Client) List(ctx context.Context, repo, semver string) ([]Listing, error) {
+	rest, ok := strings.CutPrefix(repo, oci.OCIRepositoryPrefix)
+	if !ok {
+		return nil, fmt.Errorf("repository %q: must start with oci://", repo)
+	}
+	if _, err := name.NewRepository(rest); err != nil {
+		return nil, fmt.Errorf("repository %q: %w", repo, err)
+	}
+	metas, err := c.oci.List(ctx, rest, oci.ListOptions{SemverFilter: semver})
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", repo, err)
+	}
+	out := make([]Listing, 0, len(metas))
+	for _, m := range metas {
+		tag := m.URL[strings.LastIndex(m.URL, ":")+1:]
+		out = append(out, Listing{Tag: tag, Digest: m.Digest, Revision: m.Revision, Source: m.Source})
+	}
+	return out, nil
+}
+
+// Layer is one layer of an artifact.
+type Layer struct {
+	MediaType, Digest string
+	Size              int64
+}
+
+// Inspection is what inspect shows.
+type Inspection struct {
+	URL, Digest, MediaType, ConfigMediaType string
+	Annotations                             map[string]string
+	Layers                                  []Layer
+}
+
+// Inspect reads an artifact's manifest.
+func (c *Client) Inspect(ctx context.Context, ref string) (*Inspection, error) {
+	r, err := ParseRef(ref, c.insecure)
+	if err != nil {
+		return nil, err
+	}
+	desc, err := crane.Get(r.String(), append(c.opts, crane.WithContext(ctx))...)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", ref, err)
+	}
+	m, err := v1.ParseManifest(strings.NewReader(string(desc.Manifest)))
+	if err != nil {
+		return nil, fmt.Errorf("%s: not an OCI manifest: %w", ref, err)
+	}
+	in := &Inspection{
+		URL:             oci.OCIRepositoryPrefix + r.Context().Digest(desc.Digest.String()).String(),
+		Digest:          desc.Digest.String(),
+		MediaType:       string(m.MediaType),
+		ConfigMediaType: string(m.Config.MediaType),
+		Annotations:     m.Annotations,
+	}
+	for _, l := range m.Layers {
+		in.Layers = append(in.Layers, Layer{MediaType: string(l.MediaType), Digest: l.Digest.String(), Size: l.Size})
+	}
+	return in, nil
+}

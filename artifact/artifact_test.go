@@ -1,0 +1,218 @@
+package artifact
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/oci"
+	"github.com/google/go-containerregistry/pkg/crane"
+	"github.com/google/go-containerregistry/pkg/registry"
+)
+
+const manifests = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n"
+
+// newRegistry starts an in-process registry on loopback; with a password,
+// it demands basic auth.
+func newRegistry(t *testing.T, user, password string) string {
+	t.Helper()
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	if user != "" {
+		inner := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if u, p, ok := r.BasicAuth(); !ok || u != user || p != password {
+				w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			inner.ServeHTTP(w, r)
+		})
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+func TestPushPullRoundTripAndReproducibleDigest(t *testing.T) {
+	t.Parallel()
+	reg := newRegistry(t, "", "")
+	c := New(Options{})
+	ctx := context.Background()
+	meta := Meta{Source: "https://github.com/acme/shop", Revision: "main@sha1:0123abcd"}
+
+	p1, err := c.Push(ctx, "oci://"+reg+"/acme/shop-config:v1", []byte(manifests), meta, []string{"latest", "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := c.Push(ctx, "oci://"+reg+"/acme/shop-config:v1", []byte(manifests), meta, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p1.Digest != p2.Digest {
+		t.Errorf("the same build pushed twice: %s then %s", p1.Digest, p2.Digest)
+	}
+	if !strings.HasPrefix(p1.URL, "oci://"+reg+"/acme/shop-config@sha256:") || strings.Join(p1.Tags, ",") != "v1,latest,main" {
+		t.Errorf("pushed %+v", p1)
+	}
+	other, err := c.Push(ctx, "oci://"+reg+"/acme/shop-config:v2", []byte(manifests), Meta{Source: meta.Source, Revision: "main@sha1:feed"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.Digest == p1.Digest {
+		t.Error("a different revision gave the same digest")
+	}
+
+	dir := filepath.Join(t.TempDir(), "out")
+	pulled, err := c.Pull(ctx, "oci://"+reg+"/acme/shop-config:latest", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, ManifestsFile))
+	if err != nil || string(got) != manifests {
+		t.Errorf("pulled %q, %v", got, err)
+	}
+	if pulled.Digest != p1.Digest || pulled.Revision != meta.Revision || pulled.Source != meta.Source {
+		t.Errorf("pulled %+v", pulled)
+	}
+}
+
+// Flux's own OCI client (what source-controller uses) pulls what gantry
+// pushed and finds the same files.
+func TestFluxClientPullsGantryArtifact(t *testing.T) {
+	t.Parallel()
+	reg := newRegistry(t, "", "")
+	ctx := context.Background()
+	if _, err := New(Options{}).Push(ctx, "oci://"+reg+"/acme/app:v1", []byte(manifests), Meta{Revision: "v1@sha1:abc"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	meta, err := oci.NewClient(oci.DefaultOptions()).Pull(ctx, reg+"/acme/app:v1", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, ManifestsFile))
+	if err != nil || string(got) != manifests || meta.Revision != "v1@sha1:abc" {
+		t.Errorf("Flux pulled %q (%v), revision %q", got, err, meta.Revision)
+	}
+}
+
+func TestArtifactFormatIsFlux(t *testing.T) {
+	t.Parallel()
+	reg := newRegistry(t, "", "")
+	ctx := context.Background()
+	c := New(Options{})
+	if _, err := c.Push(ctx, "oci://"+reg+"/acme/app:v1", []byte(manifests), Meta{Source: "https://example.com/r", Revision: "main@sha1:1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := crane.Manifest(reg + "/acme/app:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		MediaType string `json:"mediaType"`
+		Config    struct {
+			MediaType string `json:"mediaType"`
+		} `json:"config"`
+		Layers []struct {
+			MediaType string `json:"mediaType"`
+		} `json:"layers"`
+		Annotations map[string]string `json:"annotations"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.MediaType != "application/vnd.oci.image.manifest.v1+json" || m.Config.MediaType != ConfigMediaType ||
+		len(m.Layers) != 1 || m.Layers[0].MediaType != ContentMediaType {
+		t.Errorf("manifest %s", raw)
+	}
+	if m.Annotations["org.opencontainers.image.created"] != "1970-01-01T00:00:00Z" ||
+		m.Annotations["org.opencontainers.image.source"] != "https://example.com/r" ||
+		m.Annotations["org.opencontainers.image.revision"] != "main@sha1:1" {
+		t.Errorf("annotations %v", m.Annotations)
+	}
+	in, err := c.Inspect(ctx, "oci://"+reg+"/acme/app:v1")
+	if err != nil || len(in.Layers) != 1 || in.ConfigMediaType != ConfigMediaType {
+		t.Errorf("inspect %+v, %v", in, err)
+	}
+}
+
+func TestCreatedFromSourceDateEpoch(t *testing.T) {
+	// Not parallel: sets the environment.
+	t.Setenv("SOURCE_DATE_EPOCH", "1795000000")
+	got, err := Meta{}.created()
+	if err != nil || got != time.Unix(1795000000, 0).UTC().Format(time.RFC3339) {
+		t.Errorf("created %q, %v", got, err)
+	}
+}
+
+func TestTagAndSemverList(t *testing.T) {
+	t.Parallel()
+	reg := newRegistry(t, "", "")
+	ctx := context.Background()
+	c := New(Options{})
+	for _, v := range []string{"1.0.0", "1.2.0", "2.0.0-rc.1"} {
+		if _, err := c.Push(ctx, "oci://"+reg+"/acme/app:"+v, []byte(manifests+"# "+v+"\n"), Meta{}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Tag(ctx, "oci://"+reg+"/acme/app:1.2.0", "stable"); err != nil {
+		t.Fatal(err)
+	}
+	all, err := c.List(ctx, "oci://"+reg+"/acme/app", "")
+	if err != nil || len(all) != 4 {
+		t.Fatalf("list %+v, %v", all, err)
+	}
+	ones, err := c.List(ctx, "oci://"+reg+"/acme/app", "1.x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tags []string
+	for _, l := range ones {
+		tags = append(tags, l.Tag)
+	}
+	if strings.Join(tags, ",") != "1.2.0,1.0.0" {
+		t.Errorf("1.x tags %v", tags)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	t.Parallel()
+	authed := newRegistry(t, "ci", "s3cret")
+	ctx := context.Background()
+	cases := map[string]struct {
+		ref  string
+		opts Options
+		want string
+	}{
+		"no oci:// prefix":    {ref: "ghcr.io/acme/app:v1", want: "must start with oci://"},
+		"malformed reference": {ref: "oci://ghcr.io/acme/App Name:v1", want: `artifact "oci://ghcr.io/acme/App Name:v1"`},
+		"no repository":       {ref: "oci://ghcr.io", want: "needs a registry and a repository"},
+		"unreachable":         {ref: "oci://127.0.0.1:1/acme/app:v1", want: "connection refused"},
+		"401 without credentials": {ref: "oci://" + authed + "/acme/app:v1", want: "401"},
+		"401 wrong password":      {ref: "oci://" + authed + "/acme/app:v1", opts: Options{Username: "ci", Password: "wrong"}, want: "401"},
+		"plain HTTP to a private address": {ref: "oci://10.255.255.1:5000/acme/app:v1", want: "plain HTTP to 10.255.255.1:5000 refused"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			_, err := New(tc.opts).Push(ctx, tc.ref, []byte(manifests), Meta{}, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	// The right credentials work.
+	if _, err := New(Options{Username: "ci", Password: "s3cret"}).Push(ctx, "oci://"+authed+"/acme/app:v1", []byte(manifests), Meta{}, nil); err != nil {
+		t.Errorf("with credentials: %v", err)
+	}
+}
