@@ -123,7 +123,9 @@ func ghcr(token string) authn.Keychain {
 
 type emptyKeychain struct{}
 
-func (emptyKeychain) Resolve(authn.Resource) (authn.Authenticator, error) { return authn.Anonymous, nil }
+func (emptyKeychain) Resolve(authn.Resource) (authn.Authenticator, error) {
+	return authn.Anonymous, nil
+}
 
 type staticKeychain struct{ auth authn.Authenticator }
 

@@ -192,12 +192,12 @@ func TestRefusals(t *testing.T) {
 		opts Options
 		want string
 	}{
-		"no oci:// prefix":    {ref: "ghcr.io/acme/app:v1", want: "must start with oci://"},
-		"malformed reference": {ref: "oci://ghcr.io/acme/App Name:v1", want: `artifact "oci://ghcr.io/acme/App Name:v1"`},
-		"no repository":       {ref: "oci://ghcr.io", want: "needs a registry and a repository"},
-		"unreachable":         {ref: "oci://127.0.0.1:1/acme/app:v1", want: "connection refused"},
-		"401 without credentials": {ref: "oci://" + authed + "/acme/app:v1", want: "401"},
-		"401 wrong password":      {ref: "oci://" + authed + "/acme/app:v1", opts: Options{Username: "ci", Password: "wrong"}, want: "401"},
+		"no oci:// prefix":                {ref: "ghcr.io/acme/app:v1", want: "must start with oci://"},
+		"malformed reference":             {ref: "oci://ghcr.io/acme/App Name:v1", want: `artifact "oci://ghcr.io/acme/App Name:v1"`},
+		"no repository":                   {ref: "oci://ghcr.io", want: "needs a registry and a repository"},
+		"unreachable":                     {ref: "oci://127.0.0.1:1/acme/app:v1", want: "connection refused"},
+		"401 without credentials":         {ref: "oci://" + authed + "/acme/app:v1", want: "401"},
+		"401 wrong password":              {ref: "oci://" + authed + "/acme/app:v1", opts: Options{Username: "ci", Password: "wrong"}, want: "401"},
 		"plain HTTP to a private address": {ref: "oci://10.255.255.1:5000/acme/app:v1", want: "plain HTTP to 10.255.255.1:5000 refused"},
 	}
 	for name, tc := range cases {
