@@ -63,6 +63,18 @@ func ParseRef(s string, insecure bool) (name.Reference, error) {
 	return ref, nil
 }
 
+// ValidRepository checks an oci://registry/repository reference (no tag).
+func ValidRepository(s string) error {
+	rest, ok := strings.CutPrefix(s, oci.OCIRepositoryPrefix)
+	if !ok {
+		return fmt.Errorf("repository %q: must start with oci://", s)
+	}
+	if _, err := name.NewRepository(rest); err != nil || !strings.Contains(rest, "/") {
+		return fmt.Errorf("repository %q: not registry/repository", s)
+	}
+	return nil
+}
+
 // Options say how to reach registries.
 type Options struct {
 	// Username and Password, when set, authenticate to the artifact's

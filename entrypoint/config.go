@@ -14,11 +14,12 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/gantry-dev/gantry/artifact"
 	"github.com/gantry-dev/gantry/pipeline"
 )
 
 // Commands gantry knows.
-var commands = []string{"build", "diff", "apply", "delete", "inventory", "version"}
+var commands = []string{"build", "diff", "apply", "delete", "inventory", "push", "pull", "tag", "list", "inspect", "version"}
 
 // Config is the validated configuration of one run.
 type Config struct {
@@ -47,6 +48,15 @@ type Config struct {
 	GitHubToken, GitLabToken string
 	Dotenv                   string
 	TektonResults            string
+	// PathGiven says path was set, not defaulted.
+	PathGiven bool
+	Artifact  string
+	Tags      []string
+	Semver    string
+	Registry  struct {
+		Username, Password string
+		Insecure           bool
+	}
 	// Secrets are the values that must never be printed.
 	Secrets []string
 }
@@ -179,6 +189,39 @@ func Load(args []string, env map[string]string, usage io.Writer) (*Config, error
 		Dotenv:             str("dotenv"),
 		TektonResults:      str("tekton-results"),
 	}
+	c.PathGiven = vals["path"].origin != "default"
+	c.Artifact, c.Semver = str("artifact"), str("semver")
+	c.Tags = lines(vals["tags"].raw)
+	c.Registry.Username, c.Registry.Password = str("registry-username"), str("registry-password")
+	c.Registry.Insecure = boolOf("insecure-registry")
+	if c.Registry.Password != "" {
+		c.Secrets = append(c.Secrets, c.Registry.Password)
+	}
+	switch c.Command {
+	case "push", "pull", "tag", "list", "inspect":
+		if c.Artifact == "" {
+			bad("artifact", "required for %s", c.Command)
+		}
+	}
+	if c.Artifact != "" {
+		if c.Command == "list" {
+			if err := artifact.ValidRepository(c.Artifact); err != nil {
+				bad("artifact", "%v", err)
+			}
+		} else if _, err := artifact.ParseRef(c.Artifact, c.Registry.Insecure); err != nil {
+			bad("artifact", "%v", err)
+		}
+	}
+	if c.Command == "tag" && len(c.Tags) == 0 {
+		bad("tags", "required for tag")
+	}
+	if c.Command == "pull" {
+		if !c.PathGiven {
+			bad("path", "required for pull: the folder to write the artifact's files to")
+		} else if entries, err := os.ReadDir(c.Path); err == nil && len(entries) > 0 {
+			bad("path", "%s is not empty; pull writes into an empty or new folder", c.Path)
+		}
+	}
 	for _, name := range []string{"summary", "comment"} {
 		if v := str(name); v != "auto" && v != "true" && v != "false" {
 			bad(name, "%q is not auto, true or false", v)
@@ -197,7 +240,9 @@ func Load(args []string, env map[string]string, usage io.Writer) (*Config, error
 	if !known {
 		bad("command", "%q is not one of %s", c.Command, strings.Join(commands, ", "))
 	}
-	needsBuild := c.Command == "build" || c.Command == "diff" || c.Command == "apply"
+	// apply and diff with an artifact and no path pull instead of building.
+	pulls := (c.Command == "apply" || c.Command == "diff") && c.Artifact != "" && !c.PathGiven
+	needsBuild := (c.Command == "build" || c.Command == "diff" || c.Command == "apply" || c.Command == "push") && !pulls
 	if needsBuild {
 		if info, err := os.Stat(c.Path); err != nil {
 			bad("path", "%s does not exist", c.Path)

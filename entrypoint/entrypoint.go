@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/gantry-dev/gantry/artifact"
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/reporters"
@@ -118,8 +119,26 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		Holder:             holder(env),
 	}
 
+	if cfg.Artifact != "" {
+		client := artifact.New(artifact.Options{
+			Username: cfg.Registry.Username, Password: cfg.Registry.Password,
+			GitHubToken: cfg.GitHubToken, Insecure: cfg.Registry.Insecure,
+		})
+		opts.Artifact = &pipeline.ArtifactOptions{Ref: cfg.Artifact, Tags: cfg.Tags, Client: client,
+			Meta: artifact.Meta{Source: cfg.Source, Revision: cfg.Revision}}
+		if (cfg.Command == "apply" || cfg.Command == "diff") && !cfg.PathGiven {
+			opts.Build.Path = "" // pull, then build what was pulled
+		}
+		switch cfg.Command {
+		case "pull", "tag", "list", "inspect":
+			return runArtifact(ctx, cfg, client, stdout, console)
+		}
+	}
+
 	var res *result.Result
 	switch cfg.Command {
+	case "push":
+		res = pipeline.Push(ctx, opts, console)
 	case "build":
 		var objects []*pipeline.Object
 		objects, res = pipeline.Render(ctx, opts, console)

@@ -20,8 +20,14 @@ type Input struct {
 // Inputs is the one table of settings; action.yml and the reference docs
 // are checked against it.
 var Inputs = []Input{
-	{Name: "command", Default: "apply", Description: "What to run: build, diff, apply, delete or inventory. On the command line it is the first argument."},
-	{Name: "path", Default: ".", Description: "Kustomize overlay, or a plain folder of manifests (a kustomization listing them is generated)."},
+	{Name: "command", Default: "apply", Description: "What to run: build, diff, apply, delete, inventory, push, pull, tag, list or inspect. On the command line it is the first argument."},
+	{Name: "path", Default: ".", Description: "Kustomize overlay, or a plain folder of manifests (a kustomization listing them is generated). With artifact, apply and diff build from path and push when path is given, and pull the artifact when it is not. For pull, the folder to write to."},
+	{Name: "artifact", Description: "OCI artifact, oci://registry/repository[:tag|@digest], in Flux's format: push builds and pushes it; pull, tag and inspect read it; list takes a repository; apply and diff pull it (or, with path, push it first)."},
+	{Name: "tags", Description: "Extra tags, one per line: for push, added to the pushed artifact; for tag, the tags to add."},
+	{Name: "semver", Description: "For list: only tags matching this semver constraint, such as >=1.0.0 or 1.x."},
+	{Name: "registry-username", Description: "Registry user name. Default: the Docker config's credentials (DOCKER_CONFIG), and on GitHub the workflow token for ghcr.io."},
+	{Name: "registry-password", Secret: true, Description: "Registry password or token, with registry-username."},
+	{Name: "insecure-registry", Default: "false", Bool: true, Description: "Allow plain HTTP to the registry. Without it, only loopback registries are reached over HTTP."},
 	{Name: "inventory", Description: "Name of the inventory that records what was applied, for prune. Required for apply and delete."},
 	{Name: "inventory-namespace", Default: "default", Description: "Namespace of the inventory's ConfigMap and Lease."},
 	{Name: "prune", Default: "true", Bool: true, Description: "Delete objects that a previous run applied and this one no longer has."},

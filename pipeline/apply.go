@@ -332,7 +332,11 @@ func (r *run) saveInventory(ctx context.Context, entries map[string]inventory.En
 	for _, e := range entries {
 		inv.Entries = append(inv.Entries, e)
 	}
-	inv.Source, inv.Revision, inv.GantryVersion = r.opts.Source, r.opts.Revision, r.opts.Version
+	inv.Source, inv.Revision, inv.GantryVersion = r.opts.Source, r.res.Revision, r.opts.Version
+	inv.ArtifactDigest = ""
+	if r.res.Artifact != nil {
+		inv.Source, inv.ArtifactDigest = r.res.Artifact.URL, r.res.Artifact.Digest
+	}
 	inv.LastApplied = time.Now()
 	// Saving must not fail because the run's deadline just passed: losing
 	// the record of what was written is worse than a late write.

@@ -48,6 +48,9 @@ type Options struct {
 	Version string
 	// Holder identifies this run in the inventory's lock.
 	Holder string
+	// Artifact, when set, is pulled (and built from) when Build.Path is
+	// empty, or pushed after the build when it is not.
+	Artifact *ArtifactOptions
 }
 
 // ObjectRef names an object for health checks: Kind/namespace/name, or
@@ -108,6 +111,8 @@ type run struct {
 	release func()
 	// deadlineCtx carries the one deadline of everything after the build.
 	deadlineCtx context.Context
+	// cleanup runs when the run ends (temporary folders).
+	cleanup []func()
 }
 
 func newRun(command string, opts Options, connect Connector, obs Observer) *run {
@@ -160,6 +165,9 @@ func (r *run) execute(ctx context.Context, stages []stage) *result.Result {
 	if r.release != nil {
 		r.release()
 	}
+	for _, f := range r.cleanup {
+		f()
+	}
 	r.res.Finished = time.Now().UTC()
 	if r.res.Reason == "" {
 		r.res.Reason = result.ReasonSucceeded
@@ -186,6 +194,8 @@ func Apply(ctx context.Context, opts Options, connect Connector, obs Observer) *
 	stages := []stage{
 		// A build failure leaves nothing to do.
 		r.buildStage(),
+		// An artifact that cannot be pushed (or pulled, verified,
+		// decrypted) stops the run: nothing unverified is applied.
 		// Validation writes nothing; any failure stops the run before the
 		// first write. The timeout starts here.
 		{name: "validate", reason: result.ReasonValidationFailed, stopOnError: true, run: func(ctx context.Context) error {
@@ -202,6 +212,7 @@ func Apply(ctx context.Context, opts Options, connect Connector, obs Observer) *
 		// A readiness failure is reported with why, per object.
 		{name: "wait", reason: result.ReasonHealthCheckFailed, skip: skipUnless(opts.Wait, "wait is off"), run: r.wait},
 	}
+	stages = r.withArtifact(stages)
 	// One deadline for everything after the build.
 	timed := func(s stage) stage {
 		inner := s.run
@@ -214,8 +225,10 @@ func Apply(ctx context.Context, opts Options, connect Connector, obs Observer) *
 		}
 		return s
 	}
-	for i := 1; i < len(stages); i++ {
-		stages[i] = timed(stages[i])
+	for i := range stages {
+		if stages[i].name != "build" && stages[i].name != "pull" && stages[i].name != "push" {
+			stages[i] = timed(stages[i])
+		}
 	}
 	res := r.execute(ctx, stages)
 	if cancel != nil {
@@ -231,15 +244,36 @@ func Diff(ctx context.Context, opts Options, connect Connector, obs Observer) *r
 	r.res.Inventory = &result.Inventory{Name: opts.Inventory, Namespace: opts.InventoryNamespace}
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout+time.Minute)
 	defer cancel()
-	res := r.execute(ctx, []stage{
+	res := r.execute(ctx, r.withArtifact([]stage{
 		r.buildStage(),
 		{name: "diff", reason: result.ReasonValidationFailed, stopOnError: true, run: r.diff},
-	})
+	}))
 	if res.Succeeded() && res.Changed() {
 		res.Reason = result.ReasonProgressing
 		res.Message = "changes pending"
 	}
 	return res
+}
+
+// withArtifact puts the artifact stage in its place: a pull before the
+// build (which then reads what was pulled), a push right after it.
+func (r *run) withArtifact(stages []stage) []stage {
+	a := r.opts.Artifact
+	if a == nil {
+		return stages
+	}
+	out := make([]stage, 0, len(stages)+1)
+	for _, s := range stages {
+		if s.name == "build" && r.opts.Build.Path == "" {
+			out = append(out, r.pullStage(), s)
+			continue
+		}
+		out = append(out, s)
+		if s.name == "build" {
+			out = append(out, r.pushStage())
+		}
+	}
+	return out
 }
 
 func skipUnless(on bool, why string) string {

@@ -73,6 +73,10 @@ func Outputs(res *result.Result, reportPath, diffPath string) map[string]string 
 	if res.Inventory != nil && res.Inventory.Name != "" {
 		out["inventory"] = res.Inventory.Namespace + "/" + res.Inventory.Name
 	}
+	out["artifact-url"], out["artifact-digest"], out["artifact-tags"] = "", "", ""
+	if a := res.Artifact; a != nil {
+		out["artifact-url"], out["artifact-digest"], out["artifact-tags"] = a.URL, a.Digest, strings.Join(a.Tags, ",")
+	}
 	return out
 }
 
@@ -82,7 +86,7 @@ func OutputNames() []string {
 	for _, a := range result.Actions {
 		names = append(names, string(a))
 	}
-	return append(names, "changed", "reason", "revision", "inventory", "report", "diff")
+	return append(names, "changed", "reason", "revision", "inventory", "report", "diff", "artifact-url", "artifact-digest", "artifact-tags")
 }
 
 // GitHubOutputs writes the step outputs to GITHUB_OUTPUT, each with a

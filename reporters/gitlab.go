@@ -114,7 +114,7 @@ func (d *Dotenv) Report(_ context.Context, res *result.Result) error {
 	var b strings.Builder
 	for _, name := range OutputNames() {
 		v := singleLine(d.Redact.String(outputs[name]))
-		fmt.Fprintf(&b, "GANTRY_%s=%s\n", strings.ToUpper(name), v)
+		fmt.Fprintf(&b, "GANTRY_%s=%s\n", strings.ToUpper(strings.ReplaceAll(name, "-", "_")), v)
 	}
 	if b.Len() > DotenvLimit {
 		return fmt.Errorf("dotenv would be %d bytes, over GitLab's %d", b.Len(), DotenvLimit)

@@ -102,6 +102,9 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 	if res.Revision != "" {
 		facts = append(facts, fmt.Sprintf("**Revision** `%s`", res.Revision))
 	}
+	if a := res.Artifact; a != nil {
+		facts = append(facts, fmt.Sprintf("**Artifact** `%s`", a.URL))
+	}
 	if len(res.Stages) > 0 {
 		var st []string
 		for _, s := range res.Stages {

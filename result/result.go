@@ -111,6 +111,14 @@ type Inventory struct {
 	Namespace string `json:"namespace"`
 }
 
+// Artifact is an OCI artifact a run pushed or pulled.
+type Artifact struct {
+	// URL names it by digest: oci://registry/repository@sha256:...
+	URL    string   `json:"url"`
+	Digest string   `json:"digest"`
+	Tags   []string `json:"tags,omitempty"`
+}
+
 // Result is the outcome of one run.
 type Result struct {
 	Schema    string     `json:"schema"`
@@ -123,8 +131,10 @@ type Result struct {
 	Revision  string     `json:"revision,omitempty"`
 	Source    string     `json:"source,omitempty"`
 	Inventory *Inventory `json:"inventory,omitempty"`
-	Stages    []Stage    `json:"stages"`
-	Objects   []Object   `json:"objects"`
+	// Artifact is the OCI artifact pushed or pulled, when there is one.
+	Artifact *Artifact `json:"artifact,omitempty"`
+	Stages   []Stage   `json:"stages"`
+	Objects  []Object  `json:"objects"`
 }
 
 // Succeeded reports whether the run reached its goal.

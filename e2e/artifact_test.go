@@ -1,0 +1,131 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gantry-dev/gantry/entrypoint"
+	"github.com/gantry-dev/gantry/inventory"
+	"github.com/gantry-dev/gantry/result"
+)
+
+// inProcessRegistry is go-containerregistry's registry on loopback; with a
+// user, it demands basic auth.
+func inProcessRegistry(t *testing.T, user, password string) string {
+	t.Helper()
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	if user != "" {
+		inner := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if u, p, ok := r.BasicAuth(); !ok || u != user || p != password {
+				w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			inner.ServeHTTP(w, r)
+		})
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+func TestPushThenApplyFromArtifact(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	reg := inProcessRegistry(t, "", "")
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.yaml"), configMap(ns, "from-artifact"))
+	ref := "oci://" + reg + "/acme/config:v1"
+
+	pushed := gantry(t, "push", "--path="+dir, "--artifact="+ref, "--tags=latest", "--revision=main@sha1:0123")
+	if pushed.code != 0 || pushed.res.Artifact == nil || !strings.HasPrefix(pushed.res.Artifact.Digest, "sha256:") {
+		t.Fatalf("push: exit %d, artifact %+v\n%s", pushed.code, pushed.res.Artifact, pushed.stderr)
+	}
+	if got := strings.Join(pushed.res.Artifact.Tags, ","); got != "v1,latest" {
+		t.Errorf("tags %q", got)
+	}
+
+	applied := gantry(t, "apply", "--artifact="+ref, "--inventory=art", "--inventory-namespace="+ns)
+	if applied.code != 0 {
+		t.Fatalf("apply from artifact: exit %d\n%s", applied.code, applied.stderr)
+	}
+	if applied.res.Artifact == nil || applied.res.Artifact.Digest != pushed.res.Artifact.Digest || applied.res.Revision != "main@sha1:0123" {
+		t.Errorf("applied artifact %+v revision %q", applied.res.Artifact, applied.res.Revision)
+	}
+	if o := objectByRef(applied, "ConfigMap/"+ns+"/from-artifact"); o == nil || o.Action != result.Created || o.Source != "manifests.yaml" {
+		t.Errorf("ConfigMap: %+v", o)
+	}
+	inv, err := (&inventory.Store{Client: env.Client}).Load(context.Background(), ns, "art")
+	if err != nil || inv.ArtifactDigest != pushed.res.Artifact.Digest || !strings.Contains(inv.Source, "@"+pushed.res.Artifact.Digest) {
+		t.Errorf("inventory %+v, %v", inv, err)
+	}
+
+	// path and artifact: build, push, apply in one run.
+	writeFile(t, filepath.Join(dir, "b.yaml"), configMap(ns, "second"))
+	both := gantry(t, "apply", "--path="+dir, "--artifact=oci://"+reg+"/acme/config:v2", "--inventory=art", "--inventory-namespace="+ns)
+	if both.code != 0 || both.res.Artifact == nil || both.res.Artifact.Digest == pushed.res.Artifact.Digest {
+		t.Fatalf("push and apply: exit %d, artifact %+v\n%s", both.code, both.res.Artifact, both.stderr)
+	}
+	var stages []string
+	for _, s := range both.res.Stages {
+		stages = append(stages, s.Name)
+	}
+	if got := strings.Join(stages, ","); got != "build,push,validate,apply,prune,wait" {
+		t.Errorf("stages %s", got)
+	}
+}
+
+// Every refusal exits as documented and writes nothing to the cluster.
+func TestArtifactRefusalsWriteNothing(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	open := inProcessRegistry(t, "", "")
+	authed := inProcessRegistry(t, "ci", "s3cret")
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.yaml"), configMap(ns, "never"))
+	if r := gantry(t, "push", "--path="+dir, "--artifact=oci://"+open+"/acme/app:v1"); r.code != 0 {
+		t.Fatalf("push: exit %d\n%s", r.code, r.stderr)
+	}
+	cases := []struct {
+		name, artifact string
+		extra          []string
+		code           int
+		want           string
+	}{
+		{"malformed reference", "oci://" + open + "/Acme App:v1", nil, entrypoint.ExitInvalid, "artifact (from --artifact)"},
+		{"not oci://", open + "/acme/app:v1", nil, entrypoint.ExitInvalid, "must start with oci://"},
+		{"registry unreachable", "oci://127.0.0.1:1/acme/app:v1", nil, entrypoint.ExitFailed, "connection refused"},
+		{"401 from the registry", "oci://" + authed + "/acme/app:v1", nil, entrypoint.ExitFailed, "401"},
+		{"no such tag", "oci://" + open + "/acme/app:v9", nil, entrypoint.ExitFailed, "MANIFEST_UNKNOWN"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"apply", "--artifact=" + tc.artifact, "--inventory=refused", "--inventory-namespace=" + ns}, tc.extra...)
+			r := gantry(t, args...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+				t.Fatalf("exit %d, want %d with %q\n%s", r.code, tc.code, tc.want, r.stderr)
+			}
+			if tc.code == entrypoint.ExitFailed && r.res.Reason != result.ReasonArtifactFailed {
+				t.Errorf("reason %s, want ArtifactFailed", r.res.Reason)
+			}
+		})
+	}
+	ctx := context.Background()
+	if _, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, "never", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("ConfigMap never was written: %v", err)
+	}
+	if _, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, inventory.ConfigMapName("refused"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("an inventory was written: %v", err)
+	}
+}

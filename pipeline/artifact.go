@@ -1,0 +1,88 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/gantry-dev/gantry/artifact"
+	"github.com/gantry-dev/gantry/result"
+)
+
+// ArtifactOptions say which OCI artifact a run pushes or pulls.
+type ArtifactOptions struct {
+	// Ref is oci://registry/repository[:tag|@digest].
+	Ref string
+	// Tags are extra tags for a push.
+	Tags   []string
+	Client *artifact.Client
+	Meta   artifact.Meta
+}
+
+// ManifestsYAML serialises objects as the YAML stream an artifact holds.
+func ManifestsYAML(objects []*Object) ([]byte, error) {
+	var b bytes.Buffer
+	for i, o := range objects {
+		y, err := yaml.Marshal(o.Object)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", ref(o), err)
+		}
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		b.Write(y)
+	}
+	return b.Bytes(), nil
+}
+
+// pushStage pushes the built objects as an artifact.
+func (r *run) pushStage() stage {
+	return stage{name: "push", reason: result.ReasonArtifactFailed, stopOnError: true, run: func(ctx context.Context) error {
+		a := r.opts.Artifact
+		manifests, err := ManifestsYAML(r.objects)
+		if err != nil {
+			return err
+		}
+		pushed, err := a.Client.Push(ctx, a.Ref, manifests, a.Meta, a.Tags)
+		if err != nil {
+			return err
+		}
+		r.res.Artifact = &result.Artifact{URL: pushed.URL, Digest: pushed.Digest, Tags: pushed.Tags}
+		r.obs.Info(fmt.Sprintf("pushed %s", pushed.URL))
+		return nil
+	}}
+}
+
+// pullStage pulls the artifact into a temporary folder, which the build
+// then reads.
+func (r *run) pullStage() stage {
+	return stage{name: "pull", reason: result.ReasonArtifactFailed, stopOnError: true, run: func(ctx context.Context) error {
+		a := r.opts.Artifact
+		dir, err := os.MkdirTemp("", "gantry-pull-")
+		if err != nil {
+			return err
+		}
+		r.cleanup = append(r.cleanup, func() { os.RemoveAll(dir) })
+		pulled, err := a.Client.Pull(ctx, a.Ref, dir)
+		if err != nil {
+			return err
+		}
+		r.opts.Build.Path = dir
+		r.opts.Build.WorkDir = dir
+		r.res.Artifact = &result.Artifact{URL: pulled.URL, Digest: pulled.Digest}
+		if r.res.Revision == "" {
+			r.res.Revision = pulled.Revision
+		}
+		r.obs.Info(fmt.Sprintf("pulled %s (revision %s)", pulled.URL, pulled.Revision))
+		return nil
+	}}
+}
+
+// Push builds and pushes an artifact, for the push command.
+func Push(ctx context.Context, opts Options, obs Observer) *result.Result {
+	r := newRun("push", opts, nil, obs)
+	return r.execute(ctx, []stage{r.buildStage(), r.pushStage()})
+}
