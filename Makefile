@@ -11,7 +11,7 @@ export GANTRY_BIN_DIR := $(BIN)
 KUBE_BINS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kubectl
 TOOLS     := $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/kwok-stages.yaml
 
-.PHONY: all build tools test test-short demo cluster lint clean
+.PHONY: all build tools test test-short demo cluster docs lint clean help
 
 all: build
 
@@ -55,6 +55,10 @@ cluster: tools
 ## demo: the whole pipeline on examples/ against a local control plane
 demo: tools build
 	hack/demo.sh
+
+## docs: action.yml's inputs and the README's input table, from the entrypoint's table
+docs:
+	$(GO) run ./hack/gendocs
 
 ## lint: vet and formatting
 lint:

@@ -6,6 +6,7 @@ package artifact
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,7 +15,9 @@ import (
 	"strings"
 	"time"
 
+	"filippo.io/age"
 	"github.com/fluxcd/pkg/oci"
+	"github.com/fluxcd/pkg/tar"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/crane"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -89,13 +92,19 @@ type Options struct {
 	Insecure bool
 	// Transport is the HTTP transport (tests); default http.DefaultTransport.
 	Transport http.RoundTripper
+	// Recipients, when set, encrypt pushed artifacts with age.
+	Recipients []age.Recipient
+	// Identities decrypt pulled artifacts that are encrypted.
+	Identities []age.Identity
 }
 
 // Client pushes and pulls artifacts.
 type Client struct {
-	oci      *oci.Client
-	opts     []crane.Option
-	insecure bool
+	oci        *oci.Client
+	opts       []crane.Option
+	insecure   bool
+	recipients []age.Recipient
+	identities []age.Identity
 }
 
 // New returns a client.
@@ -113,7 +122,7 @@ func New(o Options) *Client {
 	if o.Insecure {
 		opts = append(opts, crane.Insecure)
 	}
-	return &Client{oci: oci.NewClient(opts), opts: opts, insecure: o.Insecure}
+	return &Client{oci: oci.NewClient(opts), opts: opts, insecure: o.Insecure, recipients: o.Recipients, identities: o.Identities}
 }
 
 // explicit is a keychain with the given username and password for every
@@ -234,9 +243,13 @@ func (c *Client) Push(ctx context.Context, ref string, manifests []byte, meta Me
 	if err := os.WriteFile(filepath.Join(dir, ManifestsFile), manifests, 0o644); err != nil {
 		return nil, err
 	}
-	digestRef, err := c.oci.Push(ctx, r.String(), dir, oci.WithPushMetadata(oci.Metadata{
-		Created: created, Source: meta.Source, Revision: meta.Revision,
-	}))
+	md := oci.Metadata{Created: created, Source: meta.Source, Revision: meta.Revision}
+	var digestRef string
+	if len(c.recipients) > 0 {
+		digestRef, err = c.pushEncrypted(ctx, r, dir, md)
+	} else {
+		digestRef, err = c.oci.Push(ctx, r.String(), dir, oci.WithPushMetadata(md))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("pushing %s: %w", ref, err)
 	}
@@ -257,6 +270,28 @@ func (c *Client) Push(ctx context.Context, ref string, manifests []byte, meta Me
 	return pushed, nil
 }
 
+// pushEncrypted pushes dir as an age-encrypted tar.gz layer. age's file
+// key is random, so an encrypted artifact's digest differs on every push.
+func (c *Client) pushEncrypted(ctx context.Context, r name.Reference, dir string, md oci.Metadata) (string, error) {
+	tmp, err := os.MkdirTemp("", "gantry-encrypt-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	tgz, enc := filepath.Join(tmp, "layer.tgz"), filepath.Join(tmp, "layer.tgz.age")
+	if err := c.oci.Build(tgz, dir, nil); err != nil {
+		return "", err
+	}
+	if err := encryptFile(enc, tgz, c.recipients); err != nil {
+		return "", err
+	}
+	md.Annotations = map[string]string{EncryptionAnnotation: "age"}
+	return c.oci.Push(ctx, r.String(), enc,
+		oci.WithPushLayerType(oci.LayerTypeStatic),
+		oci.WithPushMediaTypeExt(strings.TrimPrefix(EncryptedMediaType, string(oci.CanonicalMediaTypePrefix)+".")),
+		oci.WithPushMetadata(md))
+}
+
 // Pulled is what was pulled.
 type Pulled struct {
 	URL, Digest      string
@@ -271,18 +306,54 @@ func (c *Client) Pull(ctx context.Context, ref, dir string) (*Pulled, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := c.oci.Pull(ctx, r.String(), dir)
+	// Resolve the reference to a digest once and pull by it, so that what
+	// is checked (encryption here, signatures) is what is pulled, even if
+	// the tag moves meanwhile.
+	desc, err := crane.Get(r.String(), append(c.opts, crane.WithContext(ctx))...)
 	if err != nil {
 		return nil, fmt.Errorf("pulling %s: %w", ref, err)
 	}
-	// Flux reports the digest as a full reference; keep the digest, and
-	// name what was pulled by it, not by a tag that may move.
-	digest := m.Digest
-	if _, d, ok := strings.Cut(digest, "@"); ok {
-		digest = d
+	byDigest := r.Context().Digest(desc.Digest.String())
+	m, err := v1.ParseManifest(strings.NewReader(string(desc.Manifest)))
+	if err != nil {
+		return nil, fmt.Errorf("%s: not an OCI manifest: %w", ref, err)
 	}
-	return &Pulled{URL: oci.OCIRepositoryPrefix + r.Context().Digest(digest).String(), Digest: digest,
-		Source: m.Source, Revision: m.Revision, Created: m.Created}, nil
+	if len(m.Layers) == 1 && string(m.Layers[0].MediaType) == EncryptedMediaType {
+		if err := c.pullEncrypted(ctx, byDigest, dir); err != nil {
+			return nil, fmt.Errorf("pulling %s: %w", ref, err)
+		}
+	} else if _, err := c.oci.Pull(ctx, byDigest.String(), dir); err != nil {
+		return nil, fmt.Errorf("pulling %s: %w", ref, err)
+	}
+	meta := oci.MetadataFromAnnotations(m.Annotations)
+	return &Pulled{URL: oci.OCIRepositoryPrefix + byDigest.String(), Digest: desc.Digest.String(),
+		Source: meta.Source, Revision: meta.Revision, Created: meta.Created}, nil
+}
+
+// pullEncrypted pulls an age-encrypted layer, decrypts it and unpacks it
+// into dir.
+func (c *Client) pullEncrypted(ctx context.Context, ref name.Digest, dir string) error {
+	if len(c.identities) == 0 {
+		return errors.New("the artifact is encrypted with age and no age-identities were given")
+	}
+	tmp, err := os.MkdirTemp("", "gantry-decrypt-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	enc := filepath.Join(tmp, "layer.tgz.age")
+	if _, err := c.oci.Pull(ctx, ref.String(), enc, oci.WithPullLayerType(oci.LayerTypeStatic)); err != nil {
+		return err
+	}
+	plain, err := decryptFile(enc, c.identities)
+	if err != nil {
+		return err
+	}
+	defer plain.Close()
+	if err := tar.Untar(plain, dir, tar.WithMaxUntarSize(-1), tar.WithSkipSymlinks()); err != nil {
+		return fmt.Errorf("unpacking the decrypted layer: %w", err)
+	}
+	return nil
 }
 
 // Tag adds a tag to the artifact at ref.

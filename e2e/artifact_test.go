@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"filippo.io/age"
 	"github.com/google/go-containerregistry/pkg/registry"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -127,5 +128,44 @@ func TestArtifactRefusalsWriteNothing(t *testing.T) {
 	}
 	if _, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, inventory.ConfigMapName("refused"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("an inventory was written: %v", err)
+	}
+}
+
+// An encrypted artifact applies with the right identity; without one, or
+// with another, it is refused and nothing is written.
+func TestEncryptedArtifact(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	reg := inProcessRegistry(t, "", "")
+	right, _ := age.GenerateX25519Identity()
+	wrong, _ := age.GenerateX25519Identity()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.yaml"), configMap(ns, "sealed"))
+	ref := "oci://" + reg + "/acme/sealed:v1"
+	if r := gantry(t, "push", "--path="+dir, "--artifact="+ref, "--age-recipients="+right.Recipient().String()); r.code != 0 {
+		t.Fatalf("push: exit %d\n%s", r.code, r.stderr)
+	}
+	for name, id := range map[string]string{"no identity": "", "wrong identity": wrong.String()} {
+		args := []string{"apply", "--artifact=" + ref, "--inventory=sealed", "--inventory-namespace=" + ns}
+		if id != "" {
+			args = append(args, "--age-identities="+id)
+		}
+		r := gantry(t, args...)
+		if r.code != entrypoint.ExitFailed || r.res.Reason != result.ReasonArtifactFailed {
+			t.Errorf("%s: exit %d reason %s, want 1 ArtifactFailed\n%s", name, r.code, r.res.Reason, r.stderr)
+		}
+		if id != "" && strings.Contains(r.stderr, id) {
+			t.Errorf("%s: the identity was printed", name)
+		}
+		if _, err := env.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), "sealed", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s: ConfigMap sealed was written: %v", name, err)
+		}
+	}
+	r := gantry(t, "apply", "--artifact="+ref, "--inventory=sealed", "--inventory-namespace="+ns, "--age-identities="+right.String())
+	if r.code != 0 {
+		t.Fatalf("with the identity: exit %d\n%s", r.code, r.stderr)
+	}
+	if o := objectByRef(r, "ConfigMap/"+ns+"/sealed"); o == nil || o.Action != result.Created {
+		t.Errorf("ConfigMap sealed: %+v", o)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"filippo.io/age"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/gantry-dev/gantry/artifact"
@@ -57,6 +58,8 @@ type Config struct {
 		Username, Password string
 		Insecure           bool
 	}
+	AgeRecipients []age.Recipient
+	AgeIdentities []age.Identity
 	// Secrets are the values that must never be printed.
 	Secrets []string
 }
@@ -196,6 +199,21 @@ func Load(args []string, env map[string]string, usage io.Writer) (*Config, error
 	c.Registry.Insecure = boolOf("insecure-registry")
 	if c.Registry.Password != "" {
 		c.Secrets = append(c.Secrets, c.Registry.Password)
+	}
+	if raw := vals["age-recipients"].raw; strings.TrimSpace(raw) != "" {
+		r, err := artifact.ParseRecipients(raw)
+		if err != nil {
+			bad("age-recipients", "%v", err)
+		}
+		c.AgeRecipients = r
+	}
+	if raw := vals["age-identities"].raw; strings.TrimSpace(raw) != "" {
+		c.Secrets = append(c.Secrets, raw)
+		ids, err := artifact.ParseIdentities(raw)
+		if err != nil {
+			bad("age-identities", "%v", err)
+		}
+		c.AgeIdentities = ids
 	}
 	switch c.Command {
 	case "push", "pull", "tag", "list", "inspect":

@@ -27,6 +27,8 @@ var Inputs = []Input{
 	{Name: "semver", Description: "For list: only tags matching this semver constraint, such as >=1.0.0 or 1.x."},
 	{Name: "registry-username", Description: "Registry user name. Default: the Docker config's credentials (DOCKER_CONFIG), and on GitHub the workflow token for ghcr.io."},
 	{Name: "registry-password", Secret: true, Description: "Registry password or token, with registry-username."},
+	{Name: "age-recipients", Description: "Encrypt pushed artifacts with age for these recipients: age1... or ssh-ed25519/ssh-rsa public keys, one per line. Encrypted artifacts are for gantry (Flux cannot decrypt them), and their digest differs on every push."},
+	{Name: "age-identities", Secret: true, Description: "age identities (AGE-SECRET-KEY-1... lines) or an OpenSSH private key, to decrypt encrypted artifacts on pull, apply and diff."},
 	{Name: "insecure-registry", Default: "false", Bool: true, Description: "Allow plain HTTP to the registry. Without it, only loopback registries are reached over HTTP."},
 	{Name: "inventory", Description: "Name of the inventory that records what was applied, for prune. Required for apply and delete."},
 	{Name: "inventory-namespace", Default: "default", Description: "Namespace of the inventory's ConfigMap and Lease."},
