@@ -9,7 +9,8 @@ LDFLAGS := -s -w -X github.com/gantry-dev/gantry/entrypoint.Version=$(VERSION)
 export GANTRY_BIN_DIR := $(BIN)
 
 KUBE_BINS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kubectl
-TOOLS     := $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/kwok-stages.yaml
+AGE_BINS  := $(BIN)/age $(BIN)/age-keygen
+TOOLS     := $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/kwok-stages.yaml $(AGE_BINS)
 
 .PHONY: all build tools test test-short demo cluster docs lint clean help
 
@@ -19,7 +20,7 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/gantry .
 
-## tools: the local control plane (Kubernetes v1.36.3, etcd, kwok) from the Go module proxy, into bin/
+## tools: the local control plane (Kubernetes v1.36.3, etcd, kwok) and the interop CLIs (age) from the Go module proxy, into bin/
 tools: $(TOOLS)
 
 # Each tool module under hack/tools pins its versions; a binary is rebuilt
@@ -35,6 +36,10 @@ $(BIN)/etcd: hack/tools/etcd/go.mod hack/tools/etcd/go.sum
 
 $(BIN)/kwok: hack/tools/kwok/go.mod hack/tools/kwok/go.sum
 	cd hack/tools/kwok && $(GO) build -trimpath -ldflags '-s -w' -o $@ sigs.k8s.io/kwok/cmd/kwok
+
+$(AGE_BINS) &: hack/tools/age/go.mod hack/tools/age/go.sum
+	cd hack/tools/age && $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/ filippo.io/age/cmd/age filippo.io/age/cmd/age-keygen
+	@touch $(AGE_BINS)
 
 $(BIN)/kwok-stages.yaml: hack/tools/kwok/go.mod hack/tools/kwok/go.sum hack/tools/kwok/stages/main.go
 	@mkdir -p $(BIN)

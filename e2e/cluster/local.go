@@ -386,6 +386,25 @@ func resolveBinDir(dir string) (string, error) {
 	return dir, nil
 }
 
+// Tool returns the path of a tool that `make tools` builds into the bin
+// directory ($GANTRY_BIN_DIR, else bin/ at the module root), for tests that
+// run real clients (age, cosign) against what gantry produces.
+func Tool(name string) (string, error) {
+	dir := os.Getenv(EnvBinDir)
+	if dir == "" {
+		root, err := moduleRoot()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(root, "bin")
+	}
+	p := filepath.Join(dir, name)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("%s not found in %s (run make tools)", name, dir)
+	}
+	return p, nil
+}
+
 // moduleRoot walks up from the working directory to gantry's go.mod.
 func moduleRoot() (string, error) {
 	dir, err := os.Getwd()
