@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -96,6 +97,11 @@ type Options struct {
 	Recipients []age.Recipient
 	// Identities decrypt pulled artifacts that are encrypted.
 	Identities []age.Identity
+	// Sign, when set, signs every pushed artifact's digest with cosign.
+	Sign *SignOptions
+	// Verify, when set, refuses to pull an artifact without a valid
+	// cosign signature for its digest.
+	Verify *VerifyOptions
 }
 
 // Client pushes and pulls artifacts.
@@ -105,6 +111,10 @@ type Client struct {
 	insecure   bool
 	recipients []age.Recipient
 	identities []age.Identity
+	keychain   authn.Keychain
+	transport  http.RoundTripper
+	signOpts   *SignOptions
+	verifyOpts *VerifyOptions
 }
 
 // New returns a client.
@@ -114,15 +124,17 @@ func New(o Options) *Client {
 		t = remote.DefaultTransport
 	}
 	keychain := authn.NewMultiKeychain(explicit(o), authn.DefaultKeychain, ghcr(o.GitHubToken))
+	transport := &loopbackOnlyHTTP{next: t, insecure: o.Insecure}
 	opts := []crane.Option{
 		crane.WithAuthFromKeychain(keychain),
-		crane.WithTransport(&loopbackOnlyHTTP{next: t, insecure: o.Insecure}),
+		crane.WithTransport(transport),
 		crane.WithUserAgent("gantry"),
 	}
 	if o.Insecure {
 		opts = append(opts, crane.Insecure)
 	}
-	return &Client{oci: oci.NewClient(opts), opts: opts, insecure: o.Insecure, recipients: o.Recipients, identities: o.Identities}
+	return &Client{oci: oci.NewClient(opts), opts: opts, insecure: o.Insecure, recipients: o.Recipients, identities: o.Identities,
+		keychain: keychain, transport: transport, signOpts: o.Sign, verifyOpts: o.Verify}
 }
 
 // explicit is a keychain with the given username and password for every
@@ -216,6 +228,8 @@ type Pushed struct {
 	URL    string
 	Digest string
 	Tags   []string
+	// Signed says the digest was signed with cosign.
+	Signed bool
 }
 
 // Push packs manifests (a YAML stream) into an artifact, pushes it to ref,
@@ -257,7 +271,12 @@ func (c *Client) Push(ctx context.Context, ref string, manifests []byte, meta Me
 	if err != nil {
 		return nil, err
 	}
-	pushed := &Pushed{URL: oci.OCIRepositoryPrefix + d.String(), Digest: d.DigestStr()}
+	if c.signOpts != nil {
+		if err := c.sign(ctx, d); err != nil {
+			return nil, fmt.Errorf("signing %s: %w", d, err)
+		}
+	}
+	pushed := &Pushed{URL: oci.OCIRepositoryPrefix + d.String(), Digest: d.DigestStr(), Signed: c.signOpts != nil}
 	if t, ok := r.(name.Tag); ok {
 		pushed.Tags = append(pushed.Tags, t.TagStr())
 	}
@@ -314,15 +333,17 @@ func (c *Client) Pull(ctx context.Context, ref, dir string) (*Pulled, error) {
 		return nil, fmt.Errorf("pulling %s: %w", ref, err)
 	}
 	byDigest := r.Context().Digest(desc.Digest.String())
+	if c.verifyOpts != nil {
+		// Before a single byte of content is fetched.
+		if err := c.verify(ctx, byDigest); err != nil {
+			return nil, fmt.Errorf("pulling %s: %w", ref, err)
+		}
+	}
 	m, err := v1.ParseManifest(strings.NewReader(string(desc.Manifest)))
 	if err != nil {
 		return nil, fmt.Errorf("%s: not an OCI manifest: %w", ref, err)
 	}
-	if len(m.Layers) == 1 && string(m.Layers[0].MediaType) == EncryptedMediaType {
-		if err := c.pullEncrypted(ctx, byDigest, dir); err != nil {
-			return nil, fmt.Errorf("pulling %s: %w", ref, err)
-		}
-	} else if _, err := c.oci.Pull(ctx, byDigest.String(), dir); err != nil {
+	if err := c.fetchAndUnpack(ctx, byDigest, m, dir); err != nil {
 		return nil, fmt.Errorf("pulling %s: %w", ref, err)
 	}
 	meta := oci.MetadataFromAnnotations(m.Annotations)
@@ -330,28 +351,56 @@ func (c *Client) Pull(ctx context.Context, ref, dir string) (*Pulled, error) {
 		Source: meta.Source, Revision: meta.Revision, Created: meta.Created}, nil
 }
 
-// pullEncrypted pulls an age-encrypted layer, decrypts it and unpacks it
-// into dir.
-func (c *Client) pullEncrypted(ctx context.Context, ref name.Digest, dir string) error {
-	if len(c.identities) == 0 {
+// fetchAndUnpack downloads the artifact's one layer completely, checks it
+// against its digest, and only then decrypts (if encrypted) and unpacks it
+// into dir: a tampered layer never reaches the disk as content.
+func (c *Client) fetchAndUnpack(ctx context.Context, ref name.Digest, m *v1.Manifest, dir string) error {
+	if len(m.Layers) != 1 {
+		return fmt.Errorf("not a Flux artifact: %d layers, want 1", len(m.Layers))
+	}
+	layer := m.Layers[0]
+	encrypted := string(layer.MediaType) == EncryptedMediaType
+	if !encrypted && string(layer.MediaType) != ContentMediaType {
+		return fmt.Errorf("not a Flux artifact: layer media type %s", layer.MediaType)
+	}
+	if encrypted && len(c.identities) == 0 {
 		return errors.New("the artifact is encrypted with age and no age-identities were given")
 	}
-	tmp, err := os.MkdirTemp("", "gantry-decrypt-")
+	blob, err := remote.Layer(ref.Context().Digest(layer.Digest.String()), remote.WithAuthFromKeychain(c.keychain), remote.WithTransport(c.transport), remote.WithContext(ctx))
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
-	enc := filepath.Join(tmp, "layer.tgz.age")
-	if _, err := c.oci.Pull(ctx, ref.String(), enc, oci.WithPullLayerType(oci.LayerTypeStatic)); err != nil {
-		return err
-	}
-	plain, err := decryptFile(enc, c.identities)
+	rc, err := blob.Compressed()
 	if err != nil {
 		return err
 	}
-	defer plain.Close()
-	if err := tar.Untar(plain, dir, tar.WithMaxUntarSize(-1), tar.WithSkipSymlinks()); err != nil {
-		return fmt.Errorf("unpacking the decrypted layer: %w", err)
+	tmp, err := os.CreateTemp("", "gantry-layer-")
+	if err != nil {
+		rc.Close()
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = io.Copy(tmp, rc)
+	rc.Close()
+	tmp.Close()
+	if err != nil {
+		if strings.Contains(err.Error(), "checksum") || strings.Contains(err.Error(), "digest") {
+			return fmt.Errorf("layer %s does not match its digest (tampered or corrupted in the registry): %w", layer.Digest, err)
+		}
+		return fmt.Errorf("downloading layer %s: %w", layer.Digest, err)
+	}
+	var content io.ReadCloser
+	if encrypted {
+		content, err = decryptFile(tmp.Name(), c.identities)
+	} else {
+		content, err = os.Open(tmp.Name())
+	}
+	if err != nil {
+		return err
+	}
+	defer content.Close()
+	if err := tar.Untar(content, dir, tar.WithMaxUntarSize(-1), tar.WithSkipSymlinks()); err != nil {
+		return fmt.Errorf("unpacking layer %s: %w", layer.Digest, err)
 	}
 	return nil
 }
