@@ -10,7 +10,7 @@ export GANTRY_BIN_DIR := $(BIN)
 
 KUBE_BINS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kubectl
 AGE_BINS  := $(BIN)/age $(BIN)/age-keygen
-TOOLS     := $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/kwok-stages.yaml $(AGE_BINS)
+TOOLS     := $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/kwok-stages.yaml $(AGE_BINS) $(BIN)/cosign
 
 .PHONY: all build tools test test-short demo cluster docs lint clean help
 
@@ -20,7 +20,7 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/gantry .
 
-## tools: the local control plane (Kubernetes v1.36.3, etcd, kwok) and the interop CLIs (age) from the Go module proxy, into bin/
+## tools: the local control plane (Kubernetes v1.36.3, etcd, kwok) and the interop CLIs (age, cosign) from the Go module proxy, into bin/
 tools: $(TOOLS)
 
 # Each tool module under hack/tools pins its versions; a binary is rebuilt
@@ -40,6 +40,9 @@ $(BIN)/kwok: hack/tools/kwok/go.mod hack/tools/kwok/go.sum
 $(AGE_BINS) &: hack/tools/age/go.mod hack/tools/age/go.sum
 	cd hack/tools/age && $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/ filippo.io/age/cmd/age filippo.io/age/cmd/age-keygen
 	@touch $(AGE_BINS)
+
+$(BIN)/cosign: hack/tools/cosign/go.mod hack/tools/cosign/go.sum
+	cd hack/tools/cosign && $(GO) build -trimpath -ldflags '-s -w' -o $@ github.com/sigstore/cosign/v2/cmd/cosign
 
 $(BIN)/kwok-stages.yaml: hack/tools/kwok/go.mod hack/tools/kwok/go.sum hack/tools/kwok/stages/main.go
 	@mkdir -p $(BIN)

@@ -316,6 +316,8 @@ type Pulled struct {
 	URL, Digest      string
 	Source, Revision string
 	Created          string
+	// Verified says its cosign signature was checked.
+	Verified bool
 }
 
 // Pull downloads the artifact at ref into dir (which must be empty or
@@ -348,7 +350,7 @@ func (c *Client) Pull(ctx context.Context, ref, dir string) (*Pulled, error) {
 	}
 	meta := oci.MetadataFromAnnotations(m.Annotations)
 	return &Pulled{URL: oci.OCIRepositoryPrefix + byDigest.String(), Digest: desc.Digest.String(),
-		Source: meta.Source, Revision: meta.Revision, Created: meta.Created}, nil
+		Source: meta.Source, Revision: meta.Revision, Created: meta.Created, Verified: c.verifyOpts != nil}, nil
 }
 
 // fetchAndUnpack downloads the artifact's one layer completely, checks it

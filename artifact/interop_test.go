@@ -99,3 +99,40 @@ func TestAgeCLIDecryptsGantryLayer(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// The cosign CLI verifies a signature gantry made, and rejects it with
+// another key.
+func TestCosignCLIVerifiesGantrySignature(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the cosign CLI built by make tools")
+	}
+	t.Parallel()
+	cosignBin, err := cluster.Tool("cosign")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := newRegistry(t, "", "")
+	priv, pub := keyPair(t, "pw")
+	_, otherPub := keyPair(t, "pw")
+	pushed, err := New(Options{Sign: &SignOptions{KeyRef: priv, Password: []byte("pw")}}).Push(context.Background(), "oci://"+reg+"/acme/app:v1", []byte(manifests), Meta{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	image := strings.TrimPrefix(pushed.URL, "oci://")
+	run := func(key string) (string, error) {
+		cmd := exec.Command(cosignBin, "verify", "--key", key, "--insecure-ignore-tlog=true", "--allow-http-registry=true", image)
+		cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := run(pub)
+	if err != nil {
+		t.Fatalf("cosign verify: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, pushed.Digest) || !strings.Contains(out, "The signatures were verified against the specified public key") {
+		t.Errorf("cosign verify output:\n%s", out)
+	}
+	if out, err := run(otherPub); err == nil {
+		t.Errorf("cosign verified with the wrong key:\n%s", out)
+	}
+}

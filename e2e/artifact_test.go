@@ -12,6 +12,7 @@ import (
 
 	"filippo.io/age"
 	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/sigstore/cosign/v2/pkg/cosign"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -167,5 +168,58 @@ func TestEncryptedArtifact(t *testing.T) {
 	}
 	if o := objectByRef(r, "ConfigMap/"+ns+"/sealed"); o == nil || o.Action != result.Created {
 		t.Errorf("ConfigMap sealed: %+v", o)
+	}
+}
+
+// A signed artifact applies when verified; unsigned or signed by another
+// key, it is refused before anything is pulled, and nothing is written.
+func TestVerifiedArtifact(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	reg := inProcessRegistry(t, "", "")
+	keys := t.TempDir()
+	write := func(name string, password string) (string, string) {
+		kp, err := cosign.GenerateKeyPair(func(bool) ([]byte, error) { return []byte(password), nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		priv, pub := filepath.Join(keys, name+".key"), filepath.Join(keys, name+".pub")
+		writeFile(t, priv, string(kp.PrivateBytes))
+		writeFile(t, pub, string(kp.PublicBytes))
+		return priv, pub
+	}
+	priv, pub := write("ours", "pw")
+	otherPriv, _ := write("theirs", "pw")
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.yaml"), configMap(ns, "verified"))
+	repo := "oci://" + reg + "/acme/signed"
+
+	// Distinct revisions make distinct artifacts: the same content would be
+	// the same digest, and a signature belongs to a digest, not a tag.
+	if r := gantry(t, "push", "--path="+dir, "--artifact="+repo+":good", "--revision=good", "--sign=cosign", "--cosign-key="+priv, "--cosign-password=pw"); r.code != 0 || !r.res.Artifact.Signed {
+		t.Fatalf("signed push: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := gantry(t, "push", "--path="+dir, "--artifact="+repo+":unsigned", "--revision=unsigned"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	if r := gantry(t, "push", "--path="+dir, "--artifact="+repo+":theirs", "--revision=theirs", "--sign=cosign", "--cosign-key="+otherPriv, "--cosign-password=pw"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	verify := []string{"--verify=cosign", "--cosign-public-key=" + pub, "--inventory=signed", "--inventory-namespace=" + ns}
+	for tag, want := range map[string]string{"unsigned": "the artifact is not signed", "theirs": "no signature made by the given key"} {
+		r := gantry(t, append([]string{"apply", "--artifact=" + repo + ":" + tag}, verify...)...)
+		if r.code != entrypoint.ExitFailed || r.res.Reason != result.ReasonArtifactFailed || !strings.Contains(r.stderr, want) {
+			t.Errorf("%s: exit %d reason %s, want 1 ArtifactFailed with %q\n%s", tag, r.code, r.res.Reason, want, r.stderr)
+		}
+		if _, err := env.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), "verified", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("%s: ConfigMap written although verification failed: %v", tag, err)
+		}
+	}
+	r := gantry(t, append([]string{"apply", "--artifact=" + repo + ":good"}, verify...)...)
+	if r.code != 0 || !r.res.Artifact.Verified {
+		t.Fatalf("verified apply: exit %d, artifact %+v\n%s", r.code, r.res.Artifact, r.stderr)
+	}
+	if strings.Contains(r.stderr, "pw") && strings.Contains(r.stderr, "cosign-password") {
+		t.Errorf("the password surfaced")
 	}
 }

@@ -60,6 +60,8 @@ type Config struct {
 	}
 	AgeRecipients []age.Recipient
 	AgeIdentities []age.Identity
+	Sign          *artifact.SignOptions
+	Verify        *artifact.VerifyOptions
 	// Secrets are the values that must never be printed.
 	Secrets []string
 }
@@ -229,6 +231,34 @@ func Load(args []string, env map[string]string, usage io.Writer) (*Config, error
 		} else if _, err := artifact.ParseRef(c.Artifact, c.Registry.Insecure); err != nil {
 			bad("artifact", "%v", err)
 		}
+	}
+	switch str("sign") {
+	case "":
+	case "cosign":
+		if str("cosign-key") == "" {
+			bad("sign", "cosign needs cosign-key (keyless signing is not available yet)")
+		}
+		c.Sign = &artifact.SignOptions{KeyRef: str("cosign-key"), Password: []byte(vals["cosign-password"].raw)}
+	default:
+		bad("sign", "%q is not cosign or empty", str("sign"))
+	}
+	if pw := vals["cosign-password"].raw; pw != "" {
+		c.Secrets = append(c.Secrets, pw)
+	}
+	for _, name := range []string{"cosign-key", "cosign-public-key"} {
+		if v, ok := strings.CutPrefix(str(name), "env://"); ok && env[v] != "" {
+			c.Secrets = append(c.Secrets, env[v])
+		}
+	}
+	switch str("verify") {
+	case "":
+	case "cosign":
+		if str("cosign-public-key") == "" {
+			bad("verify", "cosign needs cosign-public-key (keyless verification is not available yet)")
+		}
+		c.Verify = &artifact.VerifyOptions{PublicKeyRef: str("cosign-public-key")}
+	default:
+		bad("verify", "%q is not cosign or empty", str("verify"))
 	}
 	if c.Command == "tag" && len(c.Tags) == 0 {
 		bad("tags", "required for tag")

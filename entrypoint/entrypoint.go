@@ -124,6 +124,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			Username: cfg.Registry.Username, Password: cfg.Registry.Password,
 			GitHubToken: cfg.GitHubToken, Insecure: cfg.Registry.Insecure,
 			Recipients: cfg.AgeRecipients, Identities: cfg.AgeIdentities,
+			Sign: cfg.Sign, Verify: cfg.Verify,
 		})
 		opts.Artifact = &pipeline.ArtifactOptions{Ref: cfg.Artifact, Tags: cfg.Tags, Client: client,
 			Meta: artifact.Meta{Source: cfg.Source, Revision: cfg.Revision}}

@@ -50,7 +50,7 @@ func (r *run) pushStage() stage {
 		if err != nil {
 			return err
 		}
-		r.res.Artifact = &result.Artifact{URL: pushed.URL, Digest: pushed.Digest, Tags: pushed.Tags}
+		r.res.Artifact = &result.Artifact{URL: pushed.URL, Digest: pushed.Digest, Tags: pushed.Tags, Signed: pushed.Signed}
 		r.obs.Info(fmt.Sprintf("pushed %s", pushed.URL))
 		return nil
 	}}
@@ -72,11 +72,15 @@ func (r *run) pullStage() stage {
 		}
 		r.opts.Build.Path = dir
 		r.opts.Build.WorkDir = dir
-		r.res.Artifact = &result.Artifact{URL: pulled.URL, Digest: pulled.Digest}
+		r.res.Artifact = &result.Artifact{URL: pulled.URL, Digest: pulled.Digest, Verified: pulled.Verified}
 		if r.res.Revision == "" {
 			r.res.Revision = pulled.Revision
 		}
-		r.obs.Info(fmt.Sprintf("pulled %s (revision %s)", pulled.URL, pulled.Revision))
+		how := "not verified"
+		if pulled.Verified {
+			how = "signature verified"
+		}
+		r.obs.Info(fmt.Sprintf("pulled %s (revision %s, %s)", pulled.URL, pulled.Revision, how))
 		return nil
 	}}
 }

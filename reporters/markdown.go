@@ -103,7 +103,14 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 		facts = append(facts, fmt.Sprintf("**Revision** `%s`", res.Revision))
 	}
 	if a := res.Artifact; a != nil {
-		facts = append(facts, fmt.Sprintf("**Artifact** `%s`", a.URL))
+		note := ""
+		switch {
+		case a.Signed:
+			note = " (signed)"
+		case a.Verified:
+			note = " (signature verified)"
+		}
+		facts = append(facts, fmt.Sprintf("**Artifact** `%s`%s", a.URL, note))
 	}
 	if len(res.Stages) > 0 {
 		var st []string

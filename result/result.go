@@ -117,6 +117,10 @@ type Artifact struct {
 	URL    string   `json:"url"`
 	Digest string   `json:"digest"`
 	Tags   []string `json:"tags,omitempty"`
+	// Signed: this run signed it with cosign. Verified: this run checked
+	// its cosign signature before pulling it.
+	Signed   bool `json:"signed,omitempty"`
+	Verified bool `json:"verified,omitempty"`
 }
 
 // Result is the outcome of one run.
