@@ -20,8 +20,9 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/gantry .
 
-## tools: the local control plane (Kubernetes v1.36.3, etcd, kwok) and the interop CLIs (age, cosign) from the Go module proxy, into bin/
+## tools: the local control plane (Kubernetes v1.36.3, etcd, kwok) the interop CLIs (age, cosign) from the Go module proxy, and a registry server (Debian docker-registry), into bin/
 tools: $(TOOLS)
+	@hack/install-registry.sh
 
 # Each tool module under hack/tools pins its versions; a binary is rebuilt
 # only when its pins change, so a warm run takes seconds.

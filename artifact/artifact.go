@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 )
 
 // ManifestsFile is the one file in an artifact's layer: the built objects
@@ -199,6 +200,20 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// describe adds what a person can do about a registry's refusal.
+func describe(err error) error {
+	var te *transport.Error
+	if errors.As(err, &te) {
+		switch te.StatusCode {
+		case http.StatusUnauthorized:
+			return fmt.Errorf("the registry refused the credentials (401 Unauthorized; check registry-username and registry-password, or the Docker config): %w", err)
+		case http.StatusForbidden:
+			return fmt.Errorf("the registry denied access (403 Forbidden; the credentials lack permission for this repository): %w", err)
+		}
+	}
+	return err
+}
+
 // Meta describes what an artifact holds, for its annotations.
 type Meta struct {
 	// Source is the repository URL; Revision is Flux's form
@@ -265,7 +280,7 @@ func (c *Client) Push(ctx context.Context, ref string, manifests []byte, meta Me
 		digestRef, err = c.oci.Push(ctx, r.String(), dir, oci.WithPushMetadata(md))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("pushing %s: %w", ref, err)
+		return nil, fmt.Errorf("pushing %s: %w", ref, describe(err))
 	}
 	d, err := name.NewDigest(digestRef)
 	if err != nil {
@@ -332,13 +347,13 @@ func (c *Client) Pull(ctx context.Context, ref, dir string) (*Pulled, error) {
 	// the tag moves meanwhile.
 	desc, err := crane.Get(r.String(), append(c.opts, crane.WithContext(ctx))...)
 	if err != nil {
-		return nil, fmt.Errorf("pulling %s: %w", ref, err)
+		return nil, fmt.Errorf("pulling %s: %w", ref, describe(err))
 	}
 	byDigest := r.Context().Digest(desc.Digest.String())
 	if c.verifyOpts != nil {
 		// Before a single byte of content is fetched.
 		if err := c.verify(ctx, byDigest); err != nil {
-			return nil, fmt.Errorf("pulling %s: %w", ref, err)
+			return nil, fmt.Errorf("pulling %s: %w", ref, describe(err))
 		}
 	}
 	m, err := v1.ParseManifest(strings.NewReader(string(desc.Manifest)))
@@ -346,7 +361,7 @@ func (c *Client) Pull(ctx context.Context, ref, dir string) (*Pulled, error) {
 		return nil, fmt.Errorf("%s: not an OCI manifest: %w", ref, err)
 	}
 	if err := c.fetchAndUnpack(ctx, byDigest, m, dir); err != nil {
-		return nil, fmt.Errorf("pulling %s: %w", ref, err)
+		return nil, fmt.Errorf("pulling %s: %w", ref, describe(err))
 	}
 	meta := oci.MetadataFromAnnotations(m.Annotations)
 	return &Pulled{URL: oci.OCIRepositoryPrefix + byDigest.String(), Digest: desc.Digest.String(),
@@ -415,7 +430,7 @@ func (c *Client) Tag(ctx context.Context, ref, tag string) (string, error) {
 	}
 	out, err := c.oci.Tag(ctx, r.String(), tag)
 	if err != nil {
-		return "", fmt.Errorf("tagging %s: %w", ref, err)
+		return "", fmt.Errorf("tagging %s: %w", ref, describe(err))
 	}
 	return oci.OCIRepositoryPrefix + out, nil
 }
@@ -437,7 +452,7 @@ func (c *Client) List(ctx context.Context, repo, semver string) ([]Listing, erro
 	}
 	metas, err := c.oci.List(ctx, rest, oci.ListOptions{SemverFilter: semver})
 	if err != nil {
-		return nil, fmt.Errorf("listing %s: %w", repo, err)
+		return nil, fmt.Errorf("listing %s: %w", repo, describe(err))
 	}
 	out := make([]Listing, 0, len(metas))
 	for _, m := range metas {
@@ -468,7 +483,7 @@ func (c *Client) Inspect(ctx context.Context, ref string) (*Inspection, error) {
 	}
 	desc, err := crane.Get(r.String(), append(c.opts, crane.WithContext(ctx))...)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", ref, err)
+		return nil, fmt.Errorf("reading %s: %w", ref, describe(err))
 	}
 	m, err := v1.ParseManifest(strings.NewReader(string(desc.Manifest)))
 	if err != nil {

@@ -2,55 +2,45 @@ package e2e
 
 import (
 	"context"
-	"io"
-	"log"
-	"net/http"
-	"net/http/httptest"
+	"encoding/base64"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"filippo.io/age"
-	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/sigstore/cosign/v2/pkg/cosign"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gantry-dev/gantry/e2e/registry"
 	"github.com/gantry-dev/gantry/entrypoint"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/result"
 )
 
-// inProcessRegistry is go-containerregistry's registry on loopback; with a
-// user, it demands basic auth.
-func inProcessRegistry(t *testing.T, user, password string) string {
+// realRegistry starts Debian's docker-registry for one test and returns its
+// host and the flags that authenticate to it.
+func realRegistry(t *testing.T) (string, []string) {
 	t.Helper()
-	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
-	if user != "" {
-		inner := h
-		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if u, p, ok := r.BasicAuth(); !ok || u != user || p != password {
-				w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
-				w.WriteHeader(http.StatusUnauthorized)
-				return
-			}
-			inner.ServeHTTP(w, r)
-		})
+	env.Require(t)
+	r, err := registry.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return strings.TrimPrefix(srv.URL, "http://")
+	t.Cleanup(r.Stop)
+	return r.Host, []string{"--registry-username=" + r.Username, "--registry-password=" + r.Password}
 }
 
 func TestPushThenApplyFromArtifact(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	reg := inProcessRegistry(t, "", "")
+	reg, creds := realRegistry(t)
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "a.yaml"), configMap(ns, "from-artifact"))
 	ref := "oci://" + reg + "/acme/config:v1"
 
-	pushed := gantry(t, "push", "--path="+dir, "--artifact="+ref, "--tags=latest", "--revision=main@sha1:0123")
+	pushed := gantryAuth(t, creds, "push", "--path="+dir, "--artifact="+ref, "--tags=latest", "--revision=main@sha1:0123")
 	if pushed.code != 0 || pushed.res.Artifact == nil || !strings.HasPrefix(pushed.res.Artifact.Digest, "sha256:") {
 		t.Fatalf("push: exit %d, artifact %+v\n%s", pushed.code, pushed.res.Artifact, pushed.stderr)
 	}
@@ -58,7 +48,7 @@ func TestPushThenApplyFromArtifact(t *testing.T) {
 		t.Errorf("tags %q", got)
 	}
 
-	applied := gantry(t, "apply", "--artifact="+ref, "--inventory=art", "--inventory-namespace="+ns)
+	applied := gantryAuth(t, creds, "apply", "--artifact="+ref, "--inventory=art", "--inventory-namespace="+ns)
 	if applied.code != 0 {
 		t.Fatalf("apply from artifact: exit %d\n%s", applied.code, applied.stderr)
 	}
@@ -75,7 +65,7 @@ func TestPushThenApplyFromArtifact(t *testing.T) {
 
 	// path and artifact: build, push, apply in one run.
 	writeFile(t, filepath.Join(dir, "b.yaml"), configMap(ns, "second"))
-	both := gantry(t, "apply", "--path="+dir, "--artifact=oci://"+reg+"/acme/config:v2", "--inventory=art", "--inventory-namespace="+ns)
+	both := gantryAuth(t, creds, "apply", "--path="+dir, "--artifact=oci://"+reg+"/acme/config:v2", "--inventory=art", "--inventory-namespace="+ns)
 	if both.code != 0 || both.res.Artifact == nil || both.res.Artifact.Digest == pushed.res.Artifact.Digest {
 		t.Fatalf("push and apply: exit %d, artifact %+v\n%s", both.code, both.res.Artifact, both.stderr)
 	}
@@ -92,11 +82,10 @@ func TestPushThenApplyFromArtifact(t *testing.T) {
 func TestArtifactRefusalsWriteNothing(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	open := inProcessRegistry(t, "", "")
-	authed := inProcessRegistry(t, "ci", "s3cret")
+	open, creds := realRegistry(t)
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "a.yaml"), configMap(ns, "never"))
-	if r := gantry(t, "push", "--path="+dir, "--artifact=oci://"+open+"/acme/app:v1"); r.code != 0 {
+	if r := gantryAuth(t, creds, "push", "--path="+dir, "--artifact=oci://"+open+"/acme/app:v1"); r.code != 0 {
 		t.Fatalf("push: exit %d\n%s", r.code, r.stderr)
 	}
 	cases := []struct {
@@ -105,11 +94,12 @@ func TestArtifactRefusalsWriteNothing(t *testing.T) {
 		code           int
 		want           string
 	}{
-		{"malformed reference", "oci://" + open + "/Acme App:v1", nil, entrypoint.ExitInvalid, "artifact (from --artifact)"},
-		{"not oci://", open + "/acme/app:v1", nil, entrypoint.ExitInvalid, "must start with oci://"},
-		{"registry unreachable", "oci://127.0.0.1:1/acme/app:v1", nil, entrypoint.ExitFailed, "connection refused"},
-		{"401 from the registry", "oci://" + authed + "/acme/app:v1", nil, entrypoint.ExitFailed, "401"},
-		{"no such tag", "oci://" + open + "/acme/app:v9", nil, entrypoint.ExitFailed, "MANIFEST_UNKNOWN"},
+		{"malformed reference", "oci://" + open + "/Acme App:v1", creds, entrypoint.ExitInvalid, "artifact (from --artifact)"},
+		{"not oci://", open + "/acme/app:v1", creds, entrypoint.ExitInvalid, "must start with oci://"},
+		{"registry unreachable", "oci://127.0.0.1:1/acme/app:v1", creds, entrypoint.ExitFailed, "connection refused"},
+		{"401 from the registry (no credentials)", "oci://" + open + "/acme/app:v1", nil, entrypoint.ExitFailed, "401"},
+		{"401 from the registry (wrong password)", "oci://" + open + "/acme/app:v1", []string{"--registry-username=gantry", "--registry-password=wrong"}, entrypoint.ExitFailed, "401"},
+		{"no such tag", "oci://" + open + "/acme/app:v9", creds, entrypoint.ExitFailed, "MANIFEST_UNKNOWN"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -137,13 +127,13 @@ func TestArtifactRefusalsWriteNothing(t *testing.T) {
 func TestEncryptedArtifact(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	reg := inProcessRegistry(t, "", "")
+	reg, creds := realRegistry(t)
 	right, _ := age.GenerateX25519Identity()
 	wrong, _ := age.GenerateX25519Identity()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "a.yaml"), configMap(ns, "sealed"))
 	ref := "oci://" + reg + "/acme/sealed:v1"
-	if r := gantry(t, "push", "--path="+dir, "--artifact="+ref, "--age-recipients="+right.Recipient().String()); r.code != 0 {
+	if r := gantryAuth(t, creds, "push", "--path="+dir, "--artifact="+ref, "--age-recipients="+right.Recipient().String()); r.code != 0 {
 		t.Fatalf("push: exit %d\n%s", r.code, r.stderr)
 	}
 	for name, id := range map[string]string{"no identity": "", "wrong identity": wrong.String()} {
@@ -162,7 +152,7 @@ func TestEncryptedArtifact(t *testing.T) {
 			t.Errorf("%s: ConfigMap sealed was written: %v", name, err)
 		}
 	}
-	r := gantry(t, "apply", "--artifact="+ref, "--inventory=sealed", "--inventory-namespace="+ns, "--age-identities="+right.String())
+	r := gantryAuth(t, creds, "apply", "--artifact="+ref, "--inventory=sealed", "--inventory-namespace="+ns, "--age-identities="+right.String())
 	if r.code != 0 {
 		t.Fatalf("with the identity: exit %d\n%s", r.code, r.stderr)
 	}
@@ -176,7 +166,7 @@ func TestEncryptedArtifact(t *testing.T) {
 func TestVerifiedArtifact(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	reg := inProcessRegistry(t, "", "")
+	reg, creds := realRegistry(t)
 	keys := t.TempDir()
 	write := func(name string, password string) (string, string) {
 		kp, err := cosign.GenerateKeyPair(func(bool) ([]byte, error) { return []byte(password), nil })
@@ -196,18 +186,18 @@ func TestVerifiedArtifact(t *testing.T) {
 
 	// Distinct revisions make distinct artifacts: the same content would be
 	// the same digest, and a signature belongs to a digest, not a tag.
-	if r := gantry(t, "push", "--path="+dir, "--artifact="+repo+":good", "--revision=good", "--sign=cosign", "--cosign-key="+priv, "--cosign-password=pw"); r.code != 0 || !r.res.Artifact.Signed {
+	if r := gantryAuth(t, creds, "push", "--path="+dir, "--artifact="+repo+":good", "--revision=good", "--sign=cosign", "--cosign-key="+priv, "--cosign-password=pw"); r.code != 0 || !r.res.Artifact.Signed {
 		t.Fatalf("signed push: exit %d\n%s", r.code, r.stderr)
 	}
-	if r := gantry(t, "push", "--path="+dir, "--artifact="+repo+":unsigned", "--revision=unsigned"); r.code != 0 {
+	if r := gantryAuth(t, creds, "push", "--path="+dir, "--artifact="+repo+":unsigned", "--revision=unsigned"); r.code != 0 {
 		t.Fatal(r.stderr)
 	}
-	if r := gantry(t, "push", "--path="+dir, "--artifact="+repo+":theirs", "--revision=theirs", "--sign=cosign", "--cosign-key="+otherPriv, "--cosign-password=pw"); r.code != 0 {
+	if r := gantryAuth(t, creds, "push", "--path="+dir, "--artifact="+repo+":theirs", "--revision=theirs", "--sign=cosign", "--cosign-key="+otherPriv, "--cosign-password=pw"); r.code != 0 {
 		t.Fatal(r.stderr)
 	}
 	verify := []string{"--verify=cosign", "--cosign-public-key=" + pub, "--inventory=signed", "--inventory-namespace=" + ns}
 	for tag, want := range map[string]string{"unsigned": "the artifact is not signed", "theirs": "no signature made by the given key"} {
-		r := gantry(t, append([]string{"apply", "--artifact=" + repo + ":" + tag}, verify...)...)
+		r := gantry(t, append(append([]string{"apply", "--artifact=" + repo + ":" + tag}, verify...), creds...)...)
 		if r.code != entrypoint.ExitFailed || r.res.Reason != result.ReasonArtifactFailed || !strings.Contains(r.stderr, want) {
 			t.Errorf("%s: exit %d reason %s, want 1 ArtifactFailed with %q\n%s", tag, r.code, r.res.Reason, want, r.stderr)
 		}
@@ -215,11 +205,48 @@ func TestVerifiedArtifact(t *testing.T) {
 			t.Fatalf("%s: ConfigMap written although verification failed: %v", tag, err)
 		}
 	}
-	r := gantry(t, append([]string{"apply", "--artifact=" + repo + ":good"}, verify...)...)
+	r := gantry(t, append(append([]string{"apply", "--artifact=" + repo + ":good"}, verify...), creds...)...)
 	if r.code != 0 || !r.res.Artifact.Verified {
 		t.Fatalf("verified apply: exit %d, artifact %+v\n%s", r.code, r.res.Artifact, r.stderr)
 	}
 	if strings.Contains(r.stderr, "pw") && strings.Contains(r.stderr, "cosign-password") {
 		t.Errorf("the password surfaced")
+	}
+}
+
+// gantryAuth runs gantry with the registry's credentials.
+func gantryAuth(t *testing.T, creds []string, args ...string) gantryRun {
+	t.Helper()
+	return gantry(t, append(args, creds...)...)
+}
+
+// Without registry-username, credentials come from the Docker config
+// (DOCKER_CONFIG), as docker login writes it. The binary runs with that
+// environment, since the keychain reads the process environment.
+func TestDockerConfigCredentials(t *testing.T) {
+	t.Parallel()
+	env.Require(t)
+	r, err := registry.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	cfgDir := t.TempDir()
+	auth := base64.StdEncoding.EncodeToString([]byte(r.Username + ":" + r.Password))
+	writeFile(t, filepath.Join(cfgDir, "config.json"), `{"auths":{"`+r.Host+`":{"auth":"`+auth+`"}}}`)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n")
+
+	push := func(env ...string) (string, error) {
+		cmd := exec.Command(gantryBinary(t), "push", "--path="+dir, "--artifact=oci://"+r.Host+"/acme/app:v1")
+		cmd.Env = append([]string{"HOME=" + t.TempDir()}, env...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := push(); err == nil || !strings.Contains(out, "401") {
+		t.Errorf("without credentials: %v\n%s", err, out)
+	}
+	if out, err := push("DOCKER_CONFIG=" + cfgDir); err != nil {
+		t.Errorf("with DOCKER_CONFIG: %v\n%s", err, out)
 	}
 }
