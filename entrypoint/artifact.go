@@ -4,10 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/gantry-dev/gantry/artifact"
+	"github.com/gantry-dev/gantry/diffs"
+	"github.com/gantry-dev/gantry/inventory"
+	"github.com/gantry-dev/gantry/pipeline"
 )
 
 // runArtifact runs the commands that only read or tag artifacts.
@@ -17,6 +23,8 @@ func runArtifact(ctx context.Context, cfg *Config, client *artifact.Client, stdo
 		return ExitFailed
 	}
 	switch cfg.Command {
+	case "diff-artifact":
+		return diffArtifact(ctx, cfg, client, stdout, console)
 	case "pull":
 		p, err := client.Pull(ctx, cfg.Artifact, cfg.Path)
 		if err != nil {
@@ -58,6 +66,74 @@ func runArtifact(ctx context.Context, cfg *Config, client *artifact.Client, stdo
 		}
 		flux := in.ConfigMediaType == artifact.ConfigMediaType && len(in.Layers) == 1 && strings.HasPrefix(in.Layers[0].MediaType, artifact.ContentMediaType)
 		fmt.Fprintf(stdout, "flux format:  %v\n", flux)
+	}
+	return ExitOK
+}
+
+// diffArtifact compares an artifact's objects with another artifact's or a
+// folder's, object by object, and prints the diffs (Secret values masked).
+// Exit 0 when they match; with differences 3 under detailed-exitcode, else 0.
+func diffArtifact(ctx context.Context, cfg *Config, client *artifact.Client, stdout io.Writer, console *console) int {
+	objectsOf := func(source string) (map[string]*unstructured.Unstructured, error) {
+		dir := source
+		if strings.HasPrefix(source, "oci://") {
+			tmp, err := os.MkdirTemp("", "gantry-diff-artifact-")
+			if err != nil {
+				return nil, err
+			}
+			defer os.RemoveAll(tmp)
+			if _, err := client.Pull(ctx, source, tmp); err != nil {
+				return nil, err
+			}
+			dir = tmp
+		}
+		objs, err := pipeline.Build(pipeline.BuildOptions{Path: dir, WorkDir: dir})
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]*unstructured.Unstructured{}
+		for _, o := range objs {
+			out[inventory.EntryFor(o.Unstructured).ID] = o.Unstructured
+		}
+		return out, nil
+	}
+	a, err := objectsOf(cfg.Artifact)
+	if err != nil {
+		console.printf("gantry diff-artifact: %v\n", err)
+		return ExitFailed
+	}
+	b, err := objectsOf(cfg.CompareTo)
+	if err != nil {
+		console.printf("gantry diff-artifact: %v\n", err)
+		return ExitFailed
+	}
+	ids := map[string]bool{}
+	for id := range a {
+		ids[id] = true
+	}
+	for id := range b {
+		ids[id] = true
+	}
+	sorted := make([]string, 0, len(ids))
+	for id := range ids {
+		sorted = append(sorted, id)
+	}
+	sort.Strings(sorted)
+	changed := 0
+	for _, id := range sorted {
+		d, err := diffs.Object(id, a[id], b[id])
+		if err != nil {
+			console.printf("gantry diff-artifact: %s: %v\n", id, err)
+			return ExitFailed
+		}
+		if d != "" {
+			changed++
+			fmt.Fprint(stdout, d)
+		}
+	}
+	console.printf("gantry diff-artifact: %d of %d objects differ between %s and %s\n", changed, len(sorted), cfg.Artifact, cfg.CompareTo)
+	if changed > 0 && cfg.DetailedExitcode {
+		return ExitChanges
 	}
 	return ExitOK
 }

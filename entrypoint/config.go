@@ -20,7 +20,7 @@ import (
 )
 
 // Commands gantry knows.
-var commands = []string{"build", "diff", "apply", "delete", "inventory", "push", "pull", "tag", "list", "inspect", "version"}
+var commands = []string{"build", "diff", "apply", "delete", "inventory", "push", "pull", "tag", "list", "inspect", "diff-artifact", "version"}
 
 // Config is the validated configuration of one run.
 type Config struct {
@@ -52,6 +52,7 @@ type Config struct {
 	// PathGiven says path was set, not defaulted.
 	PathGiven bool
 	Artifact  string
+	CompareTo string
 	Tags      []string
 	Semver    string
 	Registry  struct {
@@ -195,7 +196,7 @@ func Load(args []string, env map[string]string, usage io.Writer) (*Config, error
 		TektonResults:      str("tekton-results"),
 	}
 	c.PathGiven = vals["path"].origin != "default"
-	c.Artifact, c.Semver = str("artifact"), str("semver")
+	c.Artifact, c.Semver, c.CompareTo = str("artifact"), str("semver"), str("compare-to")
 	c.Tags = lines(vals["tags"].raw)
 	c.Registry.Username, c.Registry.Password = str("registry-username"), str("registry-password")
 	c.Registry.Insecure = boolOf("insecure-registry")
@@ -218,9 +219,23 @@ func Load(args []string, env map[string]string, usage io.Writer) (*Config, error
 		c.AgeIdentities = ids
 	}
 	switch c.Command {
-	case "push", "pull", "tag", "list", "inspect":
+	case "push", "pull", "tag", "list", "inspect", "diff-artifact":
 		if c.Artifact == "" {
 			bad("artifact", "required for %s", c.Command)
+		}
+	}
+	if c.Command == "diff-artifact" {
+		switch {
+		case c.CompareTo == "":
+			bad("compare-to", "required for diff-artifact: an oci:// artifact or a folder")
+		case strings.HasPrefix(c.CompareTo, "oci://"):
+			if _, err := artifact.ParseRef(c.CompareTo, c.Registry.Insecure); err != nil {
+				bad("compare-to", "%v", err)
+			}
+		default:
+			if info, err := os.Stat(c.CompareTo); err != nil || !info.IsDir() {
+				bad("compare-to", "%s is neither an oci:// artifact nor a folder", c.CompareTo)
+			}
 		}
 	}
 	if c.Artifact != "" {

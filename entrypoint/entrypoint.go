@@ -132,7 +132,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			opts.Build.Path = "" // pull, then build what was pulled
 		}
 		switch cfg.Command {
-		case "pull", "tag", "list", "inspect":
+		case "pull", "tag", "list", "inspect", "diff-artifact":
 			return runArtifact(ctx, cfg, client, stdout, console)
 		}
 	}
