@@ -3,10 +3,12 @@ package e2e
 import (
 	"context"
 	"encoding/base64"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"filippo.io/age"
 	"github.com/sigstore/cosign/v2/pkg/cosign"
@@ -88,12 +90,28 @@ func TestArtifactRefusalsWriteNothing(t *testing.T) {
 	if r := gantryAuth(t, creds, "push", "--path="+dir, "--artifact=oci://"+open+"/acme/app:v1"); r.code != 0 {
 		t.Fatalf("push: exit %d\n%s", r.code, r.stderr)
 	}
+	// A registry that accepts connections and never answers.
+	stalled, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stalled.Close() })
+	go func() {
+		for {
+			c, err := stalled.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
 	cases := []struct {
 		name, artifact string
 		extra          []string
 		code           int
 		want           string
 	}{
+		{"stalled registry, within the timeout", "oci://" + stalled.Addr().String() + "/acme/app:v1", []string{"--timeout=2s"}, entrypoint.ExitFailed, "context deadline exceeded"},
 		{"malformed reference", "oci://" + open + "/Acme App:v1", creds, entrypoint.ExitInvalid, "artifact (from --artifact)"},
 		{"not oci://", open + "/acme/app:v1", creds, entrypoint.ExitInvalid, "must start with oci://"},
 		{"registry unreachable", "oci://127.0.0.1:1/acme/app:v1", creds, entrypoint.ExitFailed, "connection refused"},
@@ -105,6 +123,9 @@ func TestArtifactRefusalsWriteNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"apply", "--artifact=" + tc.artifact, "--inventory=refused", "--inventory-namespace=" + ns}, tc.extra...)
 			r := gantry(t, args...)
+			if r.took > 30*time.Second {
+				t.Errorf("took %s", r.took)
+			}
 			if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
 				t.Fatalf("exit %d, want %d with %q\n%s", r.code, tc.code, tc.want, r.stderr)
 			}

@@ -18,6 +18,8 @@ import (
 
 // runArtifact runs the commands that only read or tag artifacts.
 func runArtifact(ctx context.Context, cfg *Config, client *artifact.Client, stdout io.Writer, console *console) int {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
 	fail := func(err error) int {
 		console.printf("gantry %s: %v\n", cfg.Command, err)
 		return ExitFailed

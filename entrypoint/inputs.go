@@ -40,7 +40,7 @@ var Inputs = []Input{
 	{Name: "inventory-namespace", Default: "default", Description: "Namespace of the inventory's ConfigMap and Lease."},
 	{Name: "prune", Default: "true", Bool: true, Description: "Delete objects that a previous run applied and this one no longer has."},
 	{Name: "wait", Default: "true", Bool: true, Description: "Wait until every applied object is ready (kstatus)."},
-	{Name: "timeout", Default: "5m", Description: "Bounds everything after the build: the inventory lock, validate, apply, prune and wait."},
+	{Name: "timeout", Default: "5m", Description: "Bounds everything but the build: an artifact's push or pull, the inventory lock, validate, apply, prune and wait."},
 	{Name: "force", Default: "false", Bool: true, Description: "Recreate objects whose immutable fields changed."},
 	{Name: "target-namespace", Description: "Set the namespace of every namespaced object."},
 	{Name: "patches", Description: "Extra patch files applied on top of the build, one path per line."},

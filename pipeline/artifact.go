@@ -88,5 +88,7 @@ func (r *run) pullStage() stage {
 // Push builds and pushes an artifact, for the push command.
 func Push(ctx context.Context, opts Options, obs Observer) *result.Result {
 	r := newRun("push", opts, nil, obs)
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
 	return r.execute(ctx, []stage{r.buildStage(), r.pushStage()})
 }

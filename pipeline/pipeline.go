@@ -34,8 +34,9 @@ type Options struct {
 	Wait       bool
 	Force      bool
 	AllowEmpty bool
-	// Timeout bounds everything after the build: waiting for the
-	// inventory's lock, validate, apply, prune and wait.
+	// Timeout bounds everything but the build: the artifact's push or
+	// pull, waiting for the inventory's lock, validate, apply, prune and
+	// wait.
 	Timeout time.Duration
 	// HealthChecks limits the wait to these objects; empty means every
 	// applied object.
@@ -225,8 +226,11 @@ func Apply(ctx context.Context, opts Options, connect Connector, obs Observer) *
 		}
 		return s
 	}
+	// The deadline starts with the first stage after the build (or with
+	// the pull that comes before it): a stalled registry or cluster cannot
+	// hang the run.
 	for i := range stages {
-		if stages[i].name != "build" && stages[i].name != "pull" && stages[i].name != "push" {
+		if stages[i].name != "build" {
 			stages[i] = timed(stages[i])
 		}
 	}
