@@ -10,7 +10,7 @@ export GANTRY_BIN_DIR := $(BIN)
 
 KUBE_BINS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kubectl
 AGE_BINS  := $(BIN)/age $(BIN)/age-keygen
-TOOLS     := $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/kwok-stages.yaml $(AGE_BINS) $(BIN)/cosign
+TOOLS     := $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/kwok-stages.yaml $(AGE_BINS) $(BIN)/cosign $(BIN)/sops
 
 .PHONY: all build tools test test-short demo cluster docs lint clean help
 
@@ -20,7 +20,7 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/gantry .
 
-## tools: the local control plane (Kubernetes v1.36.3, etcd, kwok) the interop CLIs (age, cosign) from the Go module proxy, and a registry server (Debian docker-registry), into bin/
+## tools: the local control plane (Kubernetes v1.36.3, etcd, kwok) the interop CLIs (age, cosign, sops) from the Go module proxy, and a registry server (Debian docker-registry), into bin/
 tools: $(TOOLS)
 	@hack/install-registry.sh
 
@@ -44,6 +44,9 @@ $(AGE_BINS) &: hack/tools/age/go.mod hack/tools/age/go.sum
 
 $(BIN)/cosign: hack/tools/cosign/go.mod hack/tools/cosign/go.sum
 	cd hack/tools/cosign && $(GO) build -trimpath -ldflags '-s -w' -o $@ github.com/sigstore/cosign/v2/cmd/cosign
+
+$(BIN)/sops: hack/tools/sops/go.mod hack/tools/sops/go.sum
+	cd hack/tools/sops && $(GO) build -trimpath -ldflags '-s -w' -o $@ github.com/getsops/sops/v3/cmd/sops
 
 $(BIN)/kwok-stages.yaml: hack/tools/kwok/go.mod hack/tools/kwok/go.sum hack/tools/kwok/stages/main.go
 	@mkdir -p $(BIN)

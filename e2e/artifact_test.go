@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gantry-dev/gantry/e2e/cluster"
 	"github.com/gantry-dev/gantry/e2e/registry"
 	"github.com/gantry-dev/gantry/entrypoint"
 	"github.com/gantry-dev/gantry/inventory"
@@ -269,5 +270,47 @@ func TestDockerConfigCredentials(t *testing.T) {
 	}
 	if out, err := push("DOCKER_CONFIG=" + cfgDir); err != nil {
 		t.Errorf("with DOCKER_CONFIG: %v\n%s", err, out)
+	}
+}
+
+// A SOPS-encrypted Secret reaches the cluster decrypted; without the key
+// the run is refused, naming the file, and nothing is written.
+func TestSOPSSecretApplied(t *testing.T) {
+	t.Parallel()
+	env.Require(t)
+	ns := env.Namespace(t)
+	sopsBin, err := cluster.Tool("sops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := age.GenerateX25519Identity()
+	plain := filepath.Join(t.TempDir(), "secret.yaml")
+	writeFile(t, plain, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  namespace: "+ns+"\nstringData:\n  password: canary-e2e-sops\n")
+	cmd := exec.Command(sopsBin, "--encrypt", "--age", id.Recipient().String(), "--encrypted-regex", "^(data|stringData)$", plain)
+	cmd.Dir, cmd.Env = t.TempDir(), []string{"HOME=" + t.TempDir()}
+	enc, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "db.sops.yaml"), string(enc))
+
+	r := gantry(t, "apply", "--path="+dir, "--inventory=sops", "--inventory-namespace="+ns)
+	if r.code != entrypoint.ExitInvalid || !strings.Contains(r.stderr, "db.sops.yaml: Secret/db is encrypted with SOPS") {
+		t.Fatalf("without the key: exit %d\n%s", r.code, r.stderr)
+	}
+	if _, err := env.Client.CoreV1().Secrets(ns).Get(context.Background(), "db", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("Secret written without the key: %v", err)
+	}
+	r = gantry(t, "apply", "--path="+dir, "--inventory=sops", "--inventory-namespace="+ns, "--sops-age-key="+id.String())
+	if r.code != 0 {
+		t.Fatalf("with the key: exit %d\n%s", r.code, r.stderr)
+	}
+	s, err := env.Client.CoreV1().Secrets(ns).Get(context.Background(), "db", metav1.GetOptions{})
+	if err != nil || string(s.Data["password"]) != "canary-e2e-sops" {
+		t.Fatalf("Secret db: %v, data %v", err, s.Data)
+	}
+	if strings.Contains(r.stderr+r.stdout, "canary-e2e-sops") || strings.Contains(r.stderr, id.String()) {
+		t.Error("the secret value or the key was printed")
 	}
 }

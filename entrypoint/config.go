@@ -59,10 +59,11 @@ type Config struct {
 		Username, Password string
 		Insecure           bool
 	}
-	AgeRecipients []age.Recipient
-	AgeIdentities []age.Identity
-	Sign          *artifact.SignOptions
-	Verify        *artifact.VerifyOptions
+	AgeRecipients  []age.Recipient
+	AgeIdentities  []age.Identity
+	SOPSIdentities []age.Identity
+	Sign           *artifact.SignOptions
+	Verify         *artifact.VerifyOptions
 	// Secrets are the values that must never be printed.
 	Secrets []string
 }
@@ -209,6 +210,14 @@ func Load(args []string, env map[string]string, usage io.Writer) (*Config, error
 			bad("age-recipients", "%v", err)
 		}
 		c.AgeRecipients = r
+	}
+	if raw := vals["sops-age-key"].raw; strings.TrimSpace(raw) != "" {
+		c.Secrets = append(c.Secrets, raw)
+		ids, err := artifact.ParseIdentities(raw)
+		if err != nil {
+			bad("sops-age-key", "%v", err)
+		}
+		c.SOPSIdentities = ids
 	}
 	if raw := vals["age-identities"].raw; strings.TrimSpace(raw) != "" {
 		c.Secrets = append(c.Secrets, raw)

@@ -102,6 +102,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			TargetNamespace: cfg.TargetNamespace,
 			Patches:         cfg.Patches,
 			Substitute:      cfg.Substitute,
+			SOPSIdentities:  cfg.SOPSIdentities,
 		},
 		Inventory:          cfg.Inventory,
 		InventoryNamespace: cfg.InventoryNamespace,

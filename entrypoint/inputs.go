@@ -45,6 +45,7 @@ var Inputs = []Input{
 	{Name: "target-namespace", Description: "Set the namespace of every namespaced object."},
 	{Name: "patches", Description: "Extra patch files applied on top of the build, one path per line."},
 	{Name: "substitute", Secret: true, Description: "KEY=VALUE lines for ${KEY} and ${KEY:=default} substitution after the build. Substitution runs only when this is given (as in Flux); it is strict: a variable with neither value nor default is an error. Lines are never echoed in errors; the values of variables whose names suggest a secret (PASSWORD, TOKEN, SECRET, KEY, CRED, AUTH, CERT, PRIVATE, PWD, SALT) are masked in all output."},
+	{Name: "sops-age-key", Secret: true, Description: "age identities (AGE-SECRET-KEY-1... lines) that decrypt SOPS-encrypted objects at build time, as Flux users keep them in git. An encrypted object without a key that opens it is an error naming its file; it is never applied encrypted."},
 	{Name: "kubeconfig", Description: "Path of a kubeconfig file. Default: $KUBECONFIG, then the in-cluster configuration."},
 	{Name: "context", Description: "The kubeconfig context to use."},
 	{Name: "service-account", Description: "namespace/name of a service account to impersonate, so that its RBAC bounds what the run may touch."},

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -9,12 +10,14 @@ import (
 	"sort"
 	"strings"
 
+	"filippo.io/age"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/api/konfig"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/resource"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 	"sigs.k8s.io/yaml"
 )
 
@@ -46,6 +49,10 @@ type BuildOptions struct {
 	Patches []string
 	// Substitute, when not nil, enables strict ${VAR} substitution.
 	Substitute map[string]string
+	// SOPSIdentities decrypt objects encrypted with SOPS for age
+	// recipients. An encrypted object without them is an error: it is never
+	// applied encrypted.
+	SOPSIdentities []age.Identity
 }
 
 // BuildError is a build failure; File names the file at fault when known.
@@ -162,7 +169,7 @@ func Build(opts BuildOptions) ([]*Object, error) {
 
 	var objects []*Object
 	for _, res := range resMap.Resources() {
-		obj, err := toObject(res, wrapper, pathMap, opts.WorkDir)
+		obj, err := toObject(res, wrapper, pathMap, opts.WorkDir, opts.SOPSIdentities)
 		if err != nil {
 			return nil, &BuildError{File: opts.Path, Err: err}
 		}
@@ -181,17 +188,7 @@ func Build(opts BuildOptions) ([]*Object, error) {
 	return objects, nil
 }
 
-func toObject(res *resource.Resource, root string, pathMap map[string]string, workDir string) (*Object, error) {
-	// Through JSON, so that numbers are int64 as unstructured expects
-	// (kustomize's own maps hold int).
-	b, err := res.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(b); err != nil {
-		return nil, err
-	}
+func toObject(res *resource.Resource, root string, pathMap map[string]string, workDir string, sopsIDs []age.Identity) (*Object, error) {
 	var source string
 	if origin, err := res.GetOrigin(); err == nil && origin != nil {
 		source = origin.Path
@@ -204,6 +201,25 @@ func toObject(res *resource.Resource, root string, pathMap map[string]string, wo
 		}
 		source = displayPath(source, pathMap, workDir)
 	}
+	var b []byte
+	var err error
+	if sopsField, _ := res.GetFieldValue("sops"); sopsField != nil {
+		plain, err := decryptResource(res, sopsIDs)
+		if err != nil {
+			return nil, &BuildError{File: source, Err: fmt.Errorf("%s/%s is encrypted with SOPS: %w", res.GetKind(), res.GetName(), err)}
+		}
+		if b, err = yaml.YAMLToJSON(plain); err != nil {
+			return nil, err
+		}
+	} else if b, err = res.MarshalJSON(); err != nil {
+		return nil, err
+	}
+	// Through JSON, so that numbers are int64 as unstructured expects
+	// (kustomize's own maps hold int).
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(b); err != nil {
+		return nil, err
+	}
 	if a := u.GetAnnotations(); a != nil {
 		delete(a, originAnnotation)
 		if len(a) == 0 {
@@ -212,6 +228,27 @@ func toObject(res *resource.Resource, root string, pathMap map[string]string, wo
 		u.SetAnnotations(a)
 	}
 	return &Object{Unstructured: u, Source: source}, nil
+}
+
+// decryptResource decrypts a SOPS-encrypted object from kustomize's own
+// YAML, which keeps the field order the MAC depends on, after taking off
+// the origin annotation the build added.
+func decryptResource(res *resource.Resource, ids []age.Identity) ([]byte, error) {
+	if len(ids) == 0 {
+		return nil, errors.New("give sops-age-key to decrypt it; it is never applied encrypted")
+	}
+	c := res.DeepCopy()
+	if err := c.PipeE(kyaml.ClearAnnotation(originAnnotation)); err != nil {
+		return nil, err
+	}
+	if a := c.GetAnnotations(); len(a) == 0 {
+		_ = c.PipeE(kyaml.Lookup("metadata"), kyaml.Clear("annotations"))
+	}
+	doc, err := c.AsYAML()
+	if err != nil {
+		return nil, err
+	}
+	return decryptSOPS(doc, ids)
 }
 
 // displayPath maps a temporary copy back to its original and makes it
