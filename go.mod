@@ -16,6 +16,8 @@ require (
 	github.com/google/go-github/v89 v89.0.0
 	github.com/sethvargo/go-githubactions v1.4.0
 	github.com/sigstore/cosign/v2 v2.6.5
+	github.com/sigstore/fulcio v1.8.4
+	github.com/sigstore/rekor v1.4.3
 	github.com/sigstore/sigstore v1.10.3
 	gitlab.com/gitlab-org/api/client-go v1.46.0
 	golang.org/x/crypto v0.58.0
@@ -203,7 +205,6 @@ require (
 	github.com/secure-systems-lab/go-securesystemslib v0.9.1 // indirect
 	github.com/shibumi/go-pathspec v1.3.0 // indirect
 	github.com/sigstore/protobuf-specs v0.5.0 // indirect
-	github.com/sigstore/rekor v1.4.3 // indirect
 	github.com/sigstore/rekor-tiles/v2 v2.0.1 // indirect
 	github.com/sigstore/sigstore-go v1.1.4 // indirect
 	github.com/sigstore/timestamp-authority/v2 v2.0.3 // indirect

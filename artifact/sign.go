@@ -24,9 +24,14 @@ import (
 type SignOptions struct {
 	// KeyRef is a private key as cosign accepts it: a file, env://VAR, or a
 	// KMS reference (awskms://, gcpkms://, azurekms://, hashivault://).
+	// Empty means keyless: an ephemeral key certified by Fulcio for the
+	// CI's OIDC identity, the signature recorded in Rekor.
 	KeyRef string
 	// Password decrypts an encrypted private key.
 	Password []byte
+	// FulcioURL and RekorURL, for keyless signing; default the public
+	// Sigstore instances.
+	FulcioURL, RekorURL string
 }
 
 // VerifyOptions verify artifacts before anything is pulled from them.
@@ -51,6 +56,9 @@ func (c *Client) remoteOptions(ctx context.Context) ociremote.Option {
 // cosign does (the sha256-<digest>.sig tag), so `cosign verify` finds it.
 func (c *Client) sign(ctx context.Context, digest name.Digest) error {
 	o := c.signOpts
+	if o.KeyRef == "" {
+		return c.signKeyless(ctx, digest)
+	}
 	sv, err := sigs.SignerVerifierFromKeyRef(ctx, o.KeyRef, func(bool) ([]byte, error) { return o.Password, nil }, nil)
 	if err != nil {
 		// cosign's key errors name the reference, never the key.

@@ -259,10 +259,11 @@ func Load(args []string, env map[string]string, usage io.Writer) (*Config, error
 	switch str("sign") {
 	case "":
 	case "cosign":
-		if str("cosign-key") == "" {
-			bad("sign", "cosign needs cosign-key (keyless signing is not available yet)")
+		if str("cosign-key") == "" && (env["ACTIONS_ID_TOKEN_REQUEST_URL"] == "" || env["ACTIONS_ID_TOKEN_REQUEST_TOKEN"] == "") {
+			bad("sign", "cosign without cosign-key signs keyless, which needs the CI's OIDC identity (on GitHub: permissions: id-token: write); give cosign-key otherwise")
 		}
-		c.Sign = &artifact.SignOptions{KeyRef: str("cosign-key"), Password: []byte(vals["cosign-password"].raw)}
+		c.Sign = &artifact.SignOptions{KeyRef: str("cosign-key"), Password: []byte(vals["cosign-password"].raw),
+			FulcioURL: str("fulcio-url"), RekorURL: str("rekor-url")}
 	default:
 		bad("sign", "%q is not cosign or empty", str("sign"))
 	}
@@ -299,7 +300,7 @@ func Load(args []string, env map[string]string, usage io.Writer) (*Config, error
 			bad(name, "%q is not auto, true or false", v)
 		}
 	}
-	for _, tok := range []string{c.GitHubToken, c.GitLabToken} {
+	for _, tok := range []string{c.GitHubToken, c.GitLabToken, env["ACTIONS_ID_TOKEN_REQUEST_TOKEN"]} {
 		if tok != "" {
 			c.Secrets = append(c.Secrets, tok)
 		}
