@@ -17,8 +17,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/sigstore/cosign/v2/pkg/cosign"
 	cbundle "github.com/sigstore/cosign/v2/pkg/cosign/bundle"
-	"github.com/sigstore/cosign/v2/pkg/oci/mutate"
-	ociremote "github.com/sigstore/cosign/v2/pkg/oci/remote"
 	"github.com/sigstore/cosign/v2/pkg/oci/static"
 	"github.com/sigstore/cosign/v2/pkg/providers"
 	_ "github.com/sigstore/cosign/v2/pkg/providers/github" // GitHub Actions OIDC tokens
@@ -125,18 +123,6 @@ func (c *Client) signKeyless(ctx context.Context, digest name.Digest) error {
 	if err != nil {
 		return fmt.Errorf("recording the signature in Rekor at %s: %w", rekorURL, err)
 	}
-	ociSig, err := static.NewSignature(pl, base64.StdEncoding.EncodeToString(sig),
+	return c.attachSignature(ctx, digest, pl, sig,
 		static.WithCertChain(cert.CertPEM, cert.ChainPEM), static.WithBundle(cbundle.EntryToBundle(entry)))
-	if err != nil {
-		return err
-	}
-	se, err := ociremote.SignedEntity(digest, c.remoteOptions(ctx))
-	if err != nil {
-		return err
-	}
-	signed, err := mutate.AttachSignatureToEntity(se, ociSig)
-	if err != nil {
-		return err
-	}
-	return ociremote.WriteSignatures(digest.Repository, signed, c.remoteOptions(ctx))
 }

@@ -3,18 +3,31 @@ package artifact
 import (
 	"context"
 	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/sigstore/cosign/v2/pkg/oci/static"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
+	"github.com/sigstore/sigstore/pkg/signature/payload"
 )
 
 // Keyless signing cannot reach Sigstore from here. These tests run it up to
@@ -100,5 +113,81 @@ func TestKeylessSigningRequestsUpToFulcio(t *testing.T) {
 	}
 	if !tokenAsked.Load() || !certAsked.Load() {
 		t.Errorf("token asked %v, certificate asked %v", tokenAsked.Load(), certAsked.Load())
+	}
+}
+
+// issueFulcioCert plays Fulcio: a CA, and a short code-signing certificate
+// for key naming a GitHub workflow and the Actions OIDC issuer, as Fulcio
+// issues them.
+func issueFulcioCert(t *testing.T, key *ecdsa.PrivateKey, identity, issuer string) (leafPEM, caPEM []byte) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test fulcio"}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour)}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caKey.Public(), caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	uri, _ := url.Parse(identity)
+	leafTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), URIs: []*url.URL{uri},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageCodeSigning},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+		ExtraExtensions: []pkix.Extension{{Id: asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 57264, 1, 1}, Value: []byte(issuer)}}}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, key.Public(), caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+}
+
+// Keyless verification checks the certificate chain and the identity and
+// issuer it names; here against a private Fulcio's roots, offline.
+func TestKeylessVerification(t *testing.T) {
+	t.Parallel()
+	reg := newRegistry(t, "", "")
+	ctx := context.Background()
+	const (
+		workflow = "https://github.com/acme/shop/.github/workflows/deploy.yml@refs/heads/main"
+		actions  = "https://token.actions.githubusercontent.com"
+	)
+	pushed, err := New(Options{}).Push(ctx, "oci://"+reg+"/acme/app:v1", []byte(manifests), Meta{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, err := name.NewDigest(strings.TrimPrefix(pushed.URL, "oci://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leaf, root := issueFulcioCert(t, key, workflow, actions)
+	_, otherRoot := issueFulcioCert(t, key, workflow, actions)
+	pl, _ := (&payload.Cosign{Image: digest}).MarshalJSON()
+	sum := sha256.Sum256(pl)
+	sig, _ := ecdsa.SignASN1(rand.Reader, key, sum[:])
+	c := New(Options{})
+	if err := c.attachSignature(ctx, digest, pl, sig, static.WithCertChain(leaf, root)); err != nil {
+		t.Fatal(err)
+	}
+
+	cases := map[string]struct {
+		opts VerifyOptions
+		want string // empty: verifies
+	}{
+		"exact identity and issuer":    {VerifyOptions{Identity: workflow, Issuer: actions, RootsPEM: root}, ""},
+		"identity regexp":              {VerifyOptions{IdentityRegexp: `^https://github\.com/acme/shop/`, Issuer: actions, RootsPEM: root}, ""},
+		"another workflow":             {VerifyOptions{Identity: "https://github.com/acme/other/.github/workflows/x.yml@refs/heads/main", Issuer: actions, RootsPEM: root}, "names the required identity and issuer"},
+		"another issuer":               {VerifyOptions{Identity: workflow, Issuer: "https://accounts.google.com", RootsPEM: root}, "names the required identity and issuer"},
+		"another CA":                   {VerifyOptions{Identity: workflow, Issuer: actions, RootsPEM: otherRoot}, "chains to the roots"},
+		"identity and issuer required": {VerifyOptions{Identity: workflow, RootsPEM: root}, "needs certificate-identity (or -regexp) and certificate-oidc-issuer"},
+	}
+	for name, tc := range cases {
+		_, err := New(Options{Verify: &tc.opts}).Pull(ctx, pushed.URL, filepath.Join(t.TempDir(), "out"))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: got %v, want %q", name, err, tc.want)
+		}
 	}
 }

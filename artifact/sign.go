@@ -3,6 +3,7 @@ package artifact
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	ociremote "github.com/sigstore/cosign/v2/pkg/oci/remote"
 	"github.com/sigstore/cosign/v2/pkg/oci/static"
 	sigs "github.com/sigstore/cosign/v2/pkg/signature"
+	"github.com/sigstore/sigstore/pkg/fulcioroots"
 	"github.com/sigstore/sigstore/pkg/signature"
 	sigopts "github.com/sigstore/sigstore/pkg/signature/options"
 	"github.com/sigstore/sigstore/pkg/signature/payload"
@@ -37,8 +39,18 @@ type SignOptions struct {
 // VerifyOptions verify artifacts before anything is pulled from them.
 type VerifyOptions struct {
 	// PublicKeyRef is a public key as cosign accepts it: a file, env://VAR
-	// or a KMS reference.
+	// or a KMS reference. Empty means keyless: the signature's certificate
+	// must chain to Fulcio's roots and name the required identity.
 	PublicKeyRef string
+	// Identity (or IdentityRegexp) and Issuer (or IssuerRegexp) are what
+	// a keyless signature's certificate must name: the signer (for GitHub,
+	// the workflow's URL) and the OIDC issuer.
+	Identity, IdentityRegexp, Issuer, IssuerRegexp string
+	// RootsPEM, when set, are the certificate roots of a private Fulcio;
+	// the transparency log is then not consulted. Otherwise the public
+	// Sigstore roots and Rekor keys are fetched from Sigstore's TUF
+	// repository.
+	RootsPEM []byte
 }
 
 // remoteOptions are the registry options cosign's OCI code needs, the same
@@ -72,7 +84,13 @@ func (c *Client) sign(ctx context.Context, digest name.Digest) error {
 	if err != nil {
 		return fmt.Errorf("signing: %w", err)
 	}
-	ociSig, err := static.NewSignature(pl, base64.StdEncoding.EncodeToString(sig))
+	return c.attachSignature(ctx, digest, pl, sig)
+}
+
+// attachSignature stores a signature of digest (with, for keyless, its
+// certificate chain and Rekor bundle) where cosign looks for it.
+func (c *Client) attachSignature(ctx context.Context, digest name.Digest, pl, sig []byte, opts ...static.Option) error {
+	ociSig, err := static.NewSignature(pl, base64.StdEncoding.EncodeToString(sig), opts...)
 	if err != nil {
 		return err
 	}
@@ -97,26 +115,62 @@ var ErrUnverified = errors.New("signature verification failed")
 // configured key whose signed payload names this very digest.
 func (c *Client) verify(ctx context.Context, digest name.Digest) error {
 	o := c.verifyOpts
-	var verifier signature.Verifier
-	verifier, err := sigs.PublicKeyFromKeyRef(ctx, o.PublicKeyRef)
-	if err != nil {
-		return fmt.Errorf("loading the cosign public key %s: %w", o.PublicKeyRef, err)
-	}
-	_, _, err = cosign.VerifyImageSignatures(ctx, digest, &cosign.CheckOpts{
-		SigVerifier:        verifier,
+	co := &cosign.CheckOpts{
 		ClaimVerifier:      cosign.SimpleClaimVerifier, // the payload must name this digest
-		IgnoreTlog:         true,                       // offline: no Rekor
-		IgnoreSCT:          true,
 		RegistryClientOpts: []ociremote.Option{c.remoteOptions(ctx)},
-	})
+	}
+	if o.PublicKeyRef != "" {
+		var verifier signature.Verifier
+		verifier, err := sigs.PublicKeyFromKeyRef(ctx, o.PublicKeyRef)
+		if err != nil {
+			return fmt.Errorf("loading the cosign public key %s: %w", o.PublicKeyRef, err)
+		}
+		co.SigVerifier = verifier
+		co.IgnoreTlog, co.IgnoreSCT = true, true // a key needs no transparency log
+	} else if err := o.keyless(ctx, co); err != nil {
+		return err
+	}
+	_, _, err := cosign.VerifyImageSignatures(ctx, digest, co)
 	if err != nil {
-		return fmt.Errorf("%w for %s: %s", ErrUnverified, digest, explainVerify(err))
+		return fmt.Errorf("%w for %s: %s", ErrUnverified, digest, explainVerify(err, o.PublicKeyRef == ""))
+	}
+	return nil
+}
+
+// keyless sets the certificate checks: roots, and the identity and issuer
+// the certificate must name.
+func (o *VerifyOptions) keyless(ctx context.Context, co *cosign.CheckOpts) error {
+	if (o.Identity == "" && o.IdentityRegexp == "") || (o.Issuer == "" && o.IssuerRegexp == "") {
+		return errors.New("keyless verification needs certificate-identity (or -regexp) and certificate-oidc-issuer (or -regexp)")
+	}
+	co.Identities = []cosign.Identity{{Subject: o.Identity, SubjectRegExp: o.IdentityRegexp, Issuer: o.Issuer, IssuerRegExp: o.IssuerRegexp}}
+	if len(o.RootsPEM) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(o.RootsPEM) {
+			return errors.New("certificate-roots holds no PEM certificate")
+		}
+		co.RootCerts = pool
+		co.IgnoreTlog, co.IgnoreSCT = true, true
+		return nil
+	}
+	var err error
+	if co.RootCerts, err = fulcioroots.Get(); err != nil {
+		return fmt.Errorf("fetching Sigstore's certificate roots (TUF): %w", err)
+	}
+	if co.IntermediateCerts, err = fulcioroots.GetIntermediates(); err != nil {
+		return fmt.Errorf("fetching Sigstore's intermediate certificates (TUF): %w", err)
+	}
+	if co.RekorPubKeys, err = cosign.GetRekorPubs(ctx); err != nil {
+		return fmt.Errorf("fetching Rekor's keys (TUF): %w", err)
+	}
+	if co.CTLogPubKeys, err = cosign.GetCTLogPubs(ctx); err != nil {
+		return fmt.Errorf("fetching the CT log's keys (TUF): %w", err)
 	}
 	return nil
 }
 
 // explainVerify turns cosign's errors into what a person can act on.
-func explainVerify(err error) string {
+func explainVerify(err error, keyless bool) string {
 	var noSigs *cosign.ErrNoSignaturesFound
 	var noMatch *cosign.ErrNoMatchingSignatures
 	switch {
@@ -124,8 +178,11 @@ func explainVerify(err error) string {
 		return "the artifact is not signed"
 	case errors.As(err, &noMatch):
 		msg := err.Error()
-		if strings.Contains(msg, "digest") || strings.Contains(msg, "claim") {
+		switch {
+		case strings.Contains(msg, "digest") || strings.Contains(msg, "claim"):
 			return "no signature's payload names this digest (a signature of another artifact?): " + msg
+		case keyless:
+			return "no signature whose certificate chains to the roots and names the required identity and issuer: " + msg
 		}
 		return "no signature made by the given key: " + msg
 	}

@@ -278,10 +278,30 @@ func Load(args []string, env map[string]string, usage io.Writer) (*Config, error
 	switch str("verify") {
 	case "":
 	case "cosign":
-		if str("cosign-public-key") == "" {
-			bad("verify", "cosign needs cosign-public-key (keyless verification is not available yet)")
+		v := &artifact.VerifyOptions{PublicKeyRef: str("cosign-public-key"),
+			Identity: str("certificate-identity"), IdentityRegexp: str("certificate-identity-regexp"),
+			Issuer: str("certificate-oidc-issuer"), IssuerRegexp: str("certificate-oidc-issuer-regexp")}
+		if v.PublicKeyRef == "" {
+			if v.Identity == "" && v.IdentityRegexp == "" {
+				bad("certificate-identity", "keyless verification (verify: cosign without cosign-public-key) needs certificate-identity or certificate-identity-regexp")
+			}
+			if v.Issuer == "" && v.IssuerRegexp == "" {
+				bad("certificate-oidc-issuer", "keyless verification needs certificate-oidc-issuer or certificate-oidc-issuer-regexp")
+			}
+			for _, name := range []string{"certificate-identity-regexp", "certificate-oidc-issuer-regexp"} {
+				if _, err := regexp.Compile(str(name)); err != nil {
+					bad(name, "%v", err)
+				}
+			}
+			if p := str("certificate-roots"); p != "" {
+				b, err := os.ReadFile(p)
+				if err != nil {
+					bad("certificate-roots", "%v", err)
+				}
+				v.RootsPEM = b
+			}
 		}
-		c.Verify = &artifact.VerifyOptions{PublicKeyRef: str("cosign-public-key")}
+		c.Verify = v
 	default:
 		bad("verify", "%q is not cosign or empty", str("verify"))
 	}

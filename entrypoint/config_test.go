@@ -166,3 +166,37 @@ func TestHolderIsUniquePerRun(t *testing.T) {
 		t.Errorf("holder %q does not link the workflow run", a)
 	}
 }
+
+func TestSigningInputs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	base := []string{"push", "--path=" + dir, "--artifact=oci://127.0.0.1:5000/acme/app:v1"}
+	// Keyless signing needs the CI's OIDC identity.
+	if _, err := Load(append(base, "--sign=cosign"), nil, io.Discard); err == nil || !strings.Contains(err.Error(), "id-token: write") {
+		t.Errorf("keyless without OIDC: %v", err)
+	}
+	oidc := map[string]string{"ACTIONS_ID_TOKEN_REQUEST_URL": "https://example/token", "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "req-token"}
+	c, err := Load(append(base, "--sign=cosign"), oidc, io.Discard)
+	if err != nil || c.Sign == nil || c.Sign.KeyRef != "" || c.Sign.FulcioURL != "https://fulcio.sigstore.dev" {
+		t.Errorf("keyless with OIDC: %+v, %v", c, err)
+	}
+	found := false
+	for _, s := range c.Secrets {
+		found = found || s == "req-token"
+	}
+	if !found {
+		t.Error("the OIDC request token is not masked")
+	}
+	// Keyless verification needs identity and issuer.
+	_, err = Load([]string{"apply", "--artifact=oci://127.0.0.1:5000/acme/app:v1", "--inventory=x", "--verify=cosign"}, nil, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "certificate-identity") || !strings.Contains(err.Error(), "certificate-oidc-issuer") {
+		t.Errorf("keyless verify without identity: %v", err)
+	}
+	if _, err := Load([]string{"apply", "--artifact=oci://127.0.0.1:5000/acme/app:v1", "--inventory=x", "--verify=cosign",
+		"--certificate-identity-regexp=^https://github.com/acme/", "--certificate-oidc-issuer=https://token.actions.githubusercontent.com"}, nil, io.Discard); err != nil {
+		t.Errorf("keyless verify: %v", err)
+	}
+	if _, err := Load(append(base, "--sign=gpg"), nil, io.Discard); err == nil || !strings.Contains(err.Error(), `"gpg" is not cosign or empty`) {
+		t.Errorf("unknown signer: %v", err)
+	}
+}
