@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -313,4 +314,90 @@ func TestSOPSSecretApplied(t *testing.T) {
 	if strings.Contains(r.stderr+r.stdout, "canary-e2e-sops") || strings.Contains(r.stderr, id.String()) {
 		t.Error("the secret value or the key was printed")
 	}
+}
+
+// Tag, list and inspect against the real registry; then the refusals that
+// need a tampering registry: the verified tag moved to another artifact,
+// and one byte of the stored layer flipped. Nothing reaches the cluster.
+func TestTamperingIsRefusedAndNothingWritten(t *testing.T) {
+	t.Parallel()
+	env.Require(t)
+	ns := env.Namespace(t)
+	r, err := registry.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	creds := []string{"--registry-username=" + r.Username, "--registry-password=" + r.Password}
+	kp, err := cosign.GenerateKeyPair(func(bool) ([]byte, error) { return []byte("pw"), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := t.TempDir()
+	writeFile(t, filepath.Join(keys, "cosign.key"), string(kp.PrivateBytes))
+	writeFile(t, filepath.Join(keys, "cosign.pub"), string(kp.PublicBytes))
+	sign := []string{"--sign=cosign", "--cosign-key=" + filepath.Join(keys, "cosign.key"), "--cosign-password=pw"}
+	verify := []string{"--verify=cosign", "--cosign-public-key=" + filepath.Join(keys, "cosign.pub"), "--inventory=tamper", "--inventory-namespace=" + ns}
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.yaml"), configMap(ns, "tampered"))
+	repo := "oci://" + r.Host + "/acme/app"
+
+	good := gantryAuth(t, append(creds, sign...), "push", "--path="+dir, "--artifact="+repo+":1.0.0", "--revision=good")
+	if good.code != 0 {
+		t.Fatalf("push: %s", good.stderr)
+	}
+	evil := gantryAuth(t, creds, "push", "--path="+dir, "--artifact="+repo+":evil", "--revision=evil")
+	if evil.code != 0 {
+		t.Fatalf("push: %s", evil.stderr)
+	}
+	// tag and list against the real registry.
+	if r := gantryAuth(t, creds, "tag", "--artifact="+repo+":1.0.0", "--tags=stable"); r.code != 0 || !strings.Contains(r.stdout, "tagged") {
+		t.Fatalf("tag: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	list := gantryAuth(t, creds, "list", "--artifact="+repo, "--semver=>=1.0.0")
+	if list.code != 0 || !strings.HasPrefix(list.stdout, "1.0.0\t"+good.res.Artifact.Digest) || strings.Contains(list.stdout, "evil") {
+		t.Errorf("list: exit %d\n%s%s", list.code, list.stdout, list.stderr)
+	}
+	if r := gantryAuth(t, creds, "inspect", "--artifact="+repo+":stable"); r.code != 0 || !strings.Contains(r.stdout, "flux format:  true") {
+		t.Errorf("inspect: exit %d\n%s", r.code, r.stdout)
+	}
+
+	assertNothing := func(what string) {
+		t.Helper()
+		if _, err := env.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), "tampered", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("%s: ConfigMap written: %v", what, err)
+		}
+	}
+	// The verified tag moved to the unsigned artifact.
+	if r := gantryAuth(t, creds, "tag", "--artifact="+repo+":evil", "--tags=stable"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	moved := gantryAuth(t, append(creds, verify...), "apply", "--artifact="+repo+":stable")
+	if moved.code != entrypoint.ExitFailed || !strings.Contains(moved.stderr, "the artifact is not signed") {
+		t.Errorf("moved tag: exit %d\n%s", moved.code, moved.stderr)
+	}
+	assertNothing("moved tag")
+
+	// One byte of the signed artifact's stored layer flipped.
+	in := gantryAuth(t, creds, "inspect", "--artifact="+repo+":1.0.0")
+	var layer string
+	for _, l := range strings.Split(in.stdout, "\n") {
+		if f := strings.Fields(l); len(f) >= 3 && f[0] == "layer:" {
+			layer = f[2]
+		}
+	}
+	blob := r.BlobPath(layer)
+	b, err := os.ReadFile(blob)
+	if err != nil {
+		t.Fatalf("layer %q: %v", layer, err)
+	}
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(blob, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	flipped := gantryAuth(t, append(creds, verify...), "apply", "--artifact="+repo+":1.0.0")
+	if flipped.code != entrypoint.ExitFailed || !strings.Contains(flipped.stderr, "does not match its digest") {
+		t.Errorf("flipped byte: exit %d\n%s", flipped.code, flipped.stderr)
+	}
+	assertNothing("flipped byte")
 }

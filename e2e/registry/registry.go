@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -129,6 +130,13 @@ auth:
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// BlobPath is where the registry stores a blob (sha256:...), so a test
+// can tamper with what it serves.
+func (r *Registry) BlobPath(digest string) string {
+	hex := strings.TrimPrefix(digest, "sha256:")
+	return filepath.Join(r.dir, "data", "docker", "registry", "v2", "blobs", "sha256", hex[:2], hex, "data")
 }
 
 // Stop ends the registry and removes its storage.
