@@ -19,6 +19,10 @@ require (
 	github.com/sigstore/fulcio v1.8.4
 	github.com/sigstore/rekor v1.4.3
 	github.com/sigstore/sigstore v1.10.3
+	github.com/sigstore/sigstore/pkg/signature/kms/aws v1.10.3
+	github.com/sigstore/sigstore/pkg/signature/kms/azure v1.10.3
+	github.com/sigstore/sigstore/pkg/signature/kms/gcp v1.10.3
+	github.com/sigstore/sigstore/pkg/signature/kms/hashivault v1.10.3
 	gitlab.com/gitlab-org/api/client-go v1.46.0
 	golang.org/x/crypto v0.58.0
 	golang.org/x/mod v0.42.0
@@ -172,6 +176,7 @@ require (
 	github.com/in-toto/in-toto-golang v0.9.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/jedisct1/go-minisign v0.0.0-20230811132847-661be99b8267 // indirect
+	github.com/jellydator/ttlcache/v3 v3.4.0 // indirect
 	github.com/json-iterator/go v1.1.13-0.20220915233716-71ac16282d12 // indirect
 	github.com/klauspost/compress v1.19.2 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
@@ -189,6 +194,7 @@ require (
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/monochromegane/go-gitignore v0.0.0-20200626010858-205db1a8cc00 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/natefinch/atomic v1.0.1 // indirect
 	github.com/nozzle/throttler v0.0.0-20180817012639-2ea982251481 // indirect
 	github.com/oklog/ulid v1.3.1 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect

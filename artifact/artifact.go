@@ -25,6 +25,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	ociremote "github.com/sigstore/cosign/v2/pkg/oci/remote"
 )
 
 // ManifestsFile is the one file in an artifact's layer: the built objects
@@ -473,6 +474,11 @@ type Inspection struct {
 	URL, Digest, MediaType, ConfigMediaType string
 	Annotations                             map[string]string
 	Layers                                  []Layer
+	// Signatures counts the cosign signatures stored for the digest.
+	Signatures int
+	// Verification is set when the client verifies: nil error means the
+	// signature verified.
+	Verification *error
 }
 
 // Inspect reads an artifact's manifest.
@@ -498,6 +504,18 @@ func (c *Client) Inspect(ctx context.Context, ref string) (*Inspection, error) {
 	}
 	for _, l := range m.Layers {
 		in.Layers = append(in.Layers, Layer{MediaType: string(l.MediaType), Digest: l.Digest.String(), Size: l.Size})
+	}
+	digest := r.Context().Digest(desc.Digest.String())
+	if se, err := ociremote.SignedEntity(digest, c.remoteOptions(ctx)); err == nil {
+		if sigs, err := se.Signatures(); err == nil {
+			if list, err := sigs.Get(); err == nil {
+				in.Signatures = len(list)
+			}
+		}
+	}
+	if c.verifyOpts != nil {
+		err := c.verify(ctx, digest)
+		in.Verification = &err
 	}
 	return in, nil
 }

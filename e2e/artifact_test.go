@@ -358,8 +358,11 @@ func TestTamperingIsRefusedAndNothingWritten(t *testing.T) {
 	if list.code != 0 || !strings.HasPrefix(list.stdout, "1.0.0\t"+good.res.Artifact.Digest) || strings.Contains(list.stdout, "evil") {
 		t.Errorf("list: exit %d\n%s%s", list.code, list.stdout, list.stderr)
 	}
-	if r := gantryAuth(t, creds, "inspect", "--artifact="+repo+":stable"); r.code != 0 || !strings.Contains(r.stdout, "flux format:  true") {
+	if r := gantryAuth(t, creds, "inspect", "--artifact="+repo+":stable"); r.code != 0 || !strings.Contains(r.stdout, "flux format:  true") || !strings.Contains(r.stdout, "signatures:   1") {
 		t.Errorf("inspect: exit %d\n%s", r.code, r.stdout)
+	}
+	if r := gantryAuth(t, append(creds, "--verify=cosign", "--cosign-public-key="+filepath.Join(keys, "cosign.pub")), "inspect", "--artifact="+repo+":evil"); r.code != 0 || !strings.Contains(r.stdout, "signatures:   0") || !strings.Contains(r.stdout, "verified:     no (") {
+		t.Errorf("inspect with verify: exit %d\n%s", r.code, r.stdout)
 	}
 
 	assertNothing := func(what string) {

@@ -66,6 +66,14 @@ func runArtifact(ctx context.Context, cfg *Config, client *artifact.Client, stdo
 		for _, l := range in.Layers {
 			fmt.Fprintf(stdout, "layer:        %s %s (%d bytes)\n", l.MediaType, l.Digest, l.Size)
 		}
+		fmt.Fprintf(stdout, "signatures:   %d\n", in.Signatures)
+		if in.Verification != nil {
+			if *in.Verification == nil {
+				fmt.Fprintf(stdout, "verified:     yes\n")
+			} else {
+				fmt.Fprintf(stdout, "verified:     no (%v)\n", *in.Verification)
+			}
+		}
 		flux := in.ConfigMediaType == artifact.ConfigMediaType && len(in.Layers) == 1 && strings.HasPrefix(in.Layers[0].MediaType, artifact.ContentMediaType)
 		fmt.Fprintf(stdout, "flux format:  %v\n", flux)
 	}

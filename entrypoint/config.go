@@ -427,6 +427,8 @@ func Load(args []string, env map[string]string, usage io.Writer) (*Config, error
 		}
 	}
 	switch {
+	case str("source") != "":
+		c.Source = str("source")
 	case env["GITHUB_SERVER_URL"] != "" && env["GITHUB_REPOSITORY"] != "":
 		c.Source = env["GITHUB_SERVER_URL"] + "/" + env["GITHUB_REPOSITORY"]
 	case env["CI_PROJECT_URL"] != "":

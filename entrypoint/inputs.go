@@ -67,5 +67,6 @@ var Inputs = []Input{
 	{Name: "gitlab-token", Secret: true, Description: "Project or group access token (api scope) for the merge request note; CI_JOB_TOKEN cannot post notes. The API is CI_API_V4_URL."},
 	{Name: "dotenv", Description: "Write the scalar outputs as a dotenv file (GANTRY_<OUTPUT>=value) for artifacts:reports:dotenv. Default on GitLab: gantry.env; elsewhere none."},
 	{Name: "tekton-results", Description: "Directory for Tekton step results. Default: /tekton/results when it exists."},
+	{Name: "source", Description: "Where the configuration comes from, recorded in the inventory and in artifacts (org.opencontainers.image.source). Default: the repository URL on GitHub and GitLab, else path."},
 	{Name: "revision", Description: "The revision being deployed, recorded in the inventory. Default: GITHUB_SHA or CI_COMMIT_SHA."},
 }
