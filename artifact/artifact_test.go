@@ -15,6 +15,7 @@ import (
 
 	"github.com/fluxcd/pkg/oci"
 	"github.com/google/go-containerregistry/pkg/crane"
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 )
 
@@ -214,5 +215,28 @@ func TestRefusals(t *testing.T) {
 	// The right credentials work.
 	if _, err := New(Options{Username: "ci", Password: "s3cret"}).Push(ctx, "oci://"+authed+"/acme/app:v1", []byte(manifests), Meta{}, nil); err != nil {
 		t.Errorf("with credentials: %v", err)
+	}
+}
+
+// On GitHub, the workflow token authenticates to ghcr.io, and only there.
+func TestGHCRUsesTheWorkflowToken(t *testing.T) {
+	t.Parallel()
+	kc := ghcr("ghs_workflowtoken")
+	for host, want := range map[string]bool{"ghcr.io": true, "registry.example.com": false} {
+		reg, err := name.NewRegistry(host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		auth, err := kc.Resolve(reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := auth.Authorization()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.Password == "ghs_workflowtoken"; got != want {
+			t.Errorf("%s: token used %v, want %v", host, got, want)
+		}
 	}
 }
