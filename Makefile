@@ -12,7 +12,7 @@ KUBE_BINS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-sc
 AGE_BINS  := $(BIN)/age $(BIN)/age-keygen
 TOOLS     := $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/kwok-stages.yaml $(AGE_BINS) $(BIN)/cosign $(BIN)/sops
 
-.PHONY: all build tools test test-short demo cluster docs lint clean help
+.PHONY: all build image tools test test-short demo cluster docs lint clean help
 
 all: build
 
@@ -52,6 +52,11 @@ $(BIN)/kwok-stages.yaml: hack/tools/kwok/go.mod hack/tools/kwok/go.sum hack/tool
 	@mkdir -p $(BIN)
 	cd hack/tools/kwok && $(GO) run ./stages > $@.tmp && mv $@.tmp $@
 
+## image: the container image as a tarball (docker load accepts it), built without a Docker engine
+image:
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/linux-amd64/gantry .
+	$(GO) run ./hack/image -binary dist/linux-amd64/gantry -out dist/gantry-image.tar -tag ghcr.io/gantry-dev/gantry:$(VERSION) -version $(VERSION)
+
 ## test: every test, the cluster tests against the local control plane
 test: tools
 	$(GO) test -count=1 -timeout 40m ./...
@@ -78,7 +83,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist
 
 help:
 	@grep -E '^## ' Makefile | sed 's/^## /  /'
