@@ -10,7 +10,7 @@ export GANTRY_BIN_DIR := $(BIN)
 
 KUBE_BINS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kubectl
 AGE_BINS  := $(BIN)/age $(BIN)/age-keygen
-TOOLS     := $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/kwok-stages.yaml $(AGE_BINS) $(BIN)/cosign $(BIN)/sops
+TOOLS     := $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/kwok-stages.yaml $(AGE_BINS) $(BIN)/cosign $(BIN)/sops $(BIN)/actionlint
 
 .PHONY: all build image tools test test-short demo cluster docs lint clean help
 
@@ -20,7 +20,7 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/gantry .
 
-## tools: the local control plane (Kubernetes v1.36.3, etcd, kwok) the interop CLIs (age, cosign, sops) from the Go module proxy, and a registry server (Debian docker-registry), into bin/
+## tools: the local control plane (Kubernetes v1.36.3, etcd, kwok) the interop CLIs (age, cosign, sops), actionlint from the Go module proxy, and a registry server (Debian docker-registry), into bin/
 tools: $(TOOLS)
 	@hack/install-registry.sh
 
@@ -47,6 +47,9 @@ $(BIN)/cosign: hack/tools/cosign/go.mod hack/tools/cosign/go.sum
 
 $(BIN)/sops: hack/tools/sops/go.mod hack/tools/sops/go.sum
 	cd hack/tools/sops && $(GO) build -trimpath -ldflags '-s -w' -o $@ github.com/getsops/sops/v3/cmd/sops
+
+$(BIN)/actionlint: hack/tools/actionlint/go.mod hack/tools/actionlint/go.sum
+	cd hack/tools/actionlint && $(GO) build -trimpath -ldflags '-s -w' -o $@ github.com/rhysd/actionlint/cmd/actionlint
 
 $(BIN)/kwok-stages.yaml: hack/tools/kwok/go.mod hack/tools/kwok/go.sum hack/tools/kwok/stages/main.go
 	@mkdir -p $(BIN)
@@ -77,9 +80,10 @@ demo: tools build
 docs:
 	$(GO) run ./hack/gendocs
 
-## lint: vet and formatting
-lint:
+## lint: vet, formatting, and actionlint on the workflows
+lint: $(BIN)/actionlint
 	$(GO) vet ./...
+	$(BIN)/actionlint .github/workflows/*.yaml
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 clean:
