@@ -10,7 +10,7 @@ export GANTRY_BIN_DIR := $(BIN)
 
 KUBE_BINS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kubectl
 AGE_BINS  := $(BIN)/age $(BIN)/age-keygen
-TOOLS     := $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/kwok-stages.yaml $(AGE_BINS) $(BIN)/cosign $(BIN)/sops $(BIN)/actionlint
+TOOLS     := $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/kwok-stages.yaml $(AGE_BINS) $(BIN)/cosign $(BIN)/sops $(BIN)/actionlint $(BIN)/tektoncheck
 
 .PHONY: all build image tools test test-short demo cluster docs lint clean help
 
@@ -20,7 +20,7 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/gantry .
 
-## tools: the local control plane (Kubernetes v1.36.3, etcd, kwok) the interop CLIs (age, cosign, sops), actionlint from the Go module proxy, and a registry server (Debian docker-registry), into bin/
+## tools: the local control plane (Kubernetes v1.36.3, etcd, kwok) the interop CLIs (age, cosign, sops), actionlint, tektoncheck from the Go module proxy, and a registry server (Debian docker-registry), into bin/
 tools: $(TOOLS)
 	@hack/install-registry.sh
 
@@ -50,6 +50,9 @@ $(BIN)/sops: hack/tools/sops/go.mod hack/tools/sops/go.sum
 
 $(BIN)/actionlint: hack/tools/actionlint/go.mod hack/tools/actionlint/go.sum
 	cd hack/tools/actionlint && $(GO) build -trimpath -ldflags '-s -w' -o $@ github.com/rhysd/actionlint/cmd/actionlint
+
+$(BIN)/tektoncheck: hack/tools/tektoncheck/go.mod hack/tools/tektoncheck/go.sum hack/tools/tektoncheck/main.go
+	cd hack/tools/tektoncheck && $(GO) build -trimpath -ldflags '-s -w' -o $@ .
 
 $(BIN)/kwok-stages.yaml: hack/tools/kwok/go.mod hack/tools/kwok/go.sum hack/tools/kwok/stages/main.go
 	@mkdir -p $(BIN)

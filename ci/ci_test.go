@@ -1,0 +1,165 @@
+// Package ci holds gantry's templates for other CI systems (GitLab,
+// Tekton); its tests check them, and the GitHub workflows, with the tools
+// the platforms themselves use.
+package ci
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gantry-dev/gantry/e2e/cluster"
+	"github.com/gantry-dev/gantry/entrypoint"
+	"github.com/gantry-dev/gantry/reporters"
+)
+
+func tool(t *testing.T, name string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs " + name + " built by make tools")
+	}
+	p, err := cluster.Tool(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestWorkflowsPassActionlint(t *testing.T) {
+	t.Parallel()
+	files, _ := filepath.Glob("../.github/workflows/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no workflows")
+	}
+	out, err := exec.Command(tool(t, "actionlint"), files...).CombinedOutput()
+	if err != nil {
+		t.Errorf("actionlint: %v\n%s", err, out)
+	}
+}
+
+type task struct {
+	Spec struct {
+		Params []struct {
+			Name    string `json:"name"`
+			Default string `json:"default"`
+		} `json:"params"`
+		Results []struct {
+			Name string `json:"name"`
+		} `json:"results"`
+		Steps []struct {
+			Env []struct {
+				Name  string `json:"name"`
+				Value string `json:"value"`
+			} `json:"env"`
+		} `json:"steps"`
+	} `json:"spec"`
+}
+
+func TestTektonTask(t *testing.T) {
+	t.Parallel()
+	const path = "tekton/gantry-task.yaml"
+	if out, err := exec.Command(tool(t, "tektoncheck"), path).CombinedOutput(); err != nil {
+		t.Fatalf("tektoncheck: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tk task
+	if err := yaml.Unmarshal(b, &tk); err != nil {
+		t.Fatal(err)
+	}
+	var results []string
+	for _, r := range tk.Spec.Results {
+		results = append(results, r.Name)
+	}
+	if diff := cmp.Diff(reporters.TektonResultNames, results); diff != "" {
+		t.Errorf("results (-written by gantry +declared):\n%s", diff)
+	}
+	// Every param is an input, with its default, passed as GANTRY_<INPUT>
+	// from the param and nothing else (never substituted into a script).
+	defaults := map[string]string{}
+	for _, in := range entrypoint.Inputs {
+		defaults[in.Name] = in.Default
+	}
+	env := map[string]string{}
+	for _, e := range tk.Spec.Steps[0].Env {
+		env[e.Name] = e.Value
+	}
+	for _, p := range tk.Spec.Params {
+		if p.Name == "secret-name" {
+			continue
+		}
+		d, ok := defaults[p.Name]
+		if !ok {
+			t.Errorf("param %s is not a gantry input", p.Name)
+			continue
+		}
+		if p.Default != d {
+			t.Errorf("param %s defaults to %q, the input to %q", p.Name, p.Default, d)
+		}
+		key := "GANTRY_" + strings.ToUpper(strings.ReplaceAll(p.Name, "-", "_"))
+		if env[key] != "$(params."+p.Name+")" {
+			t.Errorf("param %s reaches the step as %s=%q", p.Name, key, env[key])
+		}
+	}
+	for _, in := range entrypoint.Inputs {
+		if in.Secret {
+			if _, ok := env["GANTRY_"+strings.ToUpper(strings.ReplaceAll(in.Name, "-", "_"))]; ok {
+				t.Errorf("secret input %s is a param; it must come from the Secret", in.Name)
+			}
+		}
+	}
+}
+
+// GitLab's predefined variables the template uses, from GitLab's
+// documentation.
+var gitlabPredefined = map[string]bool{"CI_PIPELINE_SOURCE": true, "CI_COMMIT_BRANCH": true, "CI_DEFAULT_BRANCH": true}
+
+func TestGitLabTemplate(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("gitlab/gantry.gitlab-ci.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("not valid YAML: %v", err)
+	}
+	for _, job := range []string{".gantry", "gantry-diff", "gantry-apply"} {
+		if _, ok := doc[job]; !ok {
+			t.Errorf("no job %s", job)
+		}
+	}
+	if !strings.Contains(string(b), "dotenv: gantry.env") {
+		t.Error("the dotenv report is not wired")
+	}
+	inputs := map[string]bool{"KUBECONFIG": true}
+	for _, in := range entrypoint.Inputs {
+		inputs[in.GantryEnvName()] = true
+	}
+	// Variables referenced outside comments.
+	var code strings.Builder
+	for _, l := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "#") {
+			code.WriteString(l + "\n")
+		}
+	}
+	var unknown []string
+	for _, m := range regexp.MustCompile(`\$\{?([A-Z_][A-Z0-9_]*)`).FindAllStringSubmatch(code.String(), -1) {
+		if !gitlabPredefined[m[1]] && !inputs[m[1]] {
+			unknown = append(unknown, m[1])
+		}
+	}
+	sort.Strings(unknown)
+	if len(unknown) > 0 {
+		t.Errorf("undocumented variables: %v", unknown)
+	}
+}
