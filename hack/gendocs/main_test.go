@@ -1,0 +1,18 @@
+package main
+
+import (
+	"os"
+	"testing"
+)
+
+// docs/reference.md is what make docs writes.
+func TestReferenceIsCurrent(t *testing.T) {
+	t.Parallel()
+	got, err := os.ReadFile("../../docs/reference.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != Reference() {
+		t.Error("docs/reference.md is stale: run make docs")
+	}
+}
