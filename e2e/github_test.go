@@ -281,6 +281,17 @@ func TestGitHubActionRunnerEnvironment(t *testing.T) {
 	}
 	firstReport := readAll(t, filepath.Join(ws, outs["report"]))
 
+	// A diff, as on a pull request: no changes, exit 0; with
+	// detailed-exitcode and a change pending, exit 3 and the comment says so.
+	if d := run(map[string]string{"INPUT_COMMAND": "diff", "INPUT_DETAILED-EXITCODE": "true"}); d.code != 0 || !strings.Contains(d.stderr, "gantry diff: ReconciliationSucceeded") {
+		t.Errorf("diff without changes: exit %d\n%s", d.code, d.stderr)
+	}
+	replaceInFile(t, filepath.Join(deploy, "app.yaml"), "replicas: 1", "replicas: 2")
+	if d := run(map[string]string{"INPUT_COMMAND": "diff", "INPUT_DETAILED-EXITCODE": "true"}); d.code != 3 || !strings.Contains(gh.Comments()[0].Body, "change pending") {
+		t.Errorf("diff with a change: exit %d\n%s", d.code, d.stderr)
+	}
+	replaceInFile(t, filepath.Join(deploy, "app.yaml"), "replicas: 2", "replicas: 1")
+
 	// A change updates the same comment; a failure annotates the file.
 	replaceInFile(t, filepath.Join(deploy, "app.yaml"), "greeting: hello", "greeting: hi")
 	if second := run(nil); second.code != 0 {
@@ -294,8 +305,8 @@ func TestGitHubActionRunnerEnvironment(t *testing.T) {
 	if !strings.Contains(third.stderr, "::error file=deploy/bad.yaml,title=Service/"+ns+"/bad failed::") {
 		t.Errorf("no annotation on deploy/bad.yaml:\n%s", third.stderr)
 	}
-	if got := strings.Join(gh.Writes(), ", "); got != "POST 1, PATCH 1, PATCH 1" {
-		t.Errorf("comment writes %q, want one comment updated twice", got)
+	if got := strings.Join(gh.Writes(), ", "); got != "POST 1, PATCH 1, PATCH 1, PATCH 1, PATCH 1" {
+		t.Errorf("comment writes %q, want one comment, updated by each later run", got)
 	}
 	comments := gh.Comments()
 	if len(comments) != 1 || !strings.Contains(comments[0].Body, "ValidationFailed") || !strings.Contains(comments[0].Body, "Service/"+ns+"/bad") {
