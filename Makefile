@@ -12,7 +12,7 @@ KUBE_BINS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-sc
 AGE_BINS  := $(BIN)/age $(BIN)/age-keygen
 TOOLS     := $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/kwok-stages.yaml $(AGE_BINS) $(BIN)/cosign $(BIN)/sops $(BIN)/actionlint $(BIN)/tektoncheck
 
-.PHONY: all build image tools test test-short demo cluster docs lint clean help
+.PHONY: all bench build image tools test test-short demo cluster docs lint clean help
 
 all: build
 
@@ -62,6 +62,10 @@ $(BIN)/kwok-stages.yaml: hack/tools/kwok/go.mod hack/tools/kwok/go.sum hack/tool
 image:
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/linux-amd64/gantry .
 	$(GO) run ./hack/image -binary dist/linux-amd64/gantry -out dist/gantry-image.tar -tag ghcr.io/gantry-dev/gantry:$(VERSION) -version $(VERSION)
+
+## bench: gantry against kubectl and the floor on a local control plane (see BENCHMARKS.md)
+bench: tools build
+	$(GO) run ./e2e/bench $(BENCH_FLAGS)
 
 ## test: every test, the cluster tests against the local control plane
 test: tools

@@ -71,11 +71,12 @@ func RESTConfig(opts Options) (*rest.Config, error) {
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + strings.Replace(opts.ServiceAccount, "/", ":", 1)}
 	}
 	// client-go's defaults (5 QPS, burst 10) cap a 1000-object apply at
-	// minutes. The API server's own priority and fairness protects it; the
-	// client only needs to stop a runaway loop.
-	n := max(opts.Concurrency, 1)
-	cfg.QPS = float32(max(50, 20*n))
-	cfg.Burst = max(100, 40*n)
+	// minutes, and any token bucket becomes the bottleneck of a concurrent
+	// apply (measured: 320 QPS made a no-op of 1000 objects 8x slower than
+	// the raw requests). The limit gantry sets is the concurrency: at most
+	// that many requests in flight, each stage's workers bounded by it;
+	// the API server's priority and fairness protects the server.
+	cfg.QPS, cfg.Burst = -1, 0
 	cfg.UserAgent = "gantry"
 	return cfg, nil
 }

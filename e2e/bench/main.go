@@ -1,0 +1,297 @@
+// Command bench measures gantry against kubectl and against the floor (a
+// minimal concurrent client that sends only the requests a scenario needs)
+// on one local control plane, side by side, and prints the medians and
+// their ratios as a Markdown table. Absolute times drift on shared
+// machines; the ratios, measured in the same run, are what to compare.
+//
+//	make bench                       # builds gantry and the tools first
+//	go run ./e2e/bench -objects 1000 -reps 3 -kubectl-reps 1
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/gantry-dev/gantry/e2e/cluster"
+)
+
+type bench struct {
+	objects, reps, kubectlReps, workers int
+	gantry, kubectl                     string
+	kubeconfig                          string
+	client                              kubernetes.Interface
+	work                                string
+	nsSeq                               int
+}
+
+func main() {
+	b := &bench{}
+	flag.IntVar(&b.objects, "objects", 1000, "ConfigMaps per scenario")
+	flag.IntVar(&b.reps, "reps", 3, "repetitions for gantry and the floor")
+	flag.IntVar(&b.kubectlReps, "kubectl-reps", 1, "repetitions for kubectl (slow)")
+	flag.IntVar(&b.workers, "workers", 16, "concurrent workers of the floor")
+	flag.Parse()
+	if err := b.run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func (b *bench) run() error {
+	ctx := context.Background()
+	var err error
+	if b.gantry, err = cluster.Tool("gantry"); err != nil {
+		return err
+	}
+	if b.kubectl, err = cluster.Tool("kubectl"); err != nil {
+		return err
+	}
+	c, err := (&cluster.Local{}).Start(ctx, cluster.Options{Name: "bench"})
+	if err != nil {
+		return err
+	}
+	defer c.Stop(context.Background())
+	b.kubeconfig = c.Kubeconfig
+	cfg := rest.CopyConfig(c.RESTConfig)
+	cfg.QPS, cfg.Burst = -1, 0 // the floor is not rate limited on the client
+	if b.client, err = kubernetes.NewForConfig(cfg); err != nil {
+		return err
+	}
+	if b.work, err = os.MkdirTemp("", "gantry-bench-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(b.work)
+
+	fmt.Fprintf(os.Stderr, "bench: %d objects, %d reps (kubectl %d), floor with %d workers\n", b.objects, b.reps, b.kubectlReps, b.workers)
+	var rows []row
+	rows = append(rows, b.applyScenarios(ctx)...)
+	rows = append(rows, b.versionStartup())
+	printTable(rows, b)
+	return nil
+}
+
+// row is one scenario's medians.
+type row struct {
+	name                 string
+	gantry, kubectl, flr time.Duration
+	floorName            string
+	target               string
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+// manifests writes n ConfigMaps in ns as one YAML stream; changed marks
+// one of them as changed.
+func (b *bench) manifests(ns string, changed bool) (string, error) {
+	dir := filepath.Join(b.work, ns+fmt.Sprint(changed))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	var s strings.Builder
+	for i := range b.objects {
+		v := "v1"
+		if changed && i == 0 {
+			v = "v2"
+		}
+		fmt.Fprintf(&s, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-%04d\n  namespace: %s\ndata:\n  key: %s\n  payload: %s\n", i, ns, v, strings.Repeat("x", 200))
+	}
+	return dir, os.WriteFile(filepath.Join(dir, "configmaps.yaml"), []byte(s.String()), 0o644)
+}
+
+func (b *bench) namespace(ctx context.Context, tool string) (string, error) {
+	b.nsSeq++
+	ns := fmt.Sprintf("bench-%s-%d", tool, b.nsSeq)
+	_, err := b.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	return ns, err
+}
+
+func timed(f func() error) (time.Duration, error) {
+	start := time.Now()
+	err := f()
+	return time.Since(start), err
+}
+
+func (b *bench) exec(name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+b.kubeconfig)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		// diff exits 1 (kubectl) or 3 (gantry) when there are changes.
+		if ee, ok := err.(*exec.ExitError); ok && (ee.ExitCode() == 1 && strings.Contains(name, "kubectl") && args[0] == "diff" || ee.ExitCode() == 3) {
+			return nil
+		}
+		return fmt.Errorf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// floor applies the ConfigMaps with raw server-side-apply PATCHes from a
+// pool of workers, nothing else.
+func (b *bench) floor(ctx context.Context, ns string, changed bool) error {
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	for range b.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				v := "v1"
+				if changed && i == 0 {
+					v = "v2"
+				}
+				body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%04d","namespace":%q},"data":{"key":%q,"payload":%q}}`, i, ns, v, strings.Repeat("x", 200))
+				_, err := b.client.CoreV1().ConfigMaps(ns).Patch(ctx, fmt.Sprintf("cm-%04d", i), types.ApplyPatchType, []byte(body), metav1.PatchOptions{FieldManager: "floor", Force: ptr(true)})
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range b.objects {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	return firstErr
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// applyScenarios: first apply, no-op re-apply, one change, diff with one
+// change; for each tool in a namespace of its own per repetition.
+func (b *bench) applyScenarios(ctx context.Context) []row {
+	type times struct{ first, noop, change, diff []time.Duration }
+	var g, k, f times
+	must := func(err error) {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+	}
+	for rep := range b.reps {
+		// floor
+		ns, err := b.namespace(ctx, "floor")
+		must(err)
+		d, err := timed(func() error { return b.floor(ctx, ns, false) })
+		must(err)
+		f.first = append(f.first, d)
+		d, err = timed(func() error { return b.floor(ctx, ns, false) })
+		must(err)
+		f.noop = append(f.noop, d)
+
+		// gantry
+		ns, err = b.namespace(ctx, "gantry")
+		must(err)
+		dir, err := b.manifests(ns, false)
+		must(err)
+		changedDir, err := b.manifests(ns, true)
+		must(err)
+		args := func(cmd, path string) []string {
+			return []string{cmd, "--path=" + path, "--inventory=bench", "--inventory-namespace=" + ns, "--wait=false", "--timeout=5m"}
+		}
+		d, err = timed(func() error { return b.exec(b.gantry, args("apply", dir)...) })
+		must(err)
+		g.first = append(g.first, d)
+		d, err = timed(func() error { return b.exec(b.gantry, args("apply", dir)...) })
+		must(err)
+		g.noop = append(g.noop, d)
+		d, err = timed(func() error { return b.exec(b.gantry, append(args("diff", changedDir), "--detailed-exitcode")...) })
+		must(err)
+		g.diff = append(g.diff, d)
+		d, err = timed(func() error { return b.exec(b.gantry, args("apply", changedDir)...) })
+		must(err)
+		g.change = append(g.change, d)
+		fmt.Fprintf(os.Stderr, "bench: rep %d: floor %s/%s, gantry %s/%s/%s/%s\n", rep+1, f.first[rep], f.noop[rep], g.first[rep], g.noop[rep], g.diff[rep], g.change[rep])
+
+		if rep < b.kubectlReps {
+			ns, err = b.namespace(ctx, "kubectl")
+			must(err)
+			dir, err := b.manifests(ns, false)
+			must(err)
+			changedDir, err := b.manifests(ns, true)
+			must(err)
+			file := filepath.Join(dir, "configmaps.yaml")
+			changed := filepath.Join(changedDir, "configmaps.yaml")
+			d, err = timed(func() error { return b.exec(b.kubectl, "apply", "--server-side", "-f", file) })
+			must(err)
+			k.first = append(k.first, d)
+			d, err = timed(func() error { return b.exec(b.kubectl, "apply", "--server-side", "-f", file) })
+			must(err)
+			k.noop = append(k.noop, d)
+			d, err = timed(func() error { return b.exec(b.kubectl, "diff", "--server-side", "-f", changed) })
+			must(err)
+			k.diff = append(k.diff, d)
+			d, err = timed(func() error { return b.exec(b.kubectl, "apply", "--server-side", "-f", changed) })
+			must(err)
+			k.change = append(k.change, d)
+			fmt.Fprintf(os.Stderr, "bench: rep %d: kubectl %s/%s/%s/%s\n", rep+1, k.first[rep], k.noop[rep], k.diff[rep], k.change[rep])
+		}
+	}
+	n := fmt.Sprint(b.objects)
+	return []row{
+		{name: "first apply of " + n + " ConfigMaps", gantry: median(g.first), kubectl: median(k.first), flr: median(f.first), floorName: "concurrent SSA", target: "≤ 2.0 × floor, ≥ 15 × faster than kubectl"},
+		{name: "no-op re-apply of " + n, gantry: median(g.noop), kubectl: median(k.noop), flr: median(f.noop), floorName: "concurrent SSA, no change", target: "≤ 1.2 × no-op floor"},
+		{name: "one change in " + n, gantry: median(g.change), kubectl: median(k.change), flr: median(f.noop), floorName: "no-op floor", target: "≤ 1.3 × no-op floor"},
+		{name: "diff of " + n + " with one change", gantry: median(g.diff), kubectl: median(k.diff), flr: median(f.noop), floorName: "no-op floor", target: "≤ 1.3 × no-op floor, ≥ 3 × faster than kubectl diff"},
+	}
+}
+
+func (b *bench) versionStartup() row {
+	var ds []time.Duration
+	for range 21 {
+		d, err := timed(func() error { return exec.Command(b.gantry, "version").Run() })
+		if err == nil {
+			ds = append(ds, d)
+		}
+	}
+	return row{name: "`gantry version` start-up (21 runs)", gantry: median(ds), target: "≤ 50 ms"}
+}
+
+func ratio(a, b time.Duration) string {
+	if a == 0 || b == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", float64(a)/float64(b))
+}
+
+func fmtD(d time.Duration) string {
+	if d == 0 {
+		return "–"
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+func printTable(rows []row, b *bench) {
+	fmt.Printf("| scenario | gantry | floor | kubectl | gantry / floor | kubectl / gantry | target |\n|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Printf("| %s | %s | %s | %s | %s | %s | %s |\n", r.name, fmtD(r.gantry), fmtD(r.flr), fmtD(r.kubectl), ratio(r.gantry, r.flr), ratio(r.kubectl, r.gantry), r.target)
+	}
+	fmt.Printf("\nMedians of %d runs (kubectl: %d); floor: %d workers of raw server-side-apply PATCHes, no client rate limit.\n", b.reps, b.kubectlReps, b.workers)
+}
