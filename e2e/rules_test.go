@@ -327,3 +327,38 @@ func bindServiceAccount(t *testing.T, ns, name string, rules []rbacv1.PolicyRule
 		t.Fatal(err)
 	}
 }
+
+// Enough objects of one kind that the planner reads them with a LIST:
+// the re-apply writes nothing, one change writes exactly one object, and
+// an object missing from the LIST is created.
+func TestLargeGroupsAreListed(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	dir := t.TempDir()
+	for i := range 12 {
+		writeFile(t, filepath.Join(dir, fmt.Sprintf("cm-%02d.yaml", i)), configMap(ns, fmt.Sprintf("cm-%02d", i)))
+	}
+	args := []string{"apply", "--path=" + dir, "--inventory=listed", "--inventory-namespace=" + ns}
+	if r := gantry(t, args...); r.code != 0 || counts(t, r)[result.Created] != 12 {
+		t.Fatalf("first apply: exit %d %v\n%s", r.code, r.res.Counts(), r.stderr)
+	}
+	first := gantry(t, args...)
+	if c := counts(t, first); first.code != 0 || c[result.Unchanged] != 12 {
+		t.Fatalf("re-apply: %v\n%s", c, first.stderr)
+	}
+	before := resourceVersions(t, first)
+	replaceInFile(t, filepath.Join(dir, "cm-05.yaml"), "k: v1", "k: v2")
+	writeFile(t, filepath.Join(dir, "cm-99.yaml"), configMap(ns, "cm-99"))
+	r := gantry(t, args...)
+	c := counts(t, r)
+	if r.code != 0 || c[result.Configured] != 1 || c[result.Created] != 1 || c[result.Unchanged] != 11 {
+		t.Fatalf("one change and one new: %v\n%s", c, r.stderr)
+	}
+	after := resourceVersions(t, r)
+	for ref, rv := range before {
+		changed := strings.HasSuffix(ref, "/cm-05")
+		if (after[ref] != rv) != changed {
+			t.Errorf("%s: resourceVersion %s -> %s", ref, rv, after[ref])
+		}
+	}
+}

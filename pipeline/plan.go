@@ -105,6 +105,11 @@ type plan struct {
 type planner struct {
 	client client.Client
 	force  bool
+	// live holds objects read by LIST; listed says which kinds and
+	// namespaces were listed (an object of a listed group that is not in
+	// live does not exist).
+	live   map[objectKey]*unstructured.Unstructured
+	listed map[groupKey]bool
 	// inSet says which CRD group-kinds and namespaces the set itself
 	// creates, so objects depending on them are deferred, not failed.
 	crdKinds   map[schema.GroupKind]bool
@@ -124,9 +129,86 @@ func newPlanner(c client.Client, objects []*Object, force bool) *planner {
 	return p
 }
 
+type groupKey struct {
+	gvk       schema.GroupVersionKind
+	namespace string
+}
+
+type objectKey struct {
+	group groupKey
+	name  string
+}
+
+func keyOf(o *unstructured.Unstructured) objectKey {
+	return objectKey{groupKey{o.GroupVersionKind(), o.GetNamespace()}, o.GetName()}
+}
+
+// listThreshold is how many objects of one kind in one namespace make a
+// LIST cheaper than a GET each.
+const listThreshold = 8
+
+// prefetch reads the live objects of every large group with one LIST
+// instead of a GET per object. A LIST that fails (a kind whose CRD comes
+// with the set, an account that may get but not list) leaves its group to
+// the per-object GETs.
+func (p *planner) prefetch(ctx context.Context, objects []*Object, concurrency int) {
+	groups := map[groupKey]int{}
+	for _, o := range objects {
+		k := keyOf(o.Unstructured)
+		groups[k.group]++
+	}
+	p.live = map[objectKey]*unstructured.Unstructured{}
+	p.listed = map[groupKey]bool{}
+	var mu sync.Mutex
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(concurrency, 1))
+	for gk, n := range groups {
+		if n < listThreshold {
+			continue
+		}
+		g.Go(func() error {
+			list := &unstructured.UnstructuredList{}
+			list.SetGroupVersionKind(gk.gvk.GroupVersion().WithKind(gk.gvk.Kind + "List"))
+			var opts []client.ListOption
+			if gk.namespace != "" {
+				opts = append(opts, client.InNamespace(gk.namespace))
+			}
+			if err := p.client.List(ctx, list, opts...); err != nil {
+				return nil // fall back to GETs
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			p.listed[gk] = true
+			for i := range list.Items {
+				item := &list.Items[i]
+				item.SetGroupVersionKind(gk.gvk)
+				p.live[keyOf(item)] = item
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+}
+
+// get reads the live object, from the prefetched LIST when its group was
+// listed.
+func (p *planner) get(ctx context.Context, o *Object, into *unstructured.Unstructured) error {
+	k := keyOf(o.Unstructured)
+	if p.listed[k.group] {
+		live, ok := p.live[k]
+		if !ok {
+			return apierrors.NewNotFound(schema.GroupResource{Group: k.group.gvk.Group, Resource: k.group.gvk.Kind}, k.name)
+		}
+		live.DeepCopyInto(into)
+		return nil
+	}
+	return p.client.Get(ctx, client.ObjectKeyFromObject(o.Unstructured), into)
+}
+
 // planAll dry-runs every object concurrently and returns the plans in the
 // objects' order.
 func (p *planner) planAll(ctx context.Context, objects []*Object, concurrency int) []*plan {
+	p.prefetch(ctx, objects, concurrency)
 	plans := make([]*plan, len(objects))
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(concurrency, 1))
@@ -150,7 +232,7 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 
 	existing := &unstructured.Unstructured{}
 	existing.SetGroupVersionKind(o.GroupVersionKind())
-	err := p.client.Get(ctx, client.ObjectKeyFromObject(o.Unstructured), existing)
+	err := p.get(ctx, o, existing)
 	switch {
 	case err == nil:
 		pl.existing = existing
