@@ -190,19 +190,8 @@ func TestVerifiedArtifact(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	reg, creds := realRegistry(t)
-	keys := t.TempDir()
-	write := func(name string, password string) (string, string) {
-		kp, err := cosign.GenerateKeyPair(func(bool) ([]byte, error) { return []byte(password), nil })
-		if err != nil {
-			t.Fatal(err)
-		}
-		priv, pub := filepath.Join(keys, name+".key"), filepath.Join(keys, name+".pub")
-		writeFile(t, priv, string(kp.PrivateBytes))
-		writeFile(t, pub, string(kp.PublicBytes))
-		return priv, pub
-	}
-	priv, pub := write("ours", "pw")
-	otherPriv, _ := write("theirs", "pw")
+	priv, pub := cosignKeys(t, "pw")
+	otherPriv, _ := cosignKeys(t, "pw")
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "a.yaml"), configMap(ns, "verified"))
 	repo := "oci://" + reg + "/acme/signed"
@@ -329,15 +318,9 @@ func TestTamperingIsRefusedAndNothingWritten(t *testing.T) {
 	}
 	t.Cleanup(r.Stop)
 	creds := []string{"--registry-username=" + r.Username, "--registry-password=" + r.Password}
-	kp, err := cosign.GenerateKeyPair(func(bool) ([]byte, error) { return []byte("pw"), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := t.TempDir()
-	writeFile(t, filepath.Join(keys, "cosign.key"), string(kp.PrivateBytes))
-	writeFile(t, filepath.Join(keys, "cosign.pub"), string(kp.PublicBytes))
-	sign := []string{"--sign=cosign", "--cosign-key=" + filepath.Join(keys, "cosign.key"), "--cosign-password=pw"}
-	verify := []string{"--verify=cosign", "--cosign-public-key=" + filepath.Join(keys, "cosign.pub"), "--inventory=tamper", "--inventory-namespace=" + ns}
+	priv, pub := cosignKeys(t, "pw")
+	sign := []string{"--sign=cosign", "--cosign-key=" + priv, "--cosign-password=pw"}
+	verify := []string{"--verify=cosign", "--cosign-public-key=" + pub, "--inventory=tamper", "--inventory-namespace=" + ns}
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "a.yaml"), configMap(ns, "tampered"))
 	repo := "oci://" + r.Host + "/acme/app"
@@ -361,7 +344,7 @@ func TestTamperingIsRefusedAndNothingWritten(t *testing.T) {
 	if r := gantryAuth(t, creds, "inspect", "--artifact="+repo+":stable"); r.code != 0 || !strings.Contains(r.stdout, "flux format:  true") || !strings.Contains(r.stdout, "signatures:   1") {
 		t.Errorf("inspect: exit %d\n%s", r.code, r.stdout)
 	}
-	if r := gantryAuth(t, append(creds, "--verify=cosign", "--cosign-public-key="+filepath.Join(keys, "cosign.pub")), "inspect", "--artifact="+repo+":evil"); r.code != 0 || !strings.Contains(r.stdout, "signatures:   0") || !strings.Contains(r.stdout, "verified:     no (") {
+	if r := gantryAuth(t, append(creds, "--verify=cosign", "--cosign-public-key="+pub), "inspect", "--artifact="+repo+":evil"); r.code != 0 || !strings.Contains(r.stdout, "signatures:   0") || !strings.Contains(r.stdout, "verified:     no (") {
 		t.Errorf("inspect with verify: exit %d\n%s", r.code, r.stdout)
 	}
 
@@ -403,4 +386,19 @@ func TestTamperingIsRefusedAndNothingWritten(t *testing.T) {
 		t.Errorf("flipped byte: exit %d\n%s", flipped.code, flipped.stderr)
 	}
 	assertNothing("flipped byte")
+}
+
+// cosignKeys writes a cosign key pair, the private key encrypted with
+// password, and returns the two paths.
+func cosignKeys(t *testing.T, password string) (priv, pub string) {
+	t.Helper()
+	kp, err := cosign.GenerateKeyPair(func(bool) ([]byte, error) { return []byte(password), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	priv, pub = filepath.Join(dir, "cosign.key"), filepath.Join(dir, "cosign.pub")
+	writeFile(t, priv, string(kp.PrivateBytes))
+	writeFile(t, pub, string(kp.PublicBytes))
+	return priv, pub
 }
