@@ -269,21 +269,9 @@ func TestSOPSSecretApplied(t *testing.T) {
 	t.Parallel()
 	env.Require(t)
 	ns := env.Namespace(t)
-	sopsBin, err := cluster.Tool("sops")
-	if err != nil {
-		t.Fatal(err)
-	}
 	id, _ := age.GenerateX25519Identity()
-	plain := filepath.Join(t.TempDir(), "secret.yaml")
-	writeFile(t, plain, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  namespace: "+ns+"\nstringData:\n  password: canary-e2e-sops\n")
-	cmd := exec.Command(sopsBin, "--encrypt", "--age", id.Recipient().String(), "--encrypted-regex", "^(data|stringData)$", plain)
-	cmd.Dir, cmd.Env = t.TempDir(), []string{"HOME=" + t.TempDir()}
-	enc, err := cmd.Output()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "db.sops.yaml"), string(enc))
+	writeFile(t, filepath.Join(dir, "db.sops.yaml"), sopsSecret(t, ns, "canary-e2e-sops", id))
 
 	r := gantry(t, "apply", "--path="+dir, "--inventory=sops", "--inventory-namespace="+ns)
 	if r.code != entrypoint.ExitInvalid || !strings.Contains(r.stderr, "db.sops.yaml: Secret/db is encrypted with SOPS") {
@@ -401,4 +389,81 @@ func cosignKeys(t *testing.T, password string) (priv, pub string) {
 	writeFile(t, priv, string(kp.PrivateBytes))
 	writeFile(t, pub, string(kp.PublicBytes))
 	return priv, pub
+}
+
+// sopsSecret is a Secret db with password, encrypted by the real sops CLI
+// for id, as users keep it in git.
+func sopsSecret(t *testing.T, ns, password string, id *age.X25519Identity) string {
+	t.Helper()
+	sopsBin, err := cluster.Tool("sops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := filepath.Join(t.TempDir(), "secret.yaml")
+	writeFile(t, plain, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  namespace: "+ns+"\nstringData:\n  password: "+password+"\n")
+	cmd := exec.Command(sopsBin, "--encrypt", "--age", id.Recipient().String(), "--encrypted-regex", "^(data|stringData)$", plain)
+	cmd.Dir, cmd.Env = t.TempDir(), []string{"HOME=" + t.TempDir()}
+	enc, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(enc)
+}
+
+// Artifacts carry SOPS-encrypted Secrets as they are in git, never
+// decrypted: pushed without the key, or pushed and applied in one run with
+// it. Applying the artifact decrypts with the key; without it nothing is
+// written.
+func TestSOPSSecretsStayEncryptedInArtifacts(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	reg, creds := realRegistry(t)
+	id, _ := age.GenerateX25519Identity()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "db.sops.yaml"), sopsSecret(t, ns, "canary-artifact-sops", id))
+	repo := "oci://" + reg + "/acme/sops"
+
+	layerOf := func(ref string) string {
+		t.Helper()
+		out := filepath.Join(t.TempDir(), "pulled")
+		if r := gantryAuth(t, creds, "pull", "--artifact="+ref, "--path="+out); r.code != 0 {
+			t.Fatalf("pull %s: exit %d\n%s", ref, r.code, r.stderr)
+		}
+		b, err := os.ReadFile(filepath.Join(out, "manifests.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if r := gantryAuth(t, creds, "push", "--path="+dir, "--artifact="+repo+":nokey"); r.code != 0 {
+		t.Fatalf("push without the key: exit %d\n%s", r.code, r.stderr)
+	}
+	both := gantryAuth(t, creds, "apply", "--path="+dir, "--artifact="+repo+":both", "--inventory=sops-art", "--inventory-namespace="+ns, "--sops-age-key="+id.String())
+	if both.code != 0 {
+		t.Fatalf("push and apply with the key: exit %d\n%s", both.code, both.stderr)
+	}
+	for _, tag := range []string{"nokey", "both"} {
+		m := layerOf(repo + ":" + tag)
+		if strings.Contains(m, "canary-artifact-sops") || !strings.Contains(m, "ENC[AES256_GCM") || !strings.Contains(m, "sops:") {
+			t.Errorf("%s: the artifact does not hold the Secret encrypted:\n%s", tag, m)
+		}
+	}
+	if err := env.Client.CoreV1().Secrets(ns).Delete(context.Background(), "db", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	if r := gantryAuth(t, creds, "apply", "--artifact="+repo+":nokey", "--inventory=sops-art", "--inventory-namespace="+ns); r.code != entrypoint.ExitInvalid {
+		t.Fatalf("apply without the key: exit %d\n%s", r.code, r.stderr)
+	}
+	if _, err := env.Client.CoreV1().Secrets(ns).Get(context.Background(), "db", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("Secret written without the key: %v", err)
+	}
+	r := gantryAuth(t, creds, "apply", "--artifact="+repo+":nokey", "--inventory=sops-art", "--inventory-namespace="+ns, "--sops-age-key="+id.String())
+	if r.code != 0 {
+		t.Fatalf("apply from the artifact with the key: exit %d\n%s", r.code, r.stderr)
+	}
+	sec, err := env.Client.CoreV1().Secrets(ns).Get(context.Background(), "db", metav1.GetOptions{})
+	if err != nil || string(sec.Data["password"]) != "canary-artifact-sops" {
+		t.Fatalf("Secret db: %v", err)
+	}
 }

@@ -23,12 +23,17 @@ type ArtifactOptions struct {
 }
 
 // ManifestsYAML serialises objects as the YAML stream an artifact holds.
+// Objects that were SOPS-encrypted go in encrypted, as they were in git:
+// decrypted secrets never reach a registry.
 func ManifestsYAML(objects []*Object) ([]byte, error) {
 	var b bytes.Buffer
 	for i, o := range objects {
-		y, err := yaml.Marshal(o.Object)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", ref(o), err)
+		y := o.SOPSEncrypted
+		if y == nil {
+			var err error
+			if y, err = yaml.Marshal(o.Object); err != nil {
+				return nil, fmt.Errorf("%s: %w", ref(o), err)
+			}
 		}
 		if i > 0 {
 			b.WriteString("---\n")
@@ -87,6 +92,7 @@ func (r *run) pullStage() stage {
 
 // Push builds and pushes an artifact, for the push command.
 func Push(ctx context.Context, opts Options, obs Observer) *result.Result {
+	opts.Build.KeepSOPSEncrypted = true // packed as in git, never decrypted
 	r := newRun("push", opts, nil, obs)
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()

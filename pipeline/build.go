@@ -28,6 +28,10 @@ const originAnnotation = "config.kubernetes.io/origin"
 // Object is one object of the desired set.
 type Object struct {
 	*unstructured.Unstructured
+	// SOPSEncrypted, for an object that was encrypted with SOPS, is its
+	// encrypted document: what an artifact carries, so that decrypted
+	// secrets never leave the run.
+	SOPSEncrypted []byte
 	// Source is the file the object came from (for generated objects, the
 	// kustomization that generated it), relative to the working directory
 	// when it lies below it.
@@ -53,6 +57,10 @@ type BuildOptions struct {
 	// recipients. An encrypted object without them is an error: it is never
 	// applied encrypted.
 	SOPSIdentities []age.Identity
+	// KeepSOPSEncrypted lets SOPS-encrypted objects through still encrypted
+	// when no identities are given: a push packs them as they are in git,
+	// and whoever applies the artifact decrypts them.
+	KeepSOPSEncrypted bool
 }
 
 // BuildError is a build failure; File names the file at fault when known.
@@ -169,7 +177,7 @@ func Build(opts BuildOptions) ([]*Object, error) {
 
 	var objects []*Object
 	for _, res := range resMap.Resources() {
-		obj, err := toObject(res, wrapper, pathMap, opts.WorkDir, opts.SOPSIdentities)
+		obj, err := toObject(res, wrapper, pathMap, opts.WorkDir, opts.SOPSIdentities, opts.KeepSOPSEncrypted)
 		if err != nil {
 			return nil, &BuildError{File: opts.Path, Err: err}
 		}
@@ -188,7 +196,7 @@ func Build(opts BuildOptions) ([]*Object, error) {
 	return objects, nil
 }
 
-func toObject(res *resource.Resource, root string, pathMap map[string]string, workDir string, sopsIDs []age.Identity) (*Object, error) {
+func toObject(res *resource.Resource, root string, pathMap map[string]string, workDir string, sopsIDs []age.Identity, keepEncrypted bool) (*Object, error) {
 	var source string
 	if origin, err := res.GetOrigin(); err == nil && origin != nil {
 		source = origin.Path
@@ -201,14 +209,19 @@ func toObject(res *resource.Resource, root string, pathMap map[string]string, wo
 		}
 		source = displayPath(source, pathMap, workDir)
 	}
-	var b []byte
+	var b, encrypted []byte
 	var err error
 	if sopsField, _ := res.GetFieldValue("sops"); sopsField != nil {
-		plain, err := decryptResource(res, sopsIDs)
-		if err != nil {
-			return nil, &BuildError{File: source, Err: fmt.Errorf("%s/%s is encrypted with SOPS: %w", res.GetKind(), res.GetName(), err)}
+		if encrypted, err = encryptedDoc(res); err != nil {
+			return nil, err
 		}
-		if b, err = yaml.YAMLToJSON(plain); err != nil {
+		doc := encrypted
+		if len(sopsIDs) > 0 || !keepEncrypted {
+			if doc, err = decryptDoc(encrypted, sopsIDs); err != nil {
+				return nil, &BuildError{File: source, Err: fmt.Errorf("%s/%s is encrypted with SOPS: %w", res.GetKind(), res.GetName(), err)}
+			}
+		}
+		if b, err = yaml.YAMLToJSON(doc); err != nil {
 			return nil, err
 		}
 	} else if b, err = res.MarshalJSON(); err != nil {
@@ -227,16 +240,13 @@ func toObject(res *resource.Resource, root string, pathMap map[string]string, wo
 		}
 		u.SetAnnotations(a)
 	}
-	return &Object{Unstructured: u, Source: source}, nil
+	return &Object{Unstructured: u, Source: source, SOPSEncrypted: encrypted}, nil
 }
 
-// decryptResource decrypts a SOPS-encrypted object from kustomize's own
-// YAML, which keeps the field order the MAC depends on, after taking off
-// the origin annotation the build added.
-func decryptResource(res *resource.Resource, ids []age.Identity) ([]byte, error) {
-	if len(ids) == 0 {
-		return nil, errors.New("give sops-age-key to decrypt it; it is never applied encrypted")
-	}
+// encryptedDoc is a SOPS-encrypted object as kustomize's own YAML, which
+// keeps the field order the MAC depends on, without the origin annotation
+// the build added.
+func encryptedDoc(res *resource.Resource) ([]byte, error) {
 	c := res.DeepCopy()
 	if err := c.PipeE(kyaml.ClearAnnotation(originAnnotation)); err != nil {
 		return nil, err
@@ -244,9 +254,13 @@ func decryptResource(res *resource.Resource, ids []age.Identity) ([]byte, error)
 	if a := c.GetAnnotations(); len(a) == 0 {
 		_ = c.PipeE(kyaml.Lookup("metadata"), kyaml.Clear("annotations"))
 	}
-	doc, err := c.AsYAML()
-	if err != nil {
-		return nil, err
+	return c.AsYAML()
+}
+
+// decryptDoc decrypts an encrypted document with the identities.
+func decryptDoc(doc []byte, ids []age.Identity) ([]byte, error) {
+	if len(ids) == 0 {
+		return nil, errors.New("give sops-age-key to decrypt it; it is never applied encrypted")
 	}
 	return decryptSOPS(doc, ids)
 }
