@@ -97,7 +97,7 @@ func diffArtifact(ctx context.Context, cfg *Config, client *artifact.Client, std
 			}
 			dir = tmp
 		}
-		objs, err := pipeline.Build(pipeline.BuildOptions{Path: dir, WorkDir: dir})
+		objs, err := pipeline.Build(pipeline.BuildOptions{Path: dir, WorkDir: dir, SOPSIdentities: cfg.SOPSIdentities})
 		if err != nil {
 			return nil, err
 		}
