@@ -206,3 +206,92 @@ func TestSubstituteStrictNamesVariableNeverValue(t *testing.T) {
 		t.Errorf("error mentions the disabled object or a value: %s", msg)
 	}
 }
+
+// A plain folder is read without kustomize's accumulation, so it must give
+// exactly what kustomize gives for a kustomization listing the same files.
+func TestBuildPlainFolderMatchesKustomize(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{
+		"a.yaml": "# a comment\n---\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: anchors\n  labels: &l {app: x}\n  annotations: *l\ndata:\n  octal: \"0123\"\n  yes: \"yes\"\n  empty: \"\"\n",
+		"b.json": `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"json"},"data":{"big":"12345678901234567890"}}`,
+		"c.yaml": "apiVersion: v1\nkind: ConfigMapList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: from-list\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: from-list-2\n",
+		"d.yml":  "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: other\nspec:\n  replicas: 2\n  progressDeadlineSeconds: 1.5e2\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers: [{name: c, image: nginx, args: [null, \"1\", 2, true]}]\n",
+		"e.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: local\n  annotations:\n    config.kubernetes.io/local-config: \"true\"\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: not-local\n  annotations:\n    config.kubernetes.io/local-config: \"false\"\n",
+	}
+	root := t.TempDir()
+	plain, listed := filepath.Join(root, "plain"), filepath.Join(root, "listed")
+	for name, content := range files {
+		write(t, plain, map[string]string{name: content})
+		write(t, listed, map[string]string{name: content})
+	}
+	write(t, listed, map[string]string{"kustomization.yaml": "resources: [a.yaml, b.json, c.yaml, d.yml, e.yaml]\n"})
+
+	got, err := Build(BuildOptions{Path: plain, WorkDir: plain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Build(BuildOptions{Path: listed, WorkDir: listed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 6 {
+		t.Errorf("%d objects, want 6: %v", len(got), summary(got))
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("plain folder differs from kustomize (-kustomize +plain):\n%s", diff)
+	}
+}
+
+func TestBuildPlainFolderRefusesDuplicates(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	write(t, root, map[string]string{
+		"app/a.yaml":     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: same\n",
+		"app/sub/b.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: same\n  namespace: default\n",
+	})
+	_, err := Build(BuildOptions{Path: filepath.Join(root, "app"), WorkDir: root})
+	if err == nil || !strings.Contains(err.Error(), "app/sub/b.yaml: ConfigMap/same is defined twice, also in app/a.yaml") {
+		t.Errorf("error: %v", err)
+	}
+}
+
+func TestBuildEmptyPlainFolder(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	write(t, root, map[string]string{"app/notes.md": "x", "app/empty.yaml": "# nothing\n"})
+	objects, err := Build(BuildOptions{Path: filepath.Join(root, "app"), WorkDir: root})
+	if err != nil || len(objects) != 0 {
+		t.Errorf("objects %v, error %v", summary(objects), err)
+	}
+}
+
+// Origin tracking is added in memory, through a symbolic link too, and
+// next to whatever buildMetadata the user's kustomization has.
+func TestBuildKustomizationOriginsInMemory(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	kust := "resources: [a.yaml]\nbuildMetadata: [managedByLabel]\n"
+	write(t, root, map[string]string{
+		"real/app/kustomization.yaml": kust,
+		"real/app/a.yaml":             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n",
+	})
+	if err := os.Symlink(filepath.Join(root, "real", "app"), filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	objects, err := Build(BuildOptions{Path: filepath.Join(root, "link"), WorkDir: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"ConfigMap/a <- real/app/a.yaml"}, summary(objects)); diff != "" {
+		t.Errorf("(-want +got)\n%s", diff)
+	}
+	if _, ok := objects[0].GetLabels()["app.kubernetes.io/managed-by"]; !ok {
+		t.Errorf("the user's buildMetadata was lost: labels %v", objects[0].GetLabels())
+	}
+	if _, ok := objects[0].GetAnnotations()[originAnnotation]; ok {
+		t.Errorf("the origin annotation was left on the object")
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "real", "app", "kustomization.yaml")); string(b) != kust {
+		t.Errorf("the user's kustomization was changed:\n%s", b)
+	}
+}
