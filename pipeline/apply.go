@@ -38,7 +38,7 @@ func (r *run) validate(ctx context.Context) error {
 		return fmt.Errorf("the build produced no objects, so prune would delete all %d objects of inventory %s/%s; set allow-empty to allow that",
 			len(r.prev.Entries), r.opts.InventoryNamespace, r.opts.Inventory)
 	}
-	p := newPlanner(r.clients.Client, r.objects, r.opts.Force)
+	p := newPlanner(r.clients, r.objects, r.opts.Force)
 	r.plans = p.planAll(ctx, r.objects, r.opts.Concurrency)
 	var errs []error
 	for _, pl := range r.plans {
@@ -164,7 +164,7 @@ func (r *run) apply(ctx context.Context) error {
 // applyGroup plans the deferred objects of one stage now that what they
 // depend on exists, then writes the changed ones concurrently.
 func (r *run) applyGroup(ctx context.Context, group []*plan) error {
-	p := newPlanner(r.clients.Client, r.objects, r.opts.Force)
+	p := newPlanner(r.clients, r.objects, r.opts.Force)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(r.opts.Concurrency, 1))
 	for i, pl := range group {
@@ -224,12 +224,12 @@ func (r *run) write(ctx context.Context, pl *plan) (result.Action, error) {
 		if err := waitGone(ctx, c, pl.existing); err != nil {
 			return result.Failed, fmt.Errorf("recreating (immutable field changed): %w", err)
 		}
-		if err := applyObject(ctx, c, pl.obj.Unstructured); err != nil {
+		if err := applyObject(ctx, r.clients, pl); err != nil {
 			return result.Failed, err
 		}
 		return result.Created, nil
 	case planCreate:
-		if err := applyObject(ctx, c, pl.obj.Unstructured); err != nil {
+		if err := applyObject(ctx, r.clients, pl); err != nil {
 			return result.Failed, err
 		}
 		return result.Created, nil
@@ -239,7 +239,7 @@ func (r *run) write(ctx context.Context, pl *plan) (result.Action, error) {
 				return result.Failed, err
 			}
 		}
-		if err := applyObject(ctx, c, pl.obj.Unstructured); err != nil {
+		if err := applyObject(ctx, r.clients, pl); err != nil {
 			return result.Failed, err
 		}
 		return result.Configured, nil
@@ -247,13 +247,30 @@ func (r *run) write(ctx context.Context, pl *plan) (result.Action, error) {
 	return result.Failed, fmt.Errorf("unknown plan %d", pl.kind)
 }
 
-func applyObject(ctx context.Context, c client.Client, u *unstructured.Unstructured) error {
-	obj := u.DeepCopy()
-	utils.RemoveCABundleFromCRD(obj)
-	if err := c.Patch(ctx, obj, client.Apply, client.ForceOwnership, client.FieldOwner(FieldManager)); err != nil {
+// applyObject writes the plan's object with the request body its dry-run
+// sent.
+func applyObject(ctx context.Context, c *kube.Clients, pl *plan) error {
+	body := pl.body
+	if body == nil {
+		var err error
+		if body, err = applyBody(pl.obj.Unstructured); err != nil {
+			return err
+		}
+	}
+	if err := c.Apply(ctx, pl.obj.Unstructured, body, FieldManager, false, nil); err != nil {
 		return errors.New(apiMessage(err))
 	}
 	return nil
+}
+
+// applyBody is the apply request for u. A CRD's conversion webhook CA
+// bundle that is not a valid certificate is dropped, as Flux does.
+func applyBody(u *unstructured.Unstructured) ([]byte, error) {
+	if utils.IsCRD(u) {
+		u = u.DeepCopy()
+		utils.RemoveCABundleFromCRD(u)
+	}
+	return kube.ApplyBody(u)
 }
 
 // takeOverFromKubectl removes kubectl's last-applied annotation and hands

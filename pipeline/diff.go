@@ -20,7 +20,7 @@ func (r *run) diff(ctx context.Context) error {
 		return err
 	}
 	r.prev, r.previous = prev, prev.Entries
-	p := newPlanner(r.clients.Client, r.objects, r.opts.Force)
+	p := newPlanner(r.clients, r.objects, r.opts.Force)
 	r.plans = p.planAll(ctx, r.objects, r.opts.Concurrency)
 	var errs []error
 	for _, pl := range r.plans {

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/diffs"
+	"github.com/gantry-dev/gantry/kube"
 )
 
 // FieldManager is the server-side apply field manager gantry writes with.
@@ -95,6 +96,7 @@ type plan struct {
 	kind     planKind
 	existing *unstructured.Unstructured // nil when absent
 	dryRun   *unstructured.Unstructured
+	body     []byte // the apply request, sent for the dry-run and the write
 	cleanup  bool   // kubectl's annotation or managers must go first
 	reason   string // why skipped or deferred
 	err      error
@@ -103,7 +105,8 @@ type plan struct {
 
 // planner dry-runs objects against the cluster.
 type planner struct {
-	client client.Client
+	clients *kube.Clients
+	client  client.Client
 	force  bool
 	// live holds objects read by LIST; listed says which kinds and
 	// namespaces were listed (an object of a listed group that is not in
@@ -116,8 +119,8 @@ type planner struct {
 	namespaces map[string]bool
 }
 
-func newPlanner(c client.Client, objects []*Object, force bool) *planner {
-	p := &planner{client: c, force: force, crdKinds: map[schema.GroupKind]bool{}, namespaces: map[string]bool{}}
+func newPlanner(c *kube.Clients, objects []*Object, force bool) *planner {
+	p := &planner{clients: c, client: c.Client, force: force, crdKinds: map[schema.GroupKind]bool{}, namespaces: map[string]bool{}}
 	for _, o := range objects {
 		if gk, ok := object.GetCRDGroupKind(o.Unstructured); ok {
 			p.crdKinds[gk] = true
@@ -252,9 +255,12 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 		return pl
 	}
 
-	dryRun := o.DeepCopy()
-	utils.RemoveCABundleFromCRD(dryRun)
-	err = p.client.Patch(ctx, dryRun, client.Apply, client.DryRunAll, client.ForceOwnership, client.FieldOwner(FieldManager))
+	if pl.body, err = applyBody(o.Unstructured); err != nil {
+		pl.kind, pl.err = planFailed, err
+		return pl
+	}
+	dryRun := &unstructured.Unstructured{}
+	err = p.clients.Apply(ctx, o.Unstructured, pl.body, FieldManager, true, dryRun)
 	switch {
 	case err == nil:
 	case pl.existing != nil && ssaerrors.IsImmutableError(err):

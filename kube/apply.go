@@ -1,0 +1,70 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"path"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// ApplyBody is an object's server-side apply request body: marshalled once,
+// sent for the dry-run and again for the write.
+func ApplyBody(u *unstructured.Unstructured) ([]byte, error) {
+	return json.Marshal(u.Object)
+}
+
+// Apply sends body (see ApplyBody) as a server-side apply of u with
+// ownership forced, as fieldManager. With dryRun the server only validates
+// and returns the result; into, when not nil, receives the object the
+// server returned. Without into the response is not decoded: a write whose
+// result nobody reads costs no client CPU.
+//
+// Errors are the API server's (apierrors can inspect them); a kind the
+// cluster does not have is a meta.NoKindMatchError.
+func (c *Clients) Apply(ctx context.Context, u *unstructured.Unstructured, body []byte, fieldManager string, dryRun bool, into *unstructured.Unstructured) error {
+	p, err := c.objectPath(u)
+	if err != nil {
+		return err
+	}
+	req := c.Kube.CoreV1().RESTClient().Patch(types.ApplyPatchType).
+		AbsPath(p).
+		Param("fieldManager", fieldManager).
+		Param("force", "true").
+		Body(body)
+	if dryRun {
+		req = req.Param("dryRun", metav1.DryRunAll)
+	}
+	res := req.Do(ctx)
+	// Error, not Raw, decodes the server's Status (reason, details).
+	if err := res.Error(); err != nil || into == nil {
+		return err
+	}
+	raw, err := res.Raw()
+	if err != nil {
+		return err
+	}
+	return into.UnmarshalJSON(raw)
+}
+
+// objectPath is u's URL path: /api/v1/... for the core group,
+// /apis/<group>/<version>/... for the others.
+func (c *Clients) objectPath(u *unstructured.Unstructured) (string, error) {
+	gvk := u.GroupVersionKind()
+	m, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return "", err
+	}
+	segs := []string{"/apis", gvk.Group, gvk.Version}
+	if gvk.Group == "" {
+		segs = []string{"/api", gvk.Version}
+	}
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		segs = append(segs, "namespaces", u.GetNamespace())
+	}
+	segs = append(segs, m.Resource.Resource, u.GetName())
+	return path.Join(segs...), nil
+}
