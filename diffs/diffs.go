@@ -9,8 +9,8 @@ import (
 
 	"github.com/aymanbagabas/go-udiff"
 	corev1 "k8s.io/api/core/v1"
+	yamlv2 "go.yaml.in/yaml/v2"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 )
 
 // Masks shown instead of Secret values.
@@ -120,11 +120,14 @@ func maskSecrets(live, desired map[string]any) {
 	mask(desired, dd, ld, false)
 }
 
+// render writes obj as YAML, the way sigs.k8s.io/yaml does (same
+// encoder, same sorted keys), without its round trip through JSON: an
+// unstructured object holds only JSON types already.
 func render(obj map[string]any) (string, error) {
 	if obj == nil {
 		return "", nil
 	}
-	b, err := yaml.Marshal(obj)
+	b, err := yamlv2.Marshal(obj)
 	if err != nil {
 		return "", err
 	}

@@ -156,3 +156,53 @@ stringData:
 		t.Errorf("created Secret diff:\n%s", created)
 	}
 }
+
+// render must write what sigs.k8s.io/yaml writes, which the reports showed
+// before it skipped the JSON round trip.
+func TestRenderMatchesSigsYAML(t *testing.T) {
+	u := obj(t, `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels: {app: web, "yes": "no", octal: "0123", empty: ""}
+  annotations: {multi: "line one\nline two\n", colon: "a: b", hash: "# c", star: "*x", num: "12"}
+spec:
+  replicas: 3
+  ratio: 0.25
+  big: 9007199254740993
+  exp: 1.5e300
+  nothing: null
+  flags: [true, false, "true", "null", "~", ""]
+  template:
+    spec:
+      containers:
+      - name: c
+        image: nginx:1.27
+        args: ["--x=1", "- dash", "{brace}", "[bracket]", "  padded  ", "tab\there", "ünïcödé"]
+        env: []
+      nested: {}
+`)
+	got, err := render(u.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := yaml.Marshal(u.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("render differs from sigs.k8s.io/yaml:\n--- got\n%s\n--- want\n%s", got, want)
+	}
+}
+
+func BenchmarkObjectCreated(b *testing.B) {
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-0001","namespace":"ns","labels":{"a":"b","c":"d"}},"data":{"key":"v1","payload":"` + strings.Repeat("x", 200) + `"}}`)); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := Object("ConfigMap/ns/cm-0001", nil, u); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
