@@ -38,8 +38,8 @@ func (r *run) validate(ctx context.Context) error {
 		return fmt.Errorf("the build produced no objects, so prune would delete all %d objects of inventory %s/%s; set allow-empty to allow that",
 			len(r.prev.Entries), r.opts.InventoryNamespace, r.opts.Inventory)
 	}
-	p := newPlanner(r.clients, r.objects, r.opts.Force)
-	r.plans = p.planAll(ctx, r.objects, r.opts.Concurrency)
+	r.planner = newPlanner(r.clients, r.objects, r.opts.Force)
+	r.plans = r.planner.planAll(ctx, r.objects, r.opts.Concurrency)
 	var errs []error
 	for _, pl := range r.plans {
 		if pl.kind == planFailed {

@@ -20,8 +20,8 @@ func (r *run) diff(ctx context.Context) error {
 		return err
 	}
 	r.prev, r.previous = prev, prev.Entries
-	p := newPlanner(r.clients, r.objects, r.opts.Force)
-	r.plans = p.planAll(ctx, r.objects, r.opts.Concurrency)
+	r.planner = newPlanner(r.clients, r.objects, r.opts.Force)
+	r.plans = r.planner.planAll(ctx, r.objects, r.opts.Concurrency)
 	var errs []error
 	for _, pl := range r.plans {
 		o := resultObject(pl.obj.Unstructured, pl.obj.Source, "diff", result.Unchanged)
@@ -40,7 +40,9 @@ func (r *run) diff(ctx context.Context) error {
 		r.record(o, o.Action != result.Unchanged)
 	}
 	if r.opts.Prune {
-		for _, e := range r.staleEntries() {
+		stale := r.staleEntries()
+		r.readStale(ctx, stale)
+		for _, e := range stale {
 			v, err := r.judge(ctx, e)
 			if err != nil {
 				errs = append(errs, err)

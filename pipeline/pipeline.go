@@ -102,6 +102,9 @@ type run struct {
 	objects []*Object
 	byID    map[string]int // object id -> index in res.Objects
 	plans   []*plan
+	// planner holds what validate read of the cluster (the LISTs), which
+	// prune reuses.
+	planner *planner
 	prev    *inventory.Inventory
 	// previous is prev's entries as loaded, before this run saves it.
 	previous []inventory.Entry

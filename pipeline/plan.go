@@ -107,7 +107,7 @@ type plan struct {
 type planner struct {
 	clients *kube.Clients
 	client  client.Client
-	force  bool
+	force   bool
 	// live holds objects read by LIST; listed says which kinds and
 	// namespaces were listed (an object of a listed group that is not in
 	// live does not exist).
@@ -120,7 +120,8 @@ type planner struct {
 }
 
 func newPlanner(c *kube.Clients, objects []*Object, force bool) *planner {
-	p := &planner{clients: c, client: c.Client, force: force, crdKinds: map[schema.GroupKind]bool{}, namespaces: map[string]bool{}}
+	p := &planner{clients: c, client: c.Client, force: force, crdKinds: map[schema.GroupKind]bool{}, namespaces: map[string]bool{},
+		live: map[objectKey]*unstructured.Unstructured{}, listed: map[groupKey]bool{}}
 	for _, o := range objects {
 		if gk, ok := object.GetCRDGroupKind(o.Unstructured); ok {
 			p.crdKinds[gk] = true
@@ -150,23 +151,20 @@ func keyOf(o *unstructured.Unstructured) objectKey {
 // LIST cheaper than a GET each.
 const listThreshold = 8
 
-// prefetch reads the live objects of every large group with one LIST
-// instead of a GET per object. A LIST that fails (a kind whose CRD comes
-// with the set, an account that may get but not list) leaves its group to
-// the per-object GETs.
-func (p *planner) prefetch(ctx context.Context, objects []*Object, concurrency int) {
+// prefetch reads the live objects of every large group of keys with one
+// LIST instead of a GET per object; groups listed before are not listed
+// again. A LIST that fails (a kind whose CRD comes with the set, an account
+// that may get but not list) leaves its group to the per-object GETs.
+func (p *planner) prefetch(ctx context.Context, keys []objectKey, concurrency int) {
 	groups := map[groupKey]int{}
-	for _, o := range objects {
-		k := keyOf(o.Unstructured)
+	for _, k := range keys {
 		groups[k.group]++
 	}
-	p.live = map[objectKey]*unstructured.Unstructured{}
-	p.listed = map[groupKey]bool{}
 	var mu sync.Mutex
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(concurrency, 1))
 	for gk, n := range groups {
-		if n < listThreshold {
+		if n < listThreshold || p.listed[gk] {
 			continue
 		}
 		g.Go(func() error {
@@ -193,10 +191,9 @@ func (p *planner) prefetch(ctx context.Context, objects []*Object, concurrency i
 	_ = g.Wait()
 }
 
-// get reads the live object, from the prefetched LIST when its group was
-// listed.
-func (p *planner) get(ctx context.Context, o *Object, into *unstructured.Unstructured) error {
-	k := keyOf(o.Unstructured)
+// get reads the live object of k, from the prefetched LIST when its group
+// was listed.
+func (p *planner) get(ctx context.Context, k objectKey, into *unstructured.Unstructured) error {
 	if p.listed[k.group] {
 		live, ok := p.live[k]
 		if !ok {
@@ -205,13 +202,18 @@ func (p *planner) get(ctx context.Context, o *Object, into *unstructured.Unstruc
 		live.DeepCopyInto(into)
 		return nil
 	}
-	return p.client.Get(ctx, client.ObjectKeyFromObject(o.Unstructured), into)
+	into.SetGroupVersionKind(k.group.gvk)
+	return p.client.Get(ctx, client.ObjectKey{Namespace: k.group.namespace, Name: k.name}, into)
 }
 
 // planAll dry-runs every object concurrently and returns the plans in the
 // objects' order.
 func (p *planner) planAll(ctx context.Context, objects []*Object, concurrency int) []*plan {
-	p.prefetch(ctx, objects, concurrency)
+	keys := make([]objectKey, len(objects))
+	for i, o := range objects {
+		keys[i] = keyOf(o.Unstructured)
+	}
+	p.prefetch(ctx, keys, concurrency)
 	plans := make([]*plan, len(objects))
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(concurrency, 1))
@@ -235,7 +237,7 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 
 	existing := &unstructured.Unstructured{}
 	existing.SetGroupVersionKind(o.GroupVersionKind())
-	err := p.get(ctx, o, existing)
+	err := p.get(ctx, keyOf(o.Unstructured), existing)
 	switch {
 	case err == nil:
 		pl.existing = existing

@@ -47,6 +47,23 @@ type pruneVerdict struct {
 	result result.Object
 }
 
+// readStale reads many stale objects of one kind with one LIST, for judge
+// (validate has usually listed their group already).
+func (r *run) readStale(ctx context.Context, stale []inventory.Entry) {
+	if r.planner == nil {
+		r.planner = newPlanner(r.clients, nil, false)
+	}
+	var keys []objectKey
+	for _, e := range stale {
+		id, err := e.Parse()
+		gvk, gerr := e.GroupVersionKind()
+		if err == nil && gerr == nil {
+			keys = append(keys, objectKey{groupKey{gvk, id.Namespace}, id.Name})
+		}
+	}
+	r.planner.prefetch(ctx, keys, r.opts.Concurrency)
+}
+
 // judge reads a stale entry's object and decides whether it may be deleted.
 func (r *run) judge(ctx context.Context, e inventory.Entry) (*pruneVerdict, error) {
 	v := &pruneVerdict{entry: e}
@@ -56,8 +73,7 @@ func (r *run) judge(ctx context.Context, e inventory.Entry) (*pruneVerdict, erro
 	}
 	gvk, _ := e.GroupVersionKind()
 	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(gvk)
-	err = r.clients.Client.Get(ctx, client.ObjectKey{Namespace: id.Namespace, Name: id.Name}, live)
+	err = r.planner.get(ctx, objectKey{groupKey{gvk, id.Namespace}, id.Name}, live)
 	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 		return v, nil
 	}
@@ -88,6 +104,7 @@ func (r *run) judge(ctx context.Context, e inventory.Entry) (*pruneVerdict, erro
 // judge keeps them. It returns what it deleted and the entries whose
 // deletion failed (to keep in the inventory for a retry).
 func (r *run) deleteStale(ctx context.Context, stale []inventory.Entry, stage string) (deleted []*unstructured.Unstructured, kept []inventory.Entry, err error) {
+	r.readStale(ctx, stale)
 	var errs errorList
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(r.opts.Concurrency, 1))

@@ -6,6 +6,10 @@
 //
 //	make bench                       # builds gantry and the tools first
 //	go run ./e2e/bench -objects 1000 -reps 3 -kubectl-reps 1
+//	go run ./e2e/bench -only apply,prune   # some scenarios only
+//
+// Scenarios: apply (first apply, no-op, one change, diff), prune, wait,
+// build, memory, startup.
 package main
 
 import (
@@ -17,7 +21,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +34,9 @@ import (
 
 type bench struct {
 	objects, reps, kubectlReps, workers int
+	deployments, buildObjects           int
+	memoryObjects                       int
+	only                                map[string]bool
 	gantry, kubectl                     string
 	kubeconfig                          string
 	client                              kubernetes.Interface
@@ -44,7 +50,15 @@ func main() {
 	flag.IntVar(&b.reps, "reps", 3, "repetitions for gantry and the floor")
 	flag.IntVar(&b.kubectlReps, "kubectl-reps", 1, "repetitions for kubectl (slow)")
 	flag.IntVar(&b.workers, "workers", 16, "concurrent workers of the floor")
+	flag.IntVar(&b.deployments, "deployments", 200, "Deployments (each with a Service) of the wait scenario")
+	flag.IntVar(&b.buildObjects, "build-objects", 5000, "resources of the build scenario's overlay")
+	flag.IntVar(&b.memoryObjects, "memory-objects", 10000, "ConfigMaps of the memory scenario")
+	only := flag.String("only", "apply,prune,wait,build,memory,startup", "scenarios to run, comma-separated")
 	flag.Parse()
+	b.only = map[string]bool{}
+	for _, s := range strings.Split(*only, ",") {
+		b.only[strings.TrimSpace(s)] = true
+	}
 	if err := b.run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -78,8 +92,24 @@ func (b *bench) run() error {
 
 	fmt.Fprintf(os.Stderr, "bench: %d objects, %d reps (kubectl %d), floor with %d workers\n", b.objects, b.reps, b.kubectlReps, b.workers)
 	var rows []row
-	rows = append(rows, b.applyScenarios(ctx)...)
-	rows = append(rows, b.versionStartup())
+	if b.only["apply"] {
+		rows = append(rows, b.applyScenarios(ctx)...)
+	}
+	if b.only["prune"] {
+		rows = append(rows, b.pruneScenario(ctx)...)
+	}
+	if b.only["wait"] {
+		rows = append(rows, b.waitScenario(ctx))
+	}
+	if b.only["build"] {
+		rows = append(rows, b.buildScenario())
+	}
+	if b.only["memory"] {
+		rows = append(rows, b.memoryScenario(ctx))
+	}
+	if b.only["startup"] {
+		rows = append(rows, b.versionStartup())
+	}
 	printTable(rows, b)
 	return nil
 }
@@ -90,6 +120,21 @@ type row struct {
 	gantry, kubectl, flr time.Duration
 	floorName            string
 	target               string
+	// latency: the times are how long the tool took to return after the
+	// event, not durations of work; memory: bytes, not times.
+	latency bool
+	memory  int64
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+}
+
+func (b *bench) must(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
 }
 
 func median(ds []time.Duration) time.Duration {
@@ -101,22 +146,19 @@ func median(ds []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
-// manifests writes n ConfigMaps in ns as one YAML stream; changed marks
-// one of them as changed.
+// manifests writes the scenario's ConfigMaps in ns; changed marks one of
+// them as changed.
 func (b *bench) manifests(ns string, changed bool) (string, error) {
 	dir := filepath.Join(b.work, ns+fmt.Sprint(changed))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := configMaps(dir, ns, b.objects); err != nil || !changed {
+		return dir, err
+	}
+	file := filepath.Join(dir, "configmaps.yaml")
+	body, err := os.ReadFile(file)
+	if err != nil {
 		return "", err
 	}
-	var s strings.Builder
-	for i := range b.objects {
-		v := "v1"
-		if changed && i == 0 {
-			v = "v2"
-		}
-		fmt.Fprintf(&s, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-%04d\n  namespace: %s\ndata:\n  key: %s\n  payload: %s\n", i, ns, v, strings.Repeat("x", 200))
-	}
-	return dir, os.WriteFile(filepath.Join(dir, "configmaps.yaml"), []byte(s.String()), 0o644)
+	return dir, os.WriteFile(file, []byte(strings.Replace(string(body), "key: v1", "key: v2", 1)), 0o644)
 }
 
 func (b *bench) namespace(ctx context.Context, tool string) (string, error) {
@@ -149,37 +191,15 @@ func (b *bench) exec(name string, args ...string) error {
 // floor applies the ConfigMaps with raw server-side-apply PATCHes from a
 // pool of workers, nothing else.
 func (b *bench) floor(ctx context.Context, ns string, changed bool) error {
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var firstErr error
-	for range b.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				v := "v1"
-				if changed && i == 0 {
-					v = "v2"
-				}
-				body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%04d","namespace":%q},"data":{"key":%q,"payload":%q}}`, i, ns, v, strings.Repeat("x", 200))
-				_, err := b.client.CoreV1().ConfigMaps(ns).Patch(ctx, fmt.Sprintf("cm-%04d", i), types.ApplyPatchType, []byte(body), metav1.PatchOptions{FieldManager: "floor", Force: ptr(true)})
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for i := range b.objects {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
-	return firstErr
+	return b.workersDo(0, b.objects, func(i int) error {
+		v := "v1"
+		if changed && i == 0 {
+			v = "v2"
+		}
+		body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%04d","namespace":%q},"data":{"key":%q,"payload":%q}}`, i, ns, v, strings.Repeat("x", 200))
+		_, err := b.client.CoreV1().ConfigMaps(ns).Patch(ctx, fmt.Sprintf("cm-%04d", i), types.ApplyPatchType, []byte(body), metav1.PatchOptions{FieldManager: "floor", Force: ptr(true)})
+		return err
+	})
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -189,12 +209,7 @@ func ptr[T any](v T) *T { return &v }
 func (b *bench) applyScenarios(ctx context.Context) []row {
 	type times struct{ first, noop, change, diff []time.Duration }
 	var g, k, f times
-	must := func(err error) {
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
-		}
-	}
+	must := b.must
 	for rep := range b.reps {
 		// floor
 		ns, err := b.namespace(ctx, "floor")
@@ -291,7 +306,16 @@ func fmtD(d time.Duration) string {
 func printTable(rows []row, b *bench) {
 	fmt.Printf("| scenario | gantry | floor | kubectl | gantry / floor | kubectl / gantry | target |\n|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
-		fmt.Printf("| %s | %s | %s | %s | %s | %s | %s |\n", r.name, fmtD(r.gantry), fmtD(r.flr), fmtD(r.kubectl), ratio(r.gantry, r.flr), ratio(r.kubectl, r.gantry), r.target)
+		switch {
+		case r.memory > 0:
+			fmt.Printf("| %s | %d MiB | – | – | – | – | %s |\n", r.name, r.memory>>20, r.target)
+		case r.latency:
+			fmt.Printf("| %s | %s | – | %s | – | – | %s |\n", r.name, fmtD(r.gantry), fmtD(r.kubectl), r.target)
+		case r.flr == 0 && r.kubectl != 0:
+			fmt.Printf("| %s | %s | – | %s | – | %s | %s |\n", r.name, fmtD(r.gantry), fmtD(r.kubectl), ratio(r.kubectl, r.gantry), r.target)
+		default:
+			fmt.Printf("| %s | %s | %s | %s | %s | %s | %s |\n", r.name, fmtD(r.gantry), fmtD(r.flr), fmtD(r.kubectl), ratio(r.gantry, r.flr), ratio(r.kubectl, r.gantry), r.target)
+		}
 	}
-	fmt.Printf("\nMedians of %d runs (kubectl: %d); floor: %d workers of raw server-side-apply PATCHes, no client rate limit.\n", b.reps, b.kubectlReps, b.workers)
+	fmt.Printf("\nMedians of %d runs (kubectl: %d); floor: %d workers of raw requests, no client rate limit.\n", b.reps, b.kubectlReps, b.workers)
 }
