@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/kustomize/api/provider"
 )
 
 func write(t *testing.T, dir string, files map[string]string) {
@@ -293,5 +295,78 @@ func TestBuildKustomizationOriginsInMemory(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(root, "real", "app", "kustomization.yaml")); string(b) != kust {
 		t.Errorf("the user's kustomization was changed:\n%s", b)
+	}
+}
+
+// go test ./pipeline -run XXX -bench BuildPlain -benchmem
+func BenchmarkBuildPlain1000(b *testing.B) {
+	dir := b.TempDir()
+	var s strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&s, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-%04d\n  namespace: bench\ndata:\n  key: v1\n  payload: %s\n", i, strings.Repeat("x", 200))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cm.yaml"), []byte(s.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := Build(BuildOptions{Path: dir, WorkDir: dir}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// nodeJSON must give what kyaml's RNode.MarshalJSON gives, which the build
+// used before.
+func TestNodeJSONMatchesKyaml(t *testing.T) {
+	t.Parallel()
+	docs := `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: awkward
+  labels: &l {app: x, "yes": "no"}
+  annotations:
+    <<: *l
+    stamp: 2001-12-14
+    stamped: 2001-12-14t21:59:43.10-05:00
+data:
+  octal: 0123
+  hex: 0x1F
+  big: 9223372036854775807
+  bigger: 18446744073709551616
+  float: 1.5e2
+  half: 0.5
+  yes11: yes
+  null1: ~
+  empty:
+  tagged: !!str 42
+  folded: >
+    folded
+    text
+  literal: |
+    keep
+      indent
+  list: [1, "1", 1.0, true, null]
+---
+apiVersion: v1
+kind: List
+items: []
+`
+	factory := provider.NewDefaultDepProvider().GetResourceFactory()
+	resources, err := factory.SliceFromBytes([]byte(docs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range resources {
+		want, err := res.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := nodeJSON(res.RNode.YNode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("%s:\n got %s\nwant %s", res.GetName(), got, want)
+		}
 	}
 }

@@ -113,6 +113,8 @@ type planner struct {
 	// live does not exist).
 	live   map[objectKey]*unstructured.Unstructured
 	listed map[groupKey]bool
+	// ready is closed when live and listed may be read.
+	ready chan struct{}
 	// inSet says which CRD group-kinds and namespaces the set itself
 	// creates, so objects depending on them are deferred, not failed.
 	crdKinds   map[schema.GroupKind]bool
@@ -121,7 +123,8 @@ type planner struct {
 
 func newPlanner(c *kube.Clients, objects []*Object, force bool) *planner {
 	p := &planner{clients: c, client: c.Client, force: force, crdKinds: map[schema.GroupKind]bool{}, namespaces: map[string]bool{},
-		live: map[objectKey]*unstructured.Unstructured{}, listed: map[groupKey]bool{}}
+		live: map[objectKey]*unstructured.Unstructured{}, listed: map[groupKey]bool{}, ready: make(chan struct{})}
+	close(p.ready)
 	for _, o := range objects {
 		if gk, ok := object.GetCRDGroupKind(o.Unstructured); ok {
 			p.crdKinds[gk] = true
@@ -213,7 +216,14 @@ func (p *planner) planAll(ctx context.Context, objects []*Object, concurrency in
 	for i, o := range objects {
 		keys[i] = keyOf(o.Unstructured)
 	}
-	p.prefetch(ctx, keys, concurrency)
+	// The LISTs run beside the dry-runs; plan waits for them before it
+	// reads a live object.
+	ready := make(chan struct{})
+	p.ready = ready
+	go func() {
+		defer close(ready)
+		p.prefetch(ctx, keys, concurrency)
+	}()
 	plans := make([]*plan, len(objects))
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(concurrency, 1))
@@ -224,6 +234,7 @@ func (p *planner) planAll(ctx context.Context, objects []*Object, concurrency in
 		})
 	}
 	_ = g.Wait()
+	<-ready
 	return plans
 }
 
@@ -235,9 +246,26 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 		return pl
 	}
 
+	// The dry-run goes out first, while validate's LISTs may still be in
+	// flight: it writes nothing, and what it says is weighed below, after
+	// what the live object says.
+	var err error
+	if pl.body, err = applyBody(o.Unstructured); err != nil {
+		pl.kind, pl.err = planFailed, err
+		return pl
+	}
+	dryRun := &unstructured.Unstructured{}
+	dryRunErr := p.clients.Apply(ctx, o.Unstructured, pl.body, FieldManager, true, dryRun)
+
+	select {
+	case <-p.ready:
+	case <-ctx.Done():
+		pl.kind, pl.err = planFailed, ctx.Err()
+		return pl
+	}
 	existing := &unstructured.Unstructured{}
 	existing.SetGroupVersionKind(o.GroupVersionKind())
-	err := p.get(ctx, keyOf(o.Unstructured), existing)
+	err = p.get(ctx, keyOf(o.Unstructured), existing)
 	switch {
 	case err == nil:
 		pl.existing = existing
@@ -257,12 +285,7 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 		return pl
 	}
 
-	if pl.body, err = applyBody(o.Unstructured); err != nil {
-		pl.kind, pl.err = planFailed, err
-		return pl
-	}
-	dryRun := &unstructured.Unstructured{}
-	err = p.clients.Apply(ctx, o.Unstructured, pl.body, FieldManager, true, dryRun)
+	err = dryRunErr
 	switch {
 	case err == nil:
 	case pl.existing != nil && ssaerrors.IsImmutableError(err):
