@@ -75,8 +75,8 @@ func (b *bench) pruneScenario(ctx context.Context) []row {
 	}
 	n := fmt.Sprintf("%d of %d", b.objects-half, b.objects)
 	return []row{
-		{name: "prune " + n + ": the whole run", gantry: median(g), flr: median(f), target: "≤ 2.0 × floor"},
-		{name: "prune " + n + ": the prune stage", gantry: median(stage), flr: median(f), target: "≤ 2.0 × floor"},
+		{name: "prune " + n + ": the whole run", gantry: median(g), flr: median(f), ratios: ratios(g, f), target: "≤ 2.0 × floor"},
+		{name: "prune " + n + ": the prune stage", gantry: median(stage), flr: median(f), ratios: ratios(stage, f), target: "≤ 2.0 × floor"},
 	}
 }
 
