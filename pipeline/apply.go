@@ -155,10 +155,27 @@ func (r *run) apply(ctx context.Context) error {
 			r.applied = append(r.applied, e)
 		}
 	}
+	// Prune saves the inventory next in any case; saving here as well only
+	// matters when it records something new.
+	if applyErr == nil && r.opts.Prune && sameEntries(entries, r.prev.Entries) {
+		return nil
+	}
 	if err := r.saveInventory(ctx, entries); err != nil {
 		return errors.Join(applyErr, err)
 	}
 	return applyErr
+}
+
+func sameEntries(m map[string]inventory.Entry, list []inventory.Entry) bool {
+	if len(m) != len(list) {
+		return false
+	}
+	for _, e := range list {
+		if m[e.ID] != e {
+			return false
+		}
+	}
+	return true
 }
 
 // applyGroup plans the deferred objects of one stage now that what they

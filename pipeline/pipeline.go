@@ -14,6 +14,7 @@ import (
 	"github.com/fluxcd/cli-utils/pkg/object"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/kube"
@@ -99,9 +100,14 @@ type run struct {
 	res     *result.Result
 
 	clients *kube.Clients
-	objects []*Object
-	byID    map[string]int // object id -> index in res.Objects
-	plans   []*plan
+	// connecting, when not nil, is closed when the connection opened
+	// during the build (early, earlyErr) is ready.
+	connecting chan struct{}
+	early      *kube.Clients
+	earlyErr   error
+	objects    []*Object
+	byID       map[string]int // object id -> index in res.Objects
+	plans      []*plan
 	// planner holds what validate read of the cluster (the LISTs), which
 	// prune reuses.
 	planner *planner
@@ -292,6 +298,9 @@ func skipUnless(on bool, why string) string {
 
 func (r *run) buildStage() stage {
 	return stage{name: "build", reason: result.ReasonBuildFailed, stopOnError: true, run: func(context.Context) error {
+		if r.connect != nil {
+			r.connectEarly()
+		}
 		objects, err := Build(r.opts.Build)
 		if err != nil {
 			return err
@@ -335,12 +344,36 @@ func (r *run) recordLocked(o result.Object) {
 	r.record(o, true)
 }
 
+// connectEarly opens the cluster connection while the build runs, so that
+// its round trips (TLS, discovery of the core group, which the inventory
+// and most sets need) overlap the build's CPU work. An error waits for
+// ensureClients, which reports it where it always did.
+func (r *run) connectEarly() {
+	done := make(chan struct{})
+	r.connecting = done
+	go func() {
+		defer close(done)
+		c, err := r.connect()
+		if err == nil {
+			_, _ = c.Mapper.RESTMapping(schema.GroupKind{Kind: "ConfigMap"}, "v1")
+		}
+		r.early, r.earlyErr = c, err
+	}()
+}
+
 // ensureClients connects on first use.
 func (r *run) ensureClients() error {
 	if r.clients != nil {
 		return nil
 	}
-	c, err := r.connect()
+	var c *kube.Clients
+	var err error
+	if r.connecting != nil {
+		<-r.connecting
+		c, err = r.early, r.earlyErr
+	} else {
+		c, err = r.connect()
+	}
 	if err != nil {
 		return err
 	}
