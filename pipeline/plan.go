@@ -94,11 +94,10 @@ const (
 type plan struct {
 	obj      *Object
 	kind     planKind
-	existing *unstructured.Unstructured // nil when absent
-	dryRun   *unstructured.Unstructured
-	body     []byte // the apply request, sent for the dry-run and the write
-	cleanup  bool   // kubectl's annotation or managers must go first
-	reason   string // why skipped or deferred
+	existing *unstructured.Unstructured // for a recreation or a take-over
+	body     []byte                     // the apply request, sent for the dry-run and the write
+	cleanup  bool                       // kubectl's annotation or managers must go first
+	reason   string                     // why skipped or deferred
 	err      error
 	diff     string // what changes, for reports
 }
@@ -115,6 +114,9 @@ type planner struct {
 	listed map[groupKey]bool
 	// ready is closed when live and listed may be read.
 	ready chan struct{}
+	// forgotten are objects dropped from live after planAll: get reads
+	// them from the cluster again.
+	forgotten map[objectKey]bool
 	// inSet says which CRD group-kinds and namespaces the set itself
 	// creates, so objects depending on them are deferred, not failed.
 	crdKinds   map[schema.GroupKind]bool
@@ -197,7 +199,7 @@ func (p *planner) prefetch(ctx context.Context, keys []objectKey, concurrency in
 // get reads the live object of k, from the prefetched LIST when its group
 // was listed.
 func (p *planner) get(ctx context.Context, k objectKey, into *unstructured.Unstructured) error {
-	if p.listed[k.group] {
+	if p.listed[k.group] && !p.forgotten[k] {
 		live, ok := p.live[k]
 		if !ok {
 			return apierrors.NewNotFound(schema.GroupResource{Group: k.group.gvk.Group, Resource: k.group.gvk.Kind}, k.name)
@@ -235,7 +237,25 @@ func (p *planner) planAll(ctx context.Context, objects []*Object, concurrency in
 	}
 	_ = g.Wait()
 	<-ready
+	p.forget(keys)
 	return plans
+}
+
+// forget drops what the LISTs read of the set's own objects, keeping the
+// rest (what prune may delete) in copies of their own, so that the lists
+// themselves can be freed.
+func (p *planner) forget(keys []objectKey) {
+	inSet := make(map[objectKey]bool, len(keys))
+	for _, k := range keys {
+		inSet[k] = true
+	}
+	live := map[objectKey]*unstructured.Unstructured{}
+	for k, u := range p.live {
+		if !inSet[k] {
+			live[k] = u.DeepCopy()
+		}
+	}
+	p.live, p.forgotten = live, inSet
 }
 
 // plan reads the live object and dry-runs the desired one.
@@ -301,7 +321,6 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 		pl.kind, pl.err = planFailed, p.describe(err, o)
 		return pl
 	}
-	pl.dryRun = dryRun
 	if pl.existing == nil {
 		pl.kind = planCreate
 		return pl.withDiff(nil, dryRun)
@@ -311,7 +330,12 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 	}
 	if pl.cleanup || drifted(pl.existing, dryRun) {
 		pl.kind = planConfigure
-		return pl.withDiff(pl.existing, dryRun)
+		pl.withDiff(pl.existing, dryRun)
+	}
+	if !pl.cleanup {
+		// Only kubectl's take-over needs the live object later; at
+		// 10,000 objects, keeping them all costs a hundred megabytes.
+		pl.existing = nil
 	}
 	return pl
 }
@@ -403,6 +427,12 @@ func needsTakeOver(live *unstructured.Unstructured) bool {
 // annotations, and everything but metadata and status, normalised as ssa
 // does, so that an object that has not drifted is not written.
 func drifted(live, dryRun *unstructured.Unstructured) bool {
+	// An apply that changes nothing returns the live object as it is
+	// (same resourceVersion and managedFields): the common case, decided
+	// without copying and normalising both.
+	if apiequality.Semantic.DeepEqual(live.Object, dryRun.Object) {
+		return false
+	}
 	if !apiequality.Semantic.DeepEqual(live.GetLabels(), dryRun.GetLabels()) ||
 		!apiequality.Semantic.DeepEqual(live.GetAnnotations(), dryRun.GetAnnotations()) {
 		return true
