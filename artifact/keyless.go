@@ -95,7 +95,7 @@ func (c *Client) signKeyless(ctx context.Context, digest name.Digest) error {
 	}
 	fu, err := url.Parse(fulcioURL)
 	if err != nil {
-		return fmt.Errorf("Fulcio URL %q: %w", fulcioURL, err)
+		return fmt.Errorf("the Fulcio URL %q: %w", fulcioURL, err)
 	}
 	cert, err := fulcioapi.NewClient(fu, fulcioapi.WithUserAgent("gantry")).SigningCert(fulcioapi.CertificateRequest{
 		PublicKey:          fulcioapi.Key{Content: pubPEM, Algorithm: "ecdsa"},
@@ -115,7 +115,7 @@ func (c *Client) signKeyless(ctx context.Context, digest name.Digest) error {
 	}
 	rc, err := rekorclient.GetRekorClient(rekorURL, rekorclient.WithUserAgent("gantry"))
 	if err != nil {
-		return fmt.Errorf("Rekor at %s: %w", rekorURL, err)
+		return fmt.Errorf("the Rekor log at %s: %w", rekorURL, err)
 	}
 	h := sha256.New()
 	h.Write(pl)

@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/aymanbagabas/go-udiff"
-	corev1 "k8s.io/api/core/v1"
 	yamlv2 "go.yaml.in/yaml/v2"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 

@@ -419,7 +419,7 @@ func toObject(res *resource.Resource, source string, sopsIDs []age.Identity, kee
 		if b, err = yaml.YAMLToJSON(doc); err != nil {
 			return nil, err
 		}
-	} else if b, err = nodeJSON(res.RNode.YNode()); err != nil {
+	} else if b, err = nodeJSON(res.YNode()); err != nil {
 		return nil, err
 	}
 	// Through JSON, so that numbers are int64 as unstructured expects

@@ -35,8 +35,6 @@ func summary(objects []*Object) []string {
 	return out
 }
 
-const cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n"
-
 func TestBuildPlainFolderKeepsOrigins(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
@@ -361,7 +359,7 @@ items: []
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := nodeJSON(res.RNode.YNode())
+		got, err := nodeJSON(res.YNode())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package reporters
 
 import (
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -43,7 +44,7 @@ func TestMergeRequestNoteLifecycle(t *testing.T) {
 func TestMergeRequestNoteNeedsAToken(t *testing.T) {
 	t.Parallel()
 	err := (&MergeRequestNote{APIURL: "http://127.0.0.1:1/api/v4", ProjectID: "1", IID: 1}).Report(t.Context(), sample())
-	if err != ErrJobTokenCannotComment || !strings.Contains(err.Error(), "CI_JOB_TOKEN cannot post") {
+	if !errors.Is(err, ErrJobTokenCannotComment) || !strings.Contains(err.Error(), "CI_JOB_TOKEN cannot post") {
 		t.Errorf("got %v", err)
 	}
 }

@@ -14,6 +14,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -78,7 +79,7 @@ func (b *bench) run() error {
 	if err != nil {
 		return err
 	}
-	defer c.Stop(context.Background())
+	defer func() { _ = c.Stop(context.Background()) }()
 	b.kubeconfig = c.Kubeconfig
 	cfg := rest.CopyConfig(c.RESTConfig)
 	cfg.QPS, cfg.Burst = -1, 0 // the floor is not rate limited on the client
@@ -182,10 +183,11 @@ func (b *bench) exec(name string, args ...string) error {
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		// diff exits 1 (kubectl) or 3 (gantry) when there are changes.
-		if ee, ok := err.(*exec.ExitError); ok && (ee.ExitCode() == 1 && strings.Contains(name, "kubectl") && args[0] == "diff" || ee.ExitCode() == 3) {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && (ee.ExitCode() == 1 && strings.Contains(name, "kubectl") && args[0] == "diff" || ee.ExitCode() == 3) {
 			return nil
 		}
-		return fmt.Errorf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
+		return fmt.Errorf("%s %s: %w\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
 	}
 	return nil
 }

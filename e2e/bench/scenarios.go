@@ -324,7 +324,7 @@ func (b *bench) memoryScenario(ctx context.Context) row {
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+b.kubeconfig)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		b.must(fmt.Errorf("gantry apply of %d: %v\n%s", b.memoryObjects, err, tail(out)))
+		b.must(fmt.Errorf("gantry apply of %d: %w\n%s", b.memoryObjects, err, tail(out)))
 	}
 	rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB on Linux
 	b.logf("memory: peak RSS %d MiB", rss/1024)

@@ -56,7 +56,7 @@ func waitForDeployment(t *testing.T, ns, name string, timeout time.Duration, con
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		d, err := env.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // not there yet: poll again
 		}
 		last = d
 		return cond(d), nil

@@ -101,7 +101,7 @@ func dockerEngineAnswers(ctx context.Context) error {
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("no Docker engine answers (docker info: %v: %s)", err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("no Docker engine answers (docker info: %w: %s)", err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }

@@ -172,7 +172,7 @@ func (*Local) Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := lc.waitFor(ctx, fmt.Sprintf("%d node(s) Ready", opts.Nodes), func(ctx context.Context) (bool, error) {
 		nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // the API may not answer yet: poll again
 		}
 		ready := 0
 		for _, n := range nodes.Items {
