@@ -17,6 +17,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,6 +42,7 @@ type bench struct {
 	gantry, kubectl                     string
 	kubeconfig                          string
 	client                              kubernetes.Interface
+	http                                *http.Client
 	work                                string
 	nsSeq                               int
 }
@@ -83,7 +85,10 @@ func (b *bench) run() error {
 	b.kubeconfig = c.Kubeconfig
 	cfg := rest.CopyConfig(c.RESTConfig)
 	cfg.QPS, cfg.Burst = -1, 0 // the floor is not rate limited on the client
-	if b.client, err = kubernetes.NewForConfig(cfg); err != nil {
+	if b.http, err = rest.HTTPClientFor(cfg); err != nil {
+		return err
+	}
+	if b.client, err = kubernetes.NewForConfigAndClient(cfg, b.http); err != nil {
 		return err
 	}
 	if b.work, err = os.MkdirTemp("", "gantry-bench-"); err != nil {

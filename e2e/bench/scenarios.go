@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/gantry-dev/gantry/result"
@@ -107,8 +108,10 @@ func (b *bench) deleteFloor(ctx context.Context, ns string, from, to int) error 
 }
 
 // workersDo runs f for from..to-1 on the floor's workers and returns the
-// first error.
+// first error. It starts from a new connection, as a tool does: the
+// harness's own requests must not hand the floor a warm one.
 func (b *bench) workersDo(from, to int, f func(i int) error) error {
+	utilnet.CloseIdleConnectionsFor(b.http.Transport)
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
