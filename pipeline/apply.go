@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
 	"github.com/fluxcd/cli-utils/pkg/object"
 	"github.com/fluxcd/pkg/ssa"
 	"github.com/fluxcd/pkg/ssa/utils"
@@ -345,7 +344,7 @@ func (r *run) waitEstablished(ctx context.Context, group []*plan) error {
 	if len(set) == 0 {
 		return nil
 	}
-	poller := polling.NewStatusPoller(r.clients.Client, r.clients.Mapper, polling.Options{})
+	poller := newStatusPoller(r.clients.Client, r.clients.Mapper)
 	m := ssa.NewResourceManager(r.clients.Client, poller, ssa.Owner{Field: FieldManager, Group: "gantry.dev"})
 	deadline, ok := ctx.Deadline()
 	timeout := time.Minute
