@@ -30,9 +30,9 @@ func main() {
 // mostly short-lived request and response objects, and on a two-core CI
 // machine every cycle the collector spends is taken from the API server
 // being deployed to. The collector runs at 5x the live heap instead of 2x
-// (about 60 ms less CPU for a no-op of 1000 objects) and harder as the heap nears 150 MiB
-// (10,000 objects stay under 300 MB resident); see BENCHMARKS.md. GOGC
-// and GOMEMLIMIT override both.
+// (about 60 ms less CPU for a no-op of 1000 objects) and harder as the
+// heap nears 150 MiB (10,000 objects stay near 230 MB resident); see
+// BENCHMARKS.md. GOGC and GOMEMLIMIT override both.
 func tuneGC() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
