@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/go-logr/logr"
 	"github.com/sethvargo/go-githubactions"
@@ -34,6 +35,8 @@ const (
 	ExitChanges = 3 // changes pending (diff with detailed-exitcode)
 )
 
+var discardControllerRuntimeLogs sync.Once
+
 // Run executes gantry with the given arguments and environment (as
 // os.Environ returns it) and returns the process exit code.
 func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
@@ -41,9 +44,12 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "gantry %s\n", Version)
 		return ExitOK
 	}
-	// controller-runtime's client logs through a global logger that warns
-	// when never set; gantry reports through its own result instead.
-	ctrllog.SetLogger(logr.Discard())
+	discardControllerRuntimeLogs.Do(func() {
+		// controller-runtime's client logs through a global logger that
+		// warns when never set; gantry reports through its own result
+		// instead. Once: setting it is not safe for concurrent runs.
+		ctrllog.SetLogger(logr.Discard())
+	})
 
 	env := map[string]string{}
 	for _, kv := range environ {

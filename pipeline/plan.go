@@ -227,11 +227,11 @@ func (p *planner) planAll(ctx context.Context, objects []*Object, concurrency in
 		p.prefetch(ctx, keys, concurrency)
 	}()
 	plans := make([]*plan, len(objects))
-	g, ctx := errgroup.WithContext(ctx)
+	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(concurrency, 1))
 	for i, o := range objects {
 		g.Go(func() error {
-			plans[i] = p.plan(ctx, o)
+			plans[i] = p.plan(gctx, o)
 			return nil
 		})
 	}
