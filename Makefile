@@ -12,7 +12,7 @@ KUBE_BINS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-sc
 AGE_BINS  := $(BIN)/age $(BIN)/age-keygen
 TOOLS     := $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/kwok-stages.yaml $(AGE_BINS) $(BIN)/cosign $(BIN)/sops $(BIN)/actionlint $(BIN)/tektoncheck
 
-.PHONY: all bench build image tools test test-short demo cluster docs lint clean help
+.PHONY: all bench build image tools test test-short demo cluster docs lint release-prep clean help
 
 all: build
 
@@ -86,6 +86,12 @@ cluster: tools
 ## demo: the whole pipeline on examples/ against a local control plane
 demo: tools build
 	hack/demo.sh
+
+## release-prep: point action.yml at the image of release VERSION (vX.Y.Z), before tagging it
+release-prep:
+	@[[ "$(VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$$ ]] || { echo "VERSION=vX.Y.Z, not $(VERSION)"; exit 2; }
+	sed -i -E 's#^  image: docker://ghcr.io/gantry-dev/gantry:.*#  image: docker://ghcr.io/gantry-dev/gantry:$(VERSION)#' action.yml
+	@grep -n '^  image:' action.yml
 
 ## docs: action.yml's inputs and the README's input table, from the entrypoint's table
 docs:
