@@ -12,7 +12,7 @@ KUBE_BINS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-sc
 AGE_BINS  := $(BIN)/age $(BIN)/age-keygen
 TOOLS     := $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/kwok-stages.yaml $(AGE_BINS) $(BIN)/cosign $(BIN)/sops $(BIN)/actionlint $(BIN)/tektoncheck
 
-.PHONY: all bench build image tools test test-short demo cluster docs lint release-prep clean help
+.PHONY: all bench build image tools test test-race test-short demo cluster docs lint release-prep clean help
 
 all: build
 
@@ -74,6 +74,10 @@ bench: tools build
 ## test: every test, the cluster tests against the local control plane
 test: tools
 	$(GO) test -count=1 -timeout 40m ./...
+
+## test-race: every test under the race detector (gantry runs requests concurrently)
+test-race: tools
+	$(GO) test -race -count=1 -timeout 60m ./...
 
 ## test-short: unit tests only, no cluster
 test-short:
