@@ -105,7 +105,6 @@ type plan struct {
 // planner dry-runs objects against the cluster.
 type planner struct {
 	clients *kube.Clients
-	client  client.Client
 	force   bool
 	// live holds objects read by LIST; listed says which kinds and
 	// namespaces were listed (an object of a listed group that is not in
@@ -124,7 +123,7 @@ type planner struct {
 }
 
 func newPlanner(c *kube.Clients, objects []*Object, force bool) *planner {
-	p := &planner{clients: c, client: c.Client, force: force, crdKinds: map[schema.GroupKind]bool{}, namespaces: map[string]bool{},
+	p := &planner{clients: c, force: force, crdKinds: map[schema.GroupKind]bool{}, namespaces: map[string]bool{},
 		live: map[objectKey]*unstructured.Unstructured{}, listed: map[groupKey]bool{}, ready: make(chan struct{})}
 	close(p.ready)
 	for _, o := range objects {
@@ -179,7 +178,7 @@ func (p *planner) prefetch(ctx context.Context, keys []objectKey, concurrency in
 			if gk.namespace != "" {
 				opts = append(opts, client.InNamespace(gk.namespace))
 			}
-			if err := p.client.List(ctx, list, opts...); err != nil {
+			if err := p.clients.Client.List(ctx, list, opts...); err != nil {
 				return nil // fall back to GETs
 			}
 			mu.Lock()
@@ -208,7 +207,7 @@ func (p *planner) get(ctx context.Context, k objectKey, into *unstructured.Unstr
 		return nil
 	}
 	into.SetGroupVersionKind(k.group.gvk)
-	return p.client.Get(ctx, client.ObjectKey{Namespace: k.group.namespace, Name: k.name}, into)
+	return p.clients.Client.Get(ctx, client.ObjectKey{Namespace: k.group.namespace, Name: k.name}, into)
 }
 
 // planAll dry-runs every object concurrently and returns the plans in the
