@@ -172,27 +172,38 @@ func (p *planner) prefetch(ctx context.Context, keys []objectKey, concurrency in
 			continue
 		}
 		g.Go(func() error {
-			list := &unstructured.UnstructuredList{}
-			list.SetGroupVersionKind(gk.gvk.GroupVersion().WithKind(gk.gvk.Kind + "List"))
-			var opts []client.ListOption
-			if gk.namespace != "" {
-				opts = append(opts, client.InNamespace(gk.namespace))
-			}
-			if err := p.clients.Client.List(ctx, list, opts...); err != nil {
+			items, err := listKind(ctx, p.clients.Client, gk.gvk, gk.namespace)
+			if err != nil {
 				return nil // fall back to GETs
 			}
 			mu.Lock()
 			defer mu.Unlock()
 			p.listed[gk] = true
-			for i := range list.Items {
-				item := &list.Items[i]
-				item.SetGroupVersionKind(gk.gvk)
-				p.live[keyOf(item)] = item
+			for i := range items {
+				p.live[keyOf(&items[i])] = &items[i]
 			}
 			return nil
 		})
 	}
 	_ = g.Wait()
+}
+
+// listKind lists the objects of kind gvk in namespace (everywhere, or the
+// cluster-scoped ones, when it is empty), each with its kind set.
+func listKind(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, namespace string) ([]unstructured.Unstructured, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	var opts []client.ListOption
+	if namespace != "" {
+		opts = append(opts, client.InNamespace(namespace))
+	}
+	if err := c.List(ctx, list, opts...); err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		list.Items[i].SetGroupVersionKind(gvk)
+	}
+	return list.Items, nil
 }
 
 // get reads the live object of k, from the prefetched LIST when its group

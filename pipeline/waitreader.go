@@ -101,18 +101,17 @@ func (r *listReader) list(ctx context.Context, gn gkNamespace) listed {
 	if err != nil {
 		return listed{err: err}
 	}
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(mapping.GroupVersionKind.GroupVersion().WithKind(mapping.GroupVersionKind.Kind + "List"))
-	var opts []client.ListOption
+	namespace := ""
 	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-		opts = append(opts, client.InNamespace(gn.namespace))
+		namespace = gn.namespace
 	}
-	if err := r.client.List(ctx, list, opts...); err != nil {
+	items, err := listKind(ctx, r.client, mapping.GroupVersionKind, namespace)
+	if err != nil {
 		return listed{err: err}
 	}
-	l := listed{byName: make(map[string]*unstructured.Unstructured, len(list.Items))}
-	for i := range list.Items {
-		l.byName[list.Items[i].GetName()] = &list.Items[i]
+	l := listed{byName: make(map[string]*unstructured.Unstructured, len(items))}
+	for i := range items {
+		l.byName[items[i].GetName()] = &items[i]
 	}
 	return l
 }
