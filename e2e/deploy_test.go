@@ -453,6 +453,9 @@ func TestLockRefusesWithHolder(t *testing.T) {
 	if r.code != entrypoint.ExitFailed || !strings.Contains(r.stderr, "locked by first run") {
 		t.Fatalf("exit %d, want 1 naming the holder\n%s", r.code, r.stderr)
 	}
+	if r.res.Reason != result.ReasonLocked {
+		t.Errorf("reason %s, want %s", r.res.Reason, result.ReasonLocked)
+	}
 	if _, err := env.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), "x", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("ConfigMap x was written while the inventory was locked: %v", err)
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -187,8 +188,10 @@ func TestFailedPruneKeepsEntry(t *testing.T) {
 	}
 }
 
-// An apply that fails after validation (a custom resource that its new CRD's
-// schema rejects) keeps every previous entry and records what was written.
+// An apply that fails after validation keeps every previous entry and
+// records what was written. Two Services that ask for the same cluster IP
+// each pass their dry-run (a dry-run allocates nothing); the second write
+// fails.
 func TestFailedApplyKeepsInventory(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
@@ -227,13 +230,17 @@ spec:
               properties:
                 size: {type: integer}
 `, group))
-	writeFile(t, filepath.Join(dir, "gadget.yaml"), fmt.Sprintf("apiVersion: %s/v1\nkind: Gadget\nmetadata:\n  name: g\n  namespace: %s\nspec:\n  size: big\n", group, ns))
+	writeFile(t, filepath.Join(dir, "gadget.yaml"), fmt.Sprintf("apiVersion: %s/v1\nkind: Gadget\nmetadata:\n  name: g\n  namespace: %s\nspec:\n  size: 3\n", group, ns))
+	ip := fmt.Sprintf("10.96.%d.%d", 100+rand.IntN(150), 2+rand.IntN(250))
+	for _, name := range []string{"one", "two"} {
+		writeFile(t, filepath.Join(dir, "svc-"+name+".yaml"), fmt.Sprintf("apiVersion: v1\nkind: Service\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n  clusterIP: %s\n  ports:\n    - port: 80\n", name, ns, ip))
+	}
 	r := gantry(t, args...)
 	if r.code != entrypoint.ExitFailed || r.res.Reason != result.ReasonApplyFailed {
 		t.Fatalf("exit %d reason %s, want 1 ApplyFailed\n%s", r.code, r.res.Reason, r.stderr)
 	}
-	if !strings.Contains(r.stderr, "Gadget/"+ns+"/g") || !strings.Contains(r.stderr, "gadget.yaml") {
-		t.Errorf("message does not name the Gadget and its file:\n%s", r.stderr)
+	if !strings.Contains(r.stderr, "already allocated") || !strings.Contains(r.stderr, "svc-") {
+		t.Errorf("message does not name the Service, its file and the allocated IP:\n%s", r.stderr)
 	}
 	ids := strings.Join(entryIDs(t, ns, "keep"), " ")
 	if !strings.Contains(ids, ns+"_a__ConfigMap") || !strings.Contains(ids, "_gadgets."+group+"_apiextensions.k8s.io_CustomResourceDefinition") {

@@ -30,6 +30,7 @@ type Config struct {
 	InventoryNamespace string
 	Prune, Wait, Force bool
 	AllowEmpty         bool
+	TakeOwnership      bool
 	DetailedExitcode   bool
 	Timeout            time.Duration
 	TargetNamespace    string
@@ -182,6 +183,7 @@ func Load(args []string, env map[string]string, usage io.Writer) (*Config, error
 		Wait:               boolOf("wait"),
 		Force:              boolOf("force"),
 		AllowEmpty:         boolOf("allow-empty"),
+		TakeOwnership:      boolOf("take-ownership"),
 		DetailedExitcode:   boolOf("detailed-exitcode"),
 		TargetNamespace:    str("target-namespace"),
 		Kubeconfig:         str("kubeconfig"),

@@ -117,6 +117,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		Wait:               cfg.Wait,
 		Force:              cfg.Force,
 		AllowEmpty:         cfg.AllowEmpty,
+		TakeOwnership:      cfg.TakeOwnership,
 		Timeout:            cfg.Timeout,
 		HealthChecks:       cfg.HealthChecks,
 		Concurrency:        cfg.Concurrency,

@@ -58,6 +58,7 @@ var Inputs = []Input{
 	{Name: "service-account", Description: "namespace/name of a service account to impersonate, so that its RBAC bounds what the run may touch."},
 	{Name: "health-checks", Description: "Objects to wait for, one Kind/namespace/name (or Kind/name) per line. Default: everything applied."},
 	{Name: "concurrency", Default: "16", Description: "How many API requests gantry keeps in flight."},
+	{Name: "take-ownership", Default: "false", Bool: true, Description: "Take over objects that carry another gantry inventory's labels. Without it such objects fail validation, naming both inventories, and nothing is written."},
 	{Name: "allow-empty", Default: "false", Bool: true, Description: "Allow a build with no objects to prune everything the inventory holds."},
 	{Name: "detailed-exitcode", Default: "false", Bool: true, Description: "With diff: exit 3 when there are changes."},
 	{Name: "report", Description: "Write the run's result as JSON to this path, and every diff next to it (same name, .diff). Default on GitHub and GitLab: .gantry/report.json in the working directory; elsewhere none."},

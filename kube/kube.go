@@ -8,10 +8,13 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/openapi"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,6 +45,10 @@ type Clients struct {
 	Client client.Client
 	Kube   kubernetes.Interface
 	Mapper meta.RESTMapper
+
+	openapiOnce  sync.Once
+	openapiPaths map[string]openapi.GroupVersion
+	openapiErr   error
 }
 
 // RESTConfig loads the configuration that opts describe.
@@ -127,4 +134,24 @@ func DefaultNamespace(opts Options) string {
 		return "default"
 	}
 	return ns
+}
+
+// OpenAPIV3 returns the cluster's OpenAPI v3 document of one group version,
+// as JSON. The list of group versions is read once per Clients.
+func (c *Clients) OpenAPIV3(gv schema.GroupVersion) ([]byte, error) {
+	c.openapiOnce.Do(func() {
+		c.openapiPaths, c.openapiErr = c.Kube.Discovery().OpenAPIV3().Paths()
+	})
+	if c.openapiErr != nil {
+		return nil, c.openapiErr
+	}
+	p := "apis/" + gv.Group + "/" + gv.Version
+	if gv.Group == "" {
+		p = "api/" + gv.Version
+	}
+	doc, ok := c.openapiPaths[p]
+	if !ok {
+		return nil, fmt.Errorf("the cluster publishes no OpenAPI v3 schema for %s", gv)
+	}
+	return doc.Schema(runtime.ContentTypeJSON)
 }

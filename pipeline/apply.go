@@ -24,35 +24,102 @@ import (
 )
 
 // validate prepares the set (namespaces, inventory labels), takes the
-// inventory's lock, and dry-runs every object. Every failure is collected;
-// nothing is written.
+// inventory's lock, and validates every object before anything is written:
+// a server-side dry-run of each object the cluster can check now, an
+// offline check of the objects whose Namespace or CRD comes with the set,
+// then, when everything passed, the creation of those Namespaces and CRDs
+// and a dry-run of their dependents, undone when a dependent fails. Every
+// failure is collected and reported at once.
 func (r *run) validate(ctx context.Context) error {
 	if err := r.prepare(); err != nil {
 		return err
 	}
-	if err := r.lockAndLoad(ctx); err != nil {
+	lockLater, err := r.lockUnlessNew(ctx)
+	if err != nil {
+		var held *inventory.HeldError
+		if errors.As(err, &held) {
+			r.res.Reason = result.ReasonLocked
+		}
 		return err
 	}
+	if err := r.refuseEmpty(); err != nil {
+		return err
+	}
+	r.planner = r.newPlanner()
+	r.planner.findAbsent(ctx, r.opts.Concurrency)
+	r.plans = r.planner.planAll(ctx, r.objects, r.opts.Concurrency)
+	if err := r.validateOffline(ctx); err != nil {
+		return err
+	}
+	if err := r.validationFailures("validate"); err != nil {
+		return err
+	}
+	if needs := r.provisionNeeds(lockLater); len(needs) > 0 {
+		return r.provision(ctx, needs, lockLater)
+	}
+	return nil
+}
+
+// refuseEmpty refuses a build with no objects when prune would then delete
+// everything the inventory holds, unless allow-empty.
+func (r *run) refuseEmpty() error {
 	if len(r.objects) == 0 && r.opts.Prune && len(r.prev.Entries) > 0 && !r.opts.AllowEmpty {
 		return fmt.Errorf("the build produced no objects, so prune would delete all %d objects of inventory %s/%s; set allow-empty to allow that",
 			len(r.prev.Entries), r.opts.InventoryNamespace, r.opts.Inventory)
 	}
-	r.planner = newPlanner(r.clients, r.objects, r.opts.Force)
-	r.plans = r.planner.planAll(ctx, r.objects, r.opts.Concurrency)
+	return nil
+}
+
+// validationFailures records every failed plan, and when there is one,
+// every other object as skipped (so that the report lists the whole set
+// and its counts add up), and returns the failures joined.
+func (r *run) validationFailures(stage string) error {
 	var errs []error
 	for _, pl := range r.plans {
 		if pl.kind == planFailed {
-			err := &ObjectError{Ref: ref(pl.obj), Source: pl.obj.Source, Err: pl.err}
-			errs = append(errs, err)
-			o := resultObject(pl.obj.Unstructured, pl.obj.Source, "validate", result.Failed)
+			errs = append(errs, &ObjectError{Ref: ref(pl.obj), Source: pl.obj.Source, Err: pl.err})
+			o := resultObject(pl.obj.Unstructured, pl.obj.Source, stage, result.Failed)
 			o.Error = pl.err.Error()
 			r.record(o, true)
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%d of %d objects failed validation, nothing was applied: %w", len(errs), len(r.plans), errors.Join(errs...))
+	if len(errs) == 0 {
+		return nil
 	}
-	return nil
+	for _, pl := range r.plans {
+		if pl.kind != planFailed {
+			o := resultObject(pl.obj.Unstructured, pl.obj.Source, stage, result.Skipped)
+			o.Error = "not applied: other objects failed validation"
+			r.record(o, false)
+		}
+	}
+	return fmt.Errorf("%d of %d objects failed validation, nothing was applied: %w", len(errs), len(r.plans), errors.Join(errs...))
+}
+
+// lockUnlessNew takes the inventory's lock and loads it, unless the
+// inventory's namespace does not exist yet and the set brings it: then
+// there is nothing to load, and the lock is taken once that namespace has
+// been created (lockLater).
+func (r *run) lockUnlessNew(ctx context.Context) (lockLater bool, err error) {
+	ns := r.opts.InventoryNamespace
+	if bringsNamespace(r.objects, ns) {
+		_, err := r.clients.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			r.prev = &inventory.Inventory{Name: r.opts.Inventory, Namespace: ns}
+			r.previous = nil
+			return true, nil
+		}
+	}
+	return false, r.lockAndLoad(ctx)
+}
+
+func bringsNamespace(objects []*Object, name string) bool {
+	for _, o := range objects {
+		if utils.IsNamespace(o.Unstructured) && o.GetName() == name {
+			return true
+		}
+	}
+	return false
 }
 
 // prepare connects, completes namespaces and labels every object with its
@@ -63,6 +130,9 @@ func (r *run) prepare() error {
 	}
 	if err := r.setNamespaces(); err != nil {
 		return err
+	}
+	if r.opts.Inventory == "" {
+		return nil // a diff without an inventory: nothing to label with
 	}
 	for _, o := range r.objects {
 		labels := o.GetLabels()
@@ -180,7 +250,7 @@ func sameEntries(m map[string]inventory.Entry, list []inventory.Entry) bool {
 // applyGroup plans the deferred objects of one stage now that what they
 // depend on exists, then writes the changed ones concurrently.
 func (r *run) applyGroup(ctx context.Context, group []*plan) error {
-	p := newPlanner(r.clients, r.objects, r.opts.Force)
+	p := r.newPlanner()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(r.opts.Concurrency, 1))
 	for i, pl := range group {
@@ -225,6 +295,8 @@ func (r *run) write(ctx context.Context, pl *plan) (result.Action, error) {
 	switch pl.kind {
 	case planUnchanged:
 		return result.Unchanged, nil
+	case planProvisioned:
+		return result.Created, nil
 	case planSkip:
 		return result.Skipped, nil
 	case planFailed:

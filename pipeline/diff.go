@@ -20,14 +20,33 @@ func (r *run) diff(ctx context.Context) error {
 		return err
 	}
 	r.prev, r.previous = prev, prev.Entries
-	r.planner = newPlanner(r.clients, r.objects, r.opts.Force)
+	if r.opts.Inventory != "" {
+		if err := r.refuseEmpty(); err != nil {
+			return err
+		}
+	}
+	r.planner = r.newPlanner()
+	r.planner.findAbsent(ctx, r.opts.Concurrency)
 	r.plans = r.planner.planAll(ctx, r.objects, r.opts.Concurrency)
+	// What depends on a Namespace or CRD of the set cannot be dry-run
+	// without creating those, which a diff never does: it is checked
+	// offline, and apply dry-runs it on the server too.
+	if err := r.validateOffline(ctx); err != nil {
+		return err
+	}
+	offline := 0
 	var errs []error
 	for _, pl := range r.plans {
 		o := resultObject(pl.obj.Unstructured, pl.obj.Source, "diff", result.Unchanged)
 		o.Diff = pl.diff
 		switch pl.kind {
-		case planCreate, planDeferred:
+		case planDeferred:
+			o.Action = result.Created
+			o.Diff = pl.withDiff(nil, pl.obj.Unstructured).diff
+			if pl.offline {
+				offline++
+			}
+		case planCreate:
 			o.Action = result.Created
 		case planConfigure, planRecreate:
 			o.Action = result.Configured
@@ -38,6 +57,9 @@ func (r *run) diff(ctx context.Context) error {
 			errs = append(errs, &ObjectError{Ref: ref(pl.obj), Source: pl.obj.Source, Err: pl.err})
 		}
 		r.record(o, o.Action != result.Unchanged)
+	}
+	if offline > 0 {
+		r.obs.Info(fmt.Sprintf("%d objects need a Namespace or CRD that the set creates: validated offline against their schemas; apply also dry-runs them on the server", offline))
 	}
 	if r.opts.Prune {
 		stale := r.staleEntries()

@@ -35,6 +35,9 @@ type Options struct {
 	Wait       bool
 	Force      bool
 	AllowEmpty bool
+	// TakeOwnership lets the run take over objects that carry another
+	// inventory's labels; without it they fail validation.
+	TakeOwnership bool
 	// Timeout bounds everything but the build: the artifact's push or
 	// pull, waiting for the inventory's lock, validate, apply, prune and
 	// wait.
@@ -355,6 +358,9 @@ func (r *run) connectEarly() {
 		defer close(done)
 		c, err := r.connect()
 		if err == nil {
+			err = reachable(c)
+		}
+		if err == nil {
 			_, _ = c.Mapper.RESTMapping(schema.GroupKind{Kind: "ConfigMap"}, "v1")
 		}
 		r.early, r.earlyErr = c, err
@@ -371,14 +377,23 @@ func (r *run) ensureClients() error {
 	if r.connecting != nil {
 		<-r.connecting
 		c, err = r.early, r.earlyErr
-	} else {
-		c, err = r.connect()
+	} else if c, err = r.connect(); err == nil {
+		err = reachable(c)
 	}
 	if err != nil {
 		return err
 	}
 	r.clients = c
 	r.store = &inventory.Store{Client: c.Kube}
+	return nil
+}
+
+// reachable asks the API server for its version: an unreachable cluster
+// fails here once, with its address, instead of once per object later.
+func reachable(c *kube.Clients) error {
+	if _, err := c.Kube.Discovery().ServerVersion(); err != nil {
+		return fmt.Errorf("cannot reach the cluster at %s: %w", c.Config.Host, err)
+	}
 	return nil
 }
 
@@ -391,12 +406,13 @@ func (r *run) setNamespaces() error {
 			crds = append(crds, o.Unstructured)
 		}
 	}
-	var errs []error
 	for _, o := range r.objects {
 		scope, err := object.LookupResourceScope(o.Unstructured, crds, r.clients.Mapper)
 		if err != nil {
-			errs = append(errs, &ObjectError{Ref: ref(o), Source: o.Source, Err: fmt.Errorf("the cluster has no kind %s in %s (is its CRD installed?)", o.GetKind(), o.GetAPIVersion())})
-			continue
+			if meta.IsNoMatchError(err) || isUnknownKind(err) {
+				continue // validate reports it, with every other failure
+			}
+			return fmt.Errorf("reading the cluster's kinds from %s: %w", r.clients.Config.Host, err)
 		}
 		switch {
 		case scope == meta.RESTScopeNamespace && o.GetNamespace() == "":
@@ -405,5 +421,12 @@ func (r *run) setNamespaces() error {
 			o.SetNamespace("")
 		}
 	}
-	return errors.Join(errs...)
+	return nil
+}
+
+// isUnknownKind recognises cli-utils' error for a kind that is neither
+// known to the cluster nor defined by the set.
+func isUnknownKind(err error) bool {
+	var unknown *object.UnknownTypeError
+	return errors.As(err, &unknown)
 }

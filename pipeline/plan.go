@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/diffs"
+	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/kube"
 )
 
@@ -88,6 +89,9 @@ const (
 	planSkip
 	planDeferred // depends on a CRD or Namespace in the same set
 	planFailed
+	// planProvisioned: created during validation, for the objects that
+	// depend on it; apply reports it created and writes nothing more.
+	planProvisioned
 )
 
 // plan is the dry-run verdict for one object.
@@ -100,6 +104,9 @@ type plan struct {
 	reason   string                     // why skipped or deferred
 	err      error
 	diff     string // what changes, for reports
+	// offline: a deferred object that passed offline validation (diff
+	// reports it so; apply dry-runs it on the server as well).
+	offline bool
 }
 
 // planner dry-runs objects against the cluster.
@@ -120,6 +127,39 @@ type planner struct {
 	// creates, so objects depending on them are deferred, not failed.
 	crdKinds   map[schema.GroupKind]bool
 	namespaces map[string]bool
+	// absent are the set's namespaces known not to exist yet: their
+	// objects are deferred without a dry-run that can only fail.
+	absent map[string]bool
+	// owner is the inventory this run applies for; a live object labelled
+	// with another fails, unless takeOwnership.
+	owner         inventoryRef
+	takeOwnership bool
+	// keepOwnerLabels: the run names no inventory (a diff), so the live
+	// object's inventory labels are not reported as removed.
+	keepOwnerLabels bool
+}
+
+// inventoryRef names an inventory: its ConfigMap's namespace and name.
+type inventoryRef struct{ namespace, name string }
+
+func (i inventoryRef) String() string { return i.namespace + "/" + i.name }
+
+// ownerOf reads the inventory labels of a live object; ok is false when it
+// has none.
+func ownerOf(u *unstructured.Unstructured) (ref inventoryRef, ok bool) {
+	l := u.GetLabels()
+	name, hasName := l[inventory.NameLabel]
+	ns := l[inventory.NamespaceLabel]
+	return inventoryRef{namespace: ns, name: name}, hasName && name != ""
+}
+
+// newPlanner returns the run's planner for its set.
+func (r *run) newPlanner() *planner {
+	p := newPlanner(r.clients, r.objects, r.opts.Force)
+	p.owner = inventoryRef{namespace: r.opts.InventoryNamespace, name: r.opts.Inventory}
+	p.takeOwnership = r.opts.TakeOwnership
+	p.keepOwnerLabels = r.opts.Inventory == ""
+	return p
 }
 
 func newPlanner(c *kube.Clients, objects []*Object, force bool) *planner {
@@ -149,6 +189,28 @@ type objectKey struct {
 
 func keyOf(o *unstructured.Unstructured) objectKey {
 	return objectKey{groupKey{o.GroupVersionKind(), o.GetNamespace()}, o.GetName()}
+}
+
+// findAbsent reads which of the set's namespaces do not exist yet (a GET
+// each, concurrently); one it may not read counts as present, and its
+// objects' dry-runs say what is wrong.
+func (p *planner) findAbsent(ctx context.Context, concurrency int) {
+	var mu sync.Mutex
+	p.absent = map[string]bool{}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(concurrency, 1))
+	for ns := range p.namespaces {
+		g.Go(func() error {
+			_, err := p.clients.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				mu.Lock()
+				p.absent[ns] = true
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
 }
 
 // listThreshold is how many objects of one kind in one namespace make a
@@ -276,6 +338,10 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 		return pl
 	}
 
+	if ns := o.GetNamespace(); ns != "" && p.absent[ns] {
+		pl.kind, pl.reason = planDeferred, "its Namespace "+ns+" is applied in an earlier stage"
+		return pl
+	}
 	// The dry-run goes out first, while validate's LISTs may still be in
 	// flight: it writes nothing, and what it says is weighed below, after
 	// what the live object says.
@@ -310,6 +376,12 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 		pl.kind, pl.reason = planSkip, "the live object is annotated to be ignored"
 		return pl
 	}
+	if pl.existing != nil && !p.keepOwnerLabels && !p.takeOwnership {
+		if owner, ok := ownerOf(pl.existing); ok && owner != p.owner {
+			pl.kind, pl.err = planFailed, fmt.Errorf("belongs to gantry inventory %s, not to this run's inventory %s; set take-ownership to take it over", owner, p.owner)
+			return pl
+		}
+	}
 	if pl.existing != nil && utils.AnyInMetadata(o.Unstructured, ifNotPresentSelector) {
 		pl.kind, pl.reason = planSkip, "exists, and is annotated ssa: IfNotPresent"
 		return pl
@@ -334,6 +406,9 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 	if pl.existing == nil {
 		pl.kind = planCreate
 		return pl.withDiff(nil, dryRun)
+	}
+	if p.keepOwnerLabels {
+		keepInventoryLabels(pl.existing, dryRun)
 	}
 	if !utils.AnyInMetadata(o.Unstructured, mergeSelector) && needsTakeOver(pl.existing) {
 		pl.cleanup = true
@@ -493,3 +568,22 @@ func (e *ObjectError) Error() string {
 }
 
 func (e *ObjectError) Unwrap() error { return e.Err }
+
+// keepInventoryLabels copies the live object's inventory labels onto the
+// dry-run result, for a diff that names no inventory: apply would keep them
+// (it always labels), so they are no change.
+func keepInventoryLabels(live, dryRun *unstructured.Unstructured) {
+	l := live.GetLabels()
+	labels := dryRun.GetLabels()
+	for _, k := range []string{inventory.NameLabel, inventory.NamespaceLabel} {
+		if v, ok := l[k]; ok {
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[k] = v
+		}
+	}
+	if labels != nil {
+		dryRun.SetLabels(labels)
+	}
+}

@@ -30,6 +30,9 @@ const (
 	ReasonApplyFailed       Reason = "ReconciliationFailed"
 	ReasonPruneFailed       Reason = "PruneFailed"
 	ReasonHealthCheckFailed Reason = "HealthCheckFailed"
+	// ReasonLocked means another run held the inventory's lock until the
+	// timeout.
+	ReasonLocked Reason = "InventoryLocked"
 	// ReasonProgressing means a diff found pending changes.
 	ReasonProgressing Reason = "Progressing"
 	// ReasonInvalidInput means the configuration was rejected before

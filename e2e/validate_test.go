@@ -1,0 +1,424 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/gantry-dev/gantry/entrypoint"
+	"github.com/gantry-dev/gantry/inventory"
+	"github.com/gantry-dev/gantry/result"
+)
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// corpus copies one set of e2e/testdata/validate for a test. ns is the
+// test's own namespace (it exists); appNS is the one the set's ${NS} names,
+// which exists only if the set creates it. The set's CRDs are in group
+// <appNS>.gantry.test.
+func corpus(t *testing.T, name string) (dir, ns, appNS string) {
+	t.Helper()
+	ns = env.Namespace(t)
+	appNS = ns + "-app"
+	dir = filepath.Join(t.TempDir(), name)
+	src := filepath.Join("testdata", "validate", name)
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(dir, e.Name()), string(b))
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = env.Client.CoreV1().Namespaces().Delete(ctx, appNS, metav1.DeleteOptions{})
+		crds, err := env.Dynamic.Resource(crdResource).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return
+		}
+		for _, c := range crds.Items {
+			if strings.HasSuffix(c.GetName(), "."+appNS+".gantry.test") {
+				_ = env.Dynamic.Resource(crdResource).Delete(ctx, c.GetName(), metav1.DeleteOptions{})
+			}
+		}
+		for _, name := range []string{appNS + "-operator"} {
+			_ = env.Client.RbacV1().ClusterRoles().Delete(ctx, name, metav1.DeleteOptions{})
+			_ = env.Client.RbacV1().ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{})
+		}
+	})
+	return dir, ns, appNS
+}
+
+func setArgs(command, dir, ns, appNS, inventoryName string, extra ...string) []string {
+	return append([]string{command, "--path=" + dir, "--inventory=" + inventoryName, "--inventory-namespace=" + ns,
+		"--substitute=NS=" + appNS, "--timeout=60s"}, extra...)
+}
+
+// nothingLeft asserts that a failed run left nothing of its set: no
+// Namespace appNS, no CRD of its group, no inventory, and none of the
+// named ConfigMaps in ns.
+func nothingLeft(t *testing.T, ns, appNS, inventoryName string, configMaps ...string) {
+	t.Helper()
+	ctx := context.Background()
+	if n, err := env.Client.CoreV1().Namespaces().Get(ctx, appNS, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Namespace %s exists after the failed run (phase %v, err %v)", appNS, n.Status.Phase, err)
+	}
+	crds, err := env.Dynamic.Resource(crdResource).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range crds.Items {
+		if strings.HasSuffix(c.GetName(), "."+appNS+".gantry.test") {
+			t.Errorf("CustomResourceDefinition %s exists after the failed run", c.GetName())
+		}
+	}
+	if _, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, inventory.ConfigMapName(inventoryName), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("inventory %s/%s exists after the failed run: %v", ns, inventoryName, err)
+	}
+	for _, name := range configMaps {
+		if _, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("ConfigMap %s/%s exists after the failed run: %v", ns, name, err)
+		}
+	}
+}
+
+// failedRefs lists the report's failed objects, and checks that each names
+// its file.
+func failedRefs(t *testing.T, r gantryRun) []string {
+	t.Helper()
+	var out []string
+	for _, o := range r.res.Objects {
+		if o.Action == result.Failed {
+			out = append(out, o.Ref())
+			if o.Source == "" {
+				t.Errorf("%s failed without naming its file", o.Ref())
+			}
+		}
+	}
+	return out
+}
+
+func wantFailed(t *testing.T, r gantryRun, total int, refs ...string) {
+	t.Helper()
+	if r.code != entrypoint.ExitFailed {
+		t.Fatalf("exit %d, want 1\n%s", r.code, r.stderr)
+	}
+	if r.res.Reason != result.ReasonValidationFailed {
+		t.Errorf("reason %s, want ValidationFailed", r.res.Reason)
+	}
+	got := failedRefs(t, r)
+	if strings.Join(got, " ") != strings.Join(refs, " ") {
+		t.Errorf("failed objects %v, want %v", got, refs)
+	}
+	c := counts(t, r)
+	if c[result.Failed] != len(refs) || c[result.Skipped] != total-len(refs) || len(r.res.Objects) != total {
+		t.Errorf("counts %v over %d objects in the report, want %d failed and %d skipped", c, len(r.res.Objects), len(refs), total-len(refs))
+	}
+}
+
+// A set with its own Namespace and a Deployment only the API server's
+// native validation rejects (negative replicas): the Namespace is created
+// to dry-run the Deployment, removed again, and nothing stays.
+func TestOwnNamespaceInvalidObjectLeavesNothing(t *testing.T) {
+	t.Parallel()
+	dir, ns, appNS := corpus(t, "own-namespace-invalid")
+	r := gantry(t, setArgs("apply", dir, ns, appNS, "own")...)
+	wantFailed(t, r, 3, "Deployment/"+appNS+"/web")
+	for _, want := range []string{"Deployment/" + appNS + "/web", "deployment.yaml", "replicas"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("message lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	nothingLeft(t, ns, appNS, "own")
+
+	// Fixed, the same set applies, and its Namespace holds both objects.
+	replaceInFile(t, filepath.Join(dir, "deployment.yaml"), "replicas: -1", "replicas: 1")
+	r = gantry(t, setArgs("apply", dir, ns, appNS, "own")...)
+	if r.code != 0 {
+		t.Fatalf("fixed set: exit %d\n%s", r.code, r.stderr)
+	}
+	if c := counts(t, r); c[result.Created] != 3 {
+		t.Errorf("counts %v, want 3 created", c)
+	}
+	if _, err := env.Client.AppsV1().Deployments(appNS).Get(context.Background(), "web", metav1.GetOptions{}); err != nil {
+		t.Errorf("Deployment web: %v", err)
+	}
+}
+
+// Typos the schema knows (an unknown field, a wrong type) are found offline:
+// the Namespace is never created.
+func TestOwnNamespaceTypoCaughtOffline(t *testing.T) {
+	t.Parallel()
+	dir, ns, appNS := corpus(t, "own-namespace-typo")
+	r := gantry(t, setArgs("apply", dir, ns, appNS, "typo")...)
+	wantFailed(t, r, 3, "Deployment/"+appNS+"/web")
+	for _, want := range []string{"replcas", "containerPort", "deployment.yaml"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("message lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if strings.Contains(r.stderr, "creating Namespace") {
+		t.Errorf("the Namespace was created although offline validation failed:\n%s", r.stderr)
+	}
+	nothingLeft(t, ns, appNS, "typo")
+}
+
+// A CRD with a CEL rule, and a custom resource that breaks it: refused
+// offline with the rule's message; neither CRD nor Namespace is created.
+func TestCELRuleBrokenByCustomResource(t *testing.T) {
+	t.Parallel()
+	dir, ns, appNS := corpus(t, "cel-rule")
+	r := gantry(t, setArgs("apply", dir, ns, appNS, "cel")...)
+	wantFailed(t, r, 4, "Scaler/"+appNS+"/inverted")
+	for _, want := range []string{"minReplicas must not exceed maxReplicas", "scalers.yaml"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("message lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if strings.Contains(r.stderr, "creating ") {
+		t.Errorf("something was created although offline validation failed:\n%s", r.stderr)
+	}
+	nothingLeft(t, ns, appNS, "cel")
+
+	// The defaulted minReplicas (1) satisfies the rule for the other one:
+	// with the broken one fixed, everything applies.
+	replaceInFile(t, filepath.Join(dir, "scalers.yaml"), "minReplicas: 5", "minReplicas: 2")
+	if r := gantry(t, setArgs("apply", dir, ns, appNS, "cel", "--wait=false")...); r.code != 0 {
+		t.Fatalf("fixed set: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// A CRD with a valid and an invalid custom resource in an existing
+// namespace: the invalid one is named with each of its problems.
+func TestCRDWithValidAndInvalidCustomResource(t *testing.T) {
+	t.Parallel()
+	dir, ns, appNS := corpus(t, "crd-valid-invalid")
+	replaceInFile(t, filepath.Join(dir, "gadgets.yaml"), "namespace: ${NS}", "namespace: "+ns)
+	replaceInFile(t, filepath.Join(dir, "gadgets.yaml"), "namespace: ${NS}", "namespace: "+ns)
+	r := gantry(t, setArgs("apply", dir, ns, appNS, "gadgets")...)
+	wantFailed(t, r, 3, "Gadget/"+ns+"/bad")
+	for _, want := range []string{"spec.size", "color", "gadgets.yaml"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("message lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	nothingLeft(t, ns, appNS, "gadgets")
+}
+
+// An operator-shaped set (its Namespace, a CRD over 256 KiB, RBAC, a
+// Deployment, 60 custom resources, 60 ConfigMaps) with two typos far apart:
+// both are named, nothing is written; fixed, all 127 objects apply.
+func TestLargeSetWithTwoTypos(t *testing.T) {
+	t.Parallel()
+	dir, ns, appNS := corpus(t, "large-two-typos")
+	r := gantry(t, setArgs("apply", dir, ns, appNS, "operator")...)
+	wantFailed(t, r, 127, "ConfigMap/"+appNS+"/shard-17", "Database/"+appNS+"/db-41")
+	for _, want := range []string{"postgress", "dtaa", "databases.yaml", "shards.yaml"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("message lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	nothingLeft(t, ns, appNS, "operator")
+	ctx := context.Background()
+	if _, err := env.Client.RbacV1().ClusterRoles().Get(ctx, appNS+"-operator", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("ClusterRole %s-operator exists after the failed run: %v", appNS, err)
+	}
+
+	replaceInFile(t, filepath.Join(dir, "databases.yaml"), "engine: postgress", "engine: postgres")
+	replaceInFile(t, filepath.Join(dir, "shards.yaml"), "dtaa:", "data:")
+	r = gantry(t, setArgs("apply", dir, ns, appNS, "operator", "--wait=false")...)
+	if r.code != 0 {
+		t.Fatalf("fixed set: exit %d\n%s", r.code, r.stderr)
+	}
+	if c := counts(t, r); c[result.Created] != 127 {
+		t.Errorf("counts %v, want 127 created", c)
+	}
+	if r := gantry(t, "delete", "--inventory=operator", "--inventory-namespace="+ns); r.code != 0 {
+		t.Errorf("delete: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// A kind the cluster does not know, among valid objects and two the API
+// server rejects: all three are named in one run, each with its file, and
+// every object is in the report once.
+func TestUnknownKindAndInvalidObjectsTogether(t *testing.T) {
+	t.Parallel()
+	dir, ns, _ := corpus(t, "unknown-kind-and-invalid")
+	r := gantry(t, setArgs("apply", dir, ns, ns, "mixed")...)
+	wantFailed(t, r, 5, "Job/"+ns+"/no-containers", "Phantom/"+ns+"/ghost", "Service/"+ns+"/bad-port")
+	for _, want := range []string{"Phantom", "nowhere.gantry.test/v1", "unknown.yaml", "99999", "service.yaml", "job.yaml"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("message lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	nothingLeft(t, ns, ns+"-none", "mixed", "one", "two")
+}
+
+// An object another inventory applied is refused, naming both
+// inventories, unless take-ownership; the first inventory's delete then
+// leaves it alone.
+func TestObjectOfAnotherInventory(t *testing.T) {
+	t.Parallel()
+	dir, ns, _ := corpus(t, "other-inventory")
+	if r := gantry(t, setArgs("apply", dir, ns, ns, "first")...); r.code != 0 {
+		t.Fatalf("first inventory: exit %d\n%s", r.code, r.stderr)
+	}
+	replaceInFile(t, filepath.Join(dir, "configmap.yaml"), "owner: second", "owner: third")
+	r := gantry(t, setArgs("apply", dir, ns, ns, "second")...)
+	wantFailed(t, r, 1, "ConfigMap/"+ns+"/shared-settings")
+	for _, want := range []string{ns + "/first", ns + "/second", "take-ownership"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("message lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	ctx := context.Background()
+	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, "shared-settings", metav1.GetOptions{})
+	if err != nil || cm.Data["owner"] != "second" || cm.Labels[inventory.NameLabel] != "first" {
+		t.Fatalf("the refused run changed the object: %v %v", cm.Data, err)
+	}
+
+	if r := gantry(t, setArgs("apply", dir, ns, ns, "second", "--take-ownership")...); r.code != 0 {
+		t.Fatalf("with take-ownership: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := gantry(t, "delete", "--inventory=first", "--inventory-namespace="+ns); r.code != 0 {
+		t.Fatalf("delete of the first inventory: exit %d\n%s", r.code, r.stderr)
+	}
+	cm, err = env.Client.CoreV1().ConfigMaps(ns).Get(ctx, "shared-settings", metav1.GetOptions{})
+	if err != nil || cm.Labels[inventory.NameLabel] != "second" || cm.Data["owner"] != "third" {
+		t.Errorf("after the first inventory's delete: %v, labels %v, data %v; want it kept for the second", err, cm.Labels, cm.Data)
+	}
+}
+
+// A cluster that cannot be reached fails once, with its address and the
+// connection error, exit 1.
+func TestUnreachableClusterFailsOnce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for i := range 20 {
+		writeFile(t, filepath.Join(dir, fmt.Sprintf("cm-%02d.yaml", i)), fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-%02d\n  namespace: default\n", i))
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	writeFile(t, kubeconfig, `apiVersion: v1
+kind: Config
+clusters:
+  - name: gone
+    cluster:
+      server: https://127.0.0.1:1
+      insecure-skip-tls-verify: true
+users:
+  - name: u
+    user:
+      token: not-a-real-token
+contexts:
+  - name: gone
+    context: {cluster: gone, user: u}
+current-context: gone
+`)
+	var stdout, stderr bytes.Buffer
+	code := entrypoint.Run(context.Background(), []string{"apply", "--path=" + dir, "--inventory=gone", "--kubeconfig=" + kubeconfig, "--timeout=20s"},
+		[]string{"HOME=" + os.Getenv("HOME")}, &stdout, &stderr)
+	if code != entrypoint.ExitFailed {
+		t.Fatalf("exit %d, want 1\n%s", code, stderr.String())
+	}
+	out := stderr.String()
+	if !strings.Contains(out, "cannot reach the cluster at https://127.0.0.1:1") || !strings.Contains(out, "connection refused") {
+		t.Errorf("message lacks the address and the connection error:\n%s", out)
+	}
+	if n := strings.Count(out, "connection refused"); n > 2 {
+		t.Errorf("the connection error is repeated %d times:\n%s", n, out)
+	}
+	if strings.Contains(out, "is its CRD installed") || strings.Contains(out, "not-a-real-token") {
+		t.Errorf("misleading or secret output:\n%s", out)
+	}
+}
+
+// diff on a fresh cluster: failures are listed with their reason, every
+// object it would create has its diff, and nothing is created.
+func TestDiffOnFreshCluster(t *testing.T) {
+	t.Parallel()
+	dir, ns, appNS := corpus(t, "own-namespace-typo")
+	r := gantry(t, setArgs("diff", dir, ns, appNS, "fresh")...)
+	if r.code != entrypoint.ExitFailed || !strings.Contains(r.stderr, "replcas") {
+		t.Fatalf("diff of a set with a typo: exit %d, want 1 naming the typo\n%s", r.code, r.stderr)
+	}
+	if o := objectByRef(r, "Deployment/"+appNS+"/web"); o == nil || o.Action != result.Failed {
+		t.Errorf("Deployment web in the diff's report: %+v, want failed", o)
+	}
+
+	replaceInFile(t, filepath.Join(dir, "deployment.yaml"), "replcas: 2", "replicas: 2")
+	replaceInFile(t, filepath.Join(dir, "deployment.yaml"), "containerPort: http", "containerPort: 8080")
+	r = gantry(t, setArgs("diff", dir, ns, appNS, "fresh")...)
+	if r.code != 0 {
+		t.Fatalf("diff of the fixed set: exit %d\n%s", r.code, r.stderr)
+	}
+	c := counts(t, r)
+	if c[result.Created] != 3 || c[result.Failed] != 0 {
+		t.Errorf("counts %v, want 3 created", c)
+	}
+	for _, o := range r.res.Objects {
+		if o.Action == result.Created && !strings.Contains(o.Diff, "name: "+o.Name) {
+			t.Errorf("%s would be created but has no diff: %q", o.Ref(), o.Diff)
+		}
+	}
+	nothingLeft(t, ns, appNS, "fresh")
+}
+
+// diff without an inventory reports an applied set as unchanged; diff of
+// an empty build refuses as apply does.
+func TestDiffAgreesWithApply(t *testing.T) {
+	t.Parallel()
+	dir, ns, _ := corpus(t, "other-inventory")
+	if r := gantry(t, setArgs("apply", dir, ns, ns, "agree")...); r.code != 0 {
+		t.Fatalf("apply: exit %d\n%s", r.code, r.stderr)
+	}
+	r := gantry(t, "diff", "--path="+dir, "--substitute=NS="+ns)
+	if r.code != 0 || r.res.Changed() {
+		t.Errorf("diff without inventory: exit %d, changed %v, want no change\n%s", r.code, r.res.Changed(), r.stderr)
+	}
+	empty := t.TempDir()
+	for _, command := range []string{"diff", "apply"} {
+		r := gantry(t, command, "--path="+empty, "--inventory=agree", "--inventory-namespace="+ns)
+		if r.code != entrypoint.ExitFailed || !strings.Contains(r.stderr, "allow-empty") {
+			t.Errorf("%s of an empty build: exit %d, want 1 naming allow-empty\n%s", command, r.code, r.stderr)
+		}
+	}
+	if _, err := env.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), "shared-settings", metav1.GetOptions{}); err != nil {
+		t.Errorf("ConfigMap shared-settings: %v, want it kept", err)
+	}
+}
+
+// The inventory may live in a namespace the set itself creates.
+func TestInventoryInNamespaceOfTheSet(t *testing.T) {
+	t.Parallel()
+	dir, ns, appNS := corpus(t, "own-namespace-invalid")
+	_ = ns
+	replaceInFile(t, filepath.Join(dir, "deployment.yaml"), "replicas: -1", "replicas: 1")
+	args := []string{"apply", "--path=" + dir, "--inventory=self", "--inventory-namespace=" + appNS, "--substitute=NS=" + appNS, "--timeout=60s"}
+	r := gantry(t, args...)
+	if r.code != 0 {
+		t.Fatalf("first apply: exit %d\n%s", r.code, r.stderr)
+	}
+	inv, err := (&inventory.Store{Client: env.Client}).Load(context.Background(), appNS, "self")
+	if err != nil || len(inv.Entries) != 3 {
+		t.Fatalf("inventory: %v, %d entries, want 3", err, len(inv.Entries))
+	}
+	r = gantry(t, args...)
+	if c := counts(t, r); r.code != 0 || c[result.Unchanged] != 3 {
+		t.Errorf("second apply: exit %d, counts %v, want 3 unchanged\n%s", r.code, c, r.stderr)
+	}
+}

@@ -1,0 +1,350 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fluxcd/cli-utils/pkg/object"
+	"github.com/fluxcd/pkg/ssa/utils"
+	"golang.org/x/sync/errgroup"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gantry-dev/gantry/inventory"
+	"github.com/gantry-dev/gantry/kube"
+	"github.com/gantry-dev/gantry/schemas"
+)
+
+// validateOffline checks the deferred objects (those whose Namespace or CRD
+// the set brings) without the API server: custom resources against the
+// set's CRDs, built-in kinds against the cluster's published schemas. An
+// object that fails becomes a failed plan; one that passes stays deferred,
+// for the server's dry-run once what it needs exists.
+func (r *run) validateOffline(ctx context.Context) error {
+	var deferred []*plan
+	for _, pl := range r.plans {
+		if pl.kind == planDeferred {
+			deferred = append(deferred, pl)
+		}
+	}
+	if len(deferred) == 0 {
+		return nil
+	}
+	set := make([]*unstructured.Unstructured, len(r.objects))
+	for i, o := range r.objects {
+		set[i] = o.Unstructured
+	}
+	v, err := schemas.New(set, r.clients)
+	if err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(r.opts.Concurrency, 1))
+	for _, pl := range deferred {
+		g.Go(func() error {
+			err := v.Validate(gctx, pl.obj.Unstructured)
+			switch {
+			case err == nil, errors.Is(err, schemas.ErrNoSchema):
+				pl.offline = err == nil
+			default:
+				pl.kind, pl.err = planFailed, err
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// provisionNeeds lists the plans of the Namespaces and CRDs that must exist
+// before the deferred objects can be dry-run on the server (and, with
+// lockLater, the inventory's namespace), in the set's order.
+func (r *run) provisionNeeds(lockLater bool) []*plan {
+	namespaces := map[string]bool{}
+	kinds := map[schema.GroupKind]bool{}
+	if lockLater {
+		namespaces[r.opts.InventoryNamespace] = true
+	}
+	for _, pl := range r.plans {
+		if pl.kind != planDeferred {
+			continue
+		}
+		if ns := pl.obj.GetNamespace(); ns != "" {
+			namespaces[ns] = true
+		}
+		kinds[pl.obj.GroupVersionKind().GroupKind()] = true
+	}
+	var needs []*plan
+	for _, pl := range r.plans {
+		if pl.kind != planCreate {
+			continue // exists already (or is to be left alone)
+		}
+		u := pl.obj.Unstructured
+		if utils.IsNamespace(u) && namespaces[u.GetName()] {
+			needs = append(needs, pl)
+		}
+		if gk, ok := object.GetCRDGroupKind(u); ok && kinds[gk] {
+			needs = append(needs, pl)
+		}
+	}
+	return needs
+}
+
+// provision creates the Namespaces and CRDs that deferred objects need,
+// waits until they are established, takes the inventory's lock if it had to
+// wait for its namespace, and dry-runs the deferred objects on the server.
+// If any of them fails, what provision created is removed again (see
+// rollback) and the run fails validation: nothing of the set stays.
+func (r *run) provision(ctx context.Context, needs []*plan, lockLater bool) error {
+	r.obs.Info(fmt.Sprintf("creating %s to validate the objects that depend on them", describePlans(needs)))
+	var created []*unstructured.Unstructured
+	var mu sync.Mutex
+	var errs errorList
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(r.opts.Concurrency, 1))
+	for _, pl := range needs {
+		g.Go(func() error {
+			live := &unstructured.Unstructured{}
+			err := r.clients.Apply(gctx, pl.obj.Unstructured, pl.body, FieldManager, false, live)
+			if err != nil {
+				pl.kind, pl.err = planFailed, errors.New(apiMessage(err))
+				errs.add(&ObjectError{Ref: ref(pl.obj), Source: pl.obj.Source, Err: pl.err})
+				return nil
+			}
+			mu.Lock()
+			created = append(created, live)
+			mu.Unlock()
+			pl.kind = planProvisioned
+			return nil
+		})
+	}
+	_ = g.Wait()
+	err := errs.err()
+	if err == nil {
+		err = r.waitEstablished(ctx, needs)
+	}
+	if err == nil && slices.ContainsFunc(needs, func(pl *plan) bool { return utils.IsCRD(pl.obj.Unstructured) }) {
+		// A fresh REST mapper learns the new kinds.
+		var clients *kube.Clients
+		if clients, err = kube.Connect(r.clients.Config); err == nil {
+			r.clients = clients
+		}
+	}
+	if err == nil && lockLater {
+		err = r.lockAndLoad(ctx)
+	}
+	if err == nil {
+		r.replanDeferred(ctx)
+		if err = r.validationFailures("validate"); err != nil {
+			return errors.Join(err, r.rollback(ctx, created))
+		}
+		return nil
+	}
+	return errors.Join(fmt.Errorf("creating what the set's objects depend on: %w", err), r.rollback(ctx, created))
+}
+
+// replanDeferred dry-runs the deferred objects now that their Namespaces
+// and CRDs exist. Discovery can lag a moment behind an established CRD.
+func (r *run) replanDeferred(ctx context.Context) {
+	p := r.newPlanner()
+	var idx []int
+	var objects []*Object
+	for i, pl := range r.plans {
+		if pl.kind == planDeferred {
+			idx = append(idx, i)
+			objects = append(objects, pl.obj)
+		}
+	}
+	// All at once first, with LISTs for large groups; the few that
+	// discovery has not caught up with are retried one by one.
+	for j, pl := range p.planAll(ctx, objects, r.opts.Concurrency) {
+		pl.offline = r.plans[idx[j]].offline
+		r.plans[idx[j]] = pl
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(r.opts.Concurrency, 1))
+	for _, i := range idx {
+		pl := r.plans[i]
+		if pl.kind != planDeferred {
+			continue
+		}
+		g.Go(func() error {
+			_ = wait.PollUntilContextTimeout(gctx, 200*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+				r.plans[i] = p.plan(ctx, pl.obj)
+				return r.plans[i].kind != planDeferred, nil
+			})
+			if r.plans[i].kind == planDeferred {
+				r.plans[i].kind, r.plans[i].err = planFailed, fmt.Errorf("still cannot be validated: %s", r.plans[i].reason)
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+}
+
+// rollback deletes what provision created, each only while it holds
+// nothing this run did not create (a CRD without custom resources, a
+// Namespace without objects but the ones Kubernetes puts in every
+// namespace), with a UID precondition, and waits until they are gone.
+// What it must keep is saved in the inventory, so that it is not lost.
+func (r *run) rollback(ctx context.Context, created []*unstructured.Unstructured) error {
+	if len(created) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	if r.release != nil {
+		// The inventory's Lease may live in a namespace about to go.
+		r.release()
+		r.release = nil
+	}
+	var errs errorList
+	var kept []*unstructured.Unstructured
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	for _, u := range created {
+		g.Go(func() error {
+			reason, err := r.holdsOthers(gctx, u)
+			if err == nil && reason == "" {
+				err = deleteAndWait(gctx, r.clients.Client, u)
+			}
+			ref := u.GetKind() + "/" + u.GetName()
+			switch {
+			case err != nil:
+				errs.add(fmt.Errorf("%s was created to validate its dependents and could not be removed again: %w", ref, err))
+			case reason != "":
+				errs.add(fmt.Errorf("%s was created to validate its dependents and is kept: %s", ref, reason))
+			default:
+				r.obs.Info(fmt.Sprintf("removed %s again", ref))
+				return nil
+			}
+			mu.Lock()
+			kept = append(kept, u)
+			mu.Unlock()
+			return nil
+		})
+	}
+	_ = g.Wait()
+	if len(kept) > 0 {
+		entries := map[string]inventory.Entry{}
+		for _, e := range r.prev.Entries {
+			entries[e.ID] = e
+		}
+		for _, u := range kept {
+			e := inventory.EntryFor(u)
+			entries[e.ID] = e
+		}
+		if err := r.saveInventory(ctx, entries); err != nil {
+			errs.add(err)
+		}
+	}
+	return errs.err()
+}
+
+// holdsOthers says why u must not be removed: a CRD with custom resources,
+// or a Namespace with objects in it, that this run did not create.
+func (r *run) holdsOthers(ctx context.Context, u *unstructured.Unstructured) (string, error) {
+	if gk, ok := object.GetCRDGroupKind(u); ok {
+		versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
+		for _, v := range versions {
+			name, _, _ := unstructured.NestedString(v.(map[string]any), "name")
+			list := &unstructured.UnstructuredList{}
+			list.SetGroupVersionKind(schema.GroupVersionKind{Group: gk.Group, Version: name, Kind: gk.Kind + "List"})
+			if err := r.clients.Client.List(ctx, list, client.Limit(1)); err == nil {
+				if len(list.Items) > 0 {
+					return fmt.Sprintf("it holds custom resources (%s)", list.Items[0].GetName()), nil
+				}
+				return "", nil
+			}
+		}
+		return "", nil
+	}
+	if !utils.IsNamespace(u) {
+		return "", nil
+	}
+	resources, err := r.clients.Kube.Discovery().ServerPreferredNamespacedResources()
+	if err != nil && len(resources) == 0 {
+		return "", fmt.Errorf("listing the kinds a namespace can hold: %w", err)
+	}
+	var mu sync.Mutex
+	var found []string
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(r.opts.Concurrency, 1))
+	for _, rl := range resources {
+		gv, err := schema.ParseGroupVersion(rl.GroupVersion)
+		if err != nil {
+			continue
+		}
+		for _, res := range rl.APIResources {
+			if !slices.Contains(res.Verbs, "list") || res.Kind == "Event" || res.Kind == "Endpoints" || strings.Contains(res.Name, "/") {
+				continue
+			}
+			g.Go(func() error {
+				list := &unstructured.UnstructuredList{}
+				list.SetGroupVersionKind(gv.WithKind(res.Kind + "List"))
+				if err := r.clients.Client.List(gctx, list, client.InNamespace(u.GetName()), client.Limit(5)); err != nil {
+					return nil // a kind this account may not list holds nothing it knows of
+				}
+				for _, item := range list.Items {
+					if !everyNamespaceHas(res.Kind, item.GetName(), r.opts.Inventory) {
+						mu.Lock()
+						found = append(found, res.Kind+"/"+item.GetName())
+						mu.Unlock()
+					}
+				}
+				return nil
+			})
+		}
+	}
+	_ = g.Wait()
+	if len(found) > 0 {
+		slices.Sort(found)
+		return "it holds " + strings.Join(found, ", "), nil
+	}
+	return "", nil
+}
+
+// everyNamespaceHas recognises what Kubernetes (and gantry's own lock)
+// put in a new namespace.
+func everyNamespaceHas(kind, name, inventoryName string) bool {
+	switch kind {
+	case "ServiceAccount":
+		return name == "default"
+	case "ConfigMap":
+		return name == "kube-root-ca.crt"
+	case "Lease":
+		return name == inventory.ConfigMapName(inventoryName)
+	}
+	return false
+}
+
+// deleteAndWait deletes u (only if it is still the object of that UID) and
+// waits until it is gone: a Namespace's or CRD's finalizers run first.
+func deleteAndWait(ctx context.Context, c client.Client, u *unstructured.Unstructured) error {
+	uid := u.GetUID()
+	err := c.Delete(ctx, u, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return errors.New(apiMessage(err))
+	}
+	return waitGone(ctx, c, u)
+}
+
+// describePlans names a few plans' objects for a progress line.
+func describePlans(plans []*plan) string {
+	names := make([]string, 0, len(plans))
+	for _, pl := range plans {
+		names = append(names, ref(pl.obj))
+	}
+	if len(names) > 5 {
+		names = append(names[:5], fmt.Sprintf("and %d more", len(names)-5))
+	}
+	return strings.Join(names, ", ")
+}

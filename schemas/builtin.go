@@ -1,0 +1,161 @@
+package schemas
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/kube-openapi/pkg/spec3"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+	"k8s.io/kube-openapi/pkg/validation/strfmt"
+	"k8s.io/kube-openapi/pkg/validation/validate"
+)
+
+// builtinGroup holds the cluster's schemas of one group version.
+type builtinGroup struct {
+	defs      map[string]*spec.Schema
+	converter managedfields.TypeConverter
+	// byKind is each kind's schema with its references inlined, as the
+	// OpenAPI validator needs them.
+	byKind map[string]*spec.Schema
+}
+
+func (v *Validator) builtin(gv schema.GroupVersion) (*builtinGroup, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if b, ok := v.builtins[gv]; ok {
+		return b, nil
+	}
+	if v.openapi == nil {
+		return nil, ErrNoSchema
+	}
+	raw, err := v.openapi.OpenAPIV3(gv)
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster's schema of %s: %w", gv, err)
+	}
+	doc := &spec3.OpenAPI{}
+	if err := json.Unmarshal(raw, doc); err != nil {
+		return nil, fmt.Errorf("reading the cluster's schema of %s: %w", gv, err)
+	}
+	if doc.Components == nil {
+		return nil, fmt.Errorf("reading the cluster's schema of %s: no components", gv)
+	}
+	b := &builtinGroup{defs: doc.Components.Schemas, byKind: map[string]*spec.Schema{}}
+	if b.converter, err = managedfields.NewTypeConverter(b.defs, false); err != nil {
+		return nil, fmt.Errorf("reading the cluster's schema of %s: %w", gv, err)
+	}
+	for _, s := range b.defs {
+		for _, k := range gvksOf(s) {
+			if k.Group == gv.Group && k.Version == gv.Version {
+				b.byKind[k.Kind] = inline(s, b.defs, 0)
+			}
+		}
+	}
+	v.builtins[gv] = b
+	return b, nil
+}
+
+// validate checks u as server-side apply types it (field types, unknown
+// fields, list keys) and against the OpenAPI schema (required fields,
+// enums, formats, bounds).
+func (b *builtinGroup) validate(gvk schema.GroupVersionKind, u *unstructured.Unstructured) ([]string, error) {
+	s, ok := b.byKind[gvk.Kind]
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", gvk, ErrNoSchema)
+	}
+	var msgs []string
+	if _, err := b.converter.ObjectToTyped(u); err != nil {
+		// structured-merge-diff writes paths as .spec.replcas; one
+		// error may hold several lines.
+		for _, line := range strings.Split(err.Error(), "\n") {
+			if line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "errors:")); line != "" {
+				msgs = append(msgs, strings.TrimPrefix(line, "."))
+			}
+		}
+	}
+	res := validate.NewSchemaValidator(s, nil, "", strfmt.Default).Validate(u.Object)
+	for _, e := range res.Errors {
+		msgs = append(msgs, e.Error())
+	}
+	return msgs, nil
+}
+
+// gvksOf reads a schema's x-kubernetes-group-version-kind.
+func gvksOf(s *spec.Schema) []schema.GroupVersionKind {
+	raw, ok := s.Extensions["x-kubernetes-group-version-kind"]
+	if !ok {
+		return nil
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return nil
+	}
+	var out []schema.GroupVersionKind
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil
+	}
+	return out
+}
+
+// maxInlineDepth bounds the inlining of references: built-in kinds nest
+// far less deeply, and a recursive type stops being checked below it.
+const maxInlineDepth = 24
+
+// inline returns s with every $ref (and every single-element allOf around
+// one, as the API server writes them) replaced by the schema it names.
+func inline(s *spec.Schema, defs map[string]*spec.Schema, depth int) *spec.Schema {
+	if s == nil {
+		return nil
+	}
+	if depth > maxInlineDepth {
+		return &spec.Schema{}
+	}
+	ref := s.Ref.String()
+	if ref == "" && len(s.AllOf) == 1 && s.AllOf[0].Ref.String() != "" {
+		ref = s.AllOf[0].Ref.String()
+	}
+	if ref != "" {
+		target, ok := defs[refName(ref)]
+		if !ok {
+			return &spec.Schema{}
+		}
+		return inline(target, defs, depth+1)
+	}
+	out := *s
+	if out.Format != "" && !strfmt.Default.ContainsName(out.Format) {
+		// Formats the API server names but the validator does not know
+		// (int-or-string, quantity): the types around them say enough.
+		out.Format = ""
+	}
+	if len(s.Properties) > 0 {
+		out.Properties = make(map[string]spec.Schema, len(s.Properties))
+		for k, p := range s.Properties {
+			out.Properties[k] = *inline(&p, defs, depth+1)
+		}
+	}
+	if s.Items != nil && s.Items.Schema != nil {
+		out.Items = &spec.SchemaOrArray{Schema: inline(s.Items.Schema, defs, depth+1)}
+	}
+	if s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil {
+		out.AdditionalProperties = &spec.SchemaOrBool{Allows: true, Schema: inline(s.AdditionalProperties.Schema, defs, depth+1)}
+	}
+	if len(s.AllOf) > 0 {
+		out.AllOf = make([]spec.Schema, len(s.AllOf))
+		for i := range s.AllOf {
+			out.AllOf[i] = *inline(&s.AllOf[i], defs, depth+1)
+		}
+	}
+	return &out
+}
+
+func refName(ref string) string {
+	for i := len(ref) - 1; i >= 0; i-- {
+		if ref[i] == '/' {
+			return ref[i+1:]
+		}
+	}
+	return ref
+}
