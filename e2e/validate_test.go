@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -420,5 +422,48 @@ func TestInventoryInNamespaceOfTheSet(t *testing.T) {
 	r = gantry(t, args...)
 	if c := counts(t, r); r.code != 0 || c[result.Unchanged] != 3 {
 		t.Errorf("second apply: exit %d, counts %v, want 3 unchanged\n%s", r.code, c, r.stderr)
+	}
+}
+
+// A Deployment whose ReplicaSet cannot create pods (a quota forbids them)
+// says why on the first run: the explanation reads the Deployment as it is
+// when the wait ends, not as the poller first saw it.
+func TestWaitExplainsReplicaFailure(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-pods", Namespace: ns},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
+	if _, err := env.Client.CoreV1().ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "web.yaml"), fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: blocked
+  namespace: %s
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: blocked}
+  template:
+    metadata:
+      labels: {app: blocked}
+    spec:
+      containers:
+        - name: c
+          image: registry.k8s.io/pause:3.10
+`, ns))
+	// No progress deadline within the timeout: the Deployment stays
+	// InProgress, so the poller reports no new status once the
+	// ReplicaSet's failure shows.
+	r := gantry(t, "apply", "--path="+dir, "--inventory=blocked", "--inventory-namespace="+ns, "--timeout=8s")
+	if r.code != entrypoint.ExitFailed || r.res.Reason != result.ReasonHealthCheckFailed {
+		t.Fatalf("exit %d reason %s, want 1 HealthCheckFailed\n%s", r.code, r.res.Reason, r.stderr)
+	}
+	o := objectByRef(r, "Deployment/"+ns+"/blocked")
+	if o == nil || o.Health == nil || !strings.Contains(o.Health.Message, "ReplicaFailure") || !strings.Contains(o.Health.Message, "exceeded quota") {
+		t.Errorf("health of the Deployment does not say that its pods are refused by the quota: %+v", o)
 	}
 }

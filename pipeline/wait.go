@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/result"
 )
@@ -150,8 +151,17 @@ func (r *run) explain(ctx context.Context, id object.ObjMetadata, rs *event.Reso
 		parts = append(parts, rs.Error.Error())
 	}
 	if rs.Resource != nil {
-		parts = append(parts, failingConditions(rs.Resource)...)
-		if sel := podSelector(rs.Resource); sel != "" {
+		// The poller keeps the object as it was when its status last
+		// changed; conditions set since (a ReplicaSet that cannot create
+		// pods) are only in the object as it is now.
+		obj := rs.Resource
+		now := &unstructured.Unstructured{}
+		now.SetGroupVersionKind(obj.GroupVersionKind())
+		if err := r.clients.Client.Get(ctx, client.ObjectKeyFromObject(obj), now); err == nil {
+			obj = now
+		}
+		parts = append(parts, failingConditions(obj)...)
+		if sel := podSelector(obj); sel != "" {
 			parts = append(parts, r.podReasons(ctx, id.Namespace, sel)...)
 		}
 	}
