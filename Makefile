@@ -12,7 +12,7 @@ KUBE_BINS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-sc
 AGE_BINS  := $(BIN)/age $(BIN)/age-keygen
 TOOLS     := $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/kwok-stages.yaml $(AGE_BINS) $(BIN)/cosign $(BIN)/sops $(BIN)/actionlint $(BIN)/tektoncheck
 
-.PHONY: all bench build image tools test test-race test-short demo cluster docs lint release-prep clean help
+.PHONY: all bench bench-peers build image tools test test-race test-short demo cluster docs lint release-prep clean help
 
 all: build
 
@@ -67,9 +67,15 @@ image:
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/linux-amd64/gantry .
 	$(GO) run ./hack/image -binary dist/linux-amd64/gantry -out dist/gantry-image.tar -tag ghcr.io/gantry-dev/gantry:$(VERSION) -version $(VERSION)
 
-## bench: gantry against kubectl and the floor on a local control plane (see BENCHMARKS.md)
-bench: tools build
+## bench: gantry against kubectl, kapp and the floor on a local control plane (see BENCHMARKS.md)
+bench: tools build bench-peers
 	$(GO) run ./e2e/bench $(BENCH_FLAGS)
+
+## bench-peers: kapp, which make bench times beside gantry and kubectl (the tests do not need it)
+bench-peers: $(BIN)/kapp
+
+$(BIN)/kapp: hack/tools/kapp/go.mod hack/tools/kapp/go.sum
+	cd hack/tools/kapp && $(GO) build -trimpath -ldflags '-s -w' -o $@ carvel.dev/kapp/cmd/kapp
 
 ## test: every test, the cluster tests against the local control plane
 test: tools

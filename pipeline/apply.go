@@ -47,6 +47,7 @@ func (r *run) validate(ctx context.Context) error {
 	}
 	r.planner = r.newPlanner()
 	r.planner.findAbsent(ctx, r.opts.Concurrency)
+	r.prepareOffline()
 	r.plans = r.planner.planAll(ctx, r.objects, r.opts.Concurrency)
 	if err := r.validateOffline(ctx); err != nil {
 		return err

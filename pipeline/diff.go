@@ -27,6 +27,7 @@ func (r *run) diff(ctx context.Context) error {
 	}
 	r.planner = r.newPlanner()
 	r.planner.findAbsent(ctx, r.opts.Concurrency)
+	r.prepareOffline()
 	r.plans = r.planner.planAll(ctx, r.objects, r.opts.Concurrency)
 	// What depends on a Namespace or CRD of the set cannot be dry-run
 	// without creating those, which a diff never does: it is checked

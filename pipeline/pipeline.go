@@ -114,6 +114,8 @@ type run struct {
 	// planner holds what validate read of the cluster (the LISTs), which
 	// prune reuses.
 	planner *planner
+	// offline validates what cannot be dry-run yet.
+	offline *offlineSchemas
 	prev    *inventory.Inventory
 	// previous is prev's entries as loaded, before this run saves it.
 	previous []inventory.Entry

@@ -39,11 +39,11 @@ func (r *run) validateOffline(ctx context.Context) error {
 	if len(deferred) == 0 {
 		return nil
 	}
-	set := make([]*unstructured.Unstructured, len(r.objects))
-	for i, o := range r.objects {
-		set[i] = o.Unstructured
+	if r.offline == nil {
+		r.prepareOffline()
 	}
-	v, err := schemas.New(set, r.clients)
+	<-r.offline.ready
+	v, err := r.offline.v, r.offline.err
 	if err != nil {
 		return err
 	}
@@ -62,6 +62,40 @@ func (r *run) validateOffline(ctx context.Context) error {
 		})
 	}
 	return g.Wait()
+}
+
+// offlineSchemas is the offline validator of a run, made while the dry-runs
+// are in flight.
+type offlineSchemas struct {
+	ready chan struct{}
+	v     *schemas.Validator
+	err   error
+}
+
+// prepareOffline starts making the offline validator: it reads the set's
+// CRDs and, for the built-in kinds bound for namespaces that do not exist
+// yet, the cluster's schemas (a large document per group version, which
+// would otherwise be fetched and parsed after the dry-runs).
+func (r *run) prepareOffline() {
+	o := &offlineSchemas{ready: make(chan struct{})}
+	r.offline = o
+	set := make([]*unstructured.Unstructured, len(r.objects))
+	gvs := map[schema.GroupVersion]bool{}
+	for i, obj := range r.objects {
+		set[i] = obj.Unstructured
+		if ns := obj.GetNamespace(); ns != "" && r.planner != nil && r.planner.absent[ns] {
+			gvs[obj.GroupVersionKind().GroupVersion()] = true
+		}
+	}
+	go func() {
+		defer close(o.ready)
+		if o.v, o.err = schemas.New(set, r.clients); o.err != nil {
+			return
+		}
+		for gv := range gvs {
+			o.v.Prepare(gv)
+		}
+	}()
 }
 
 // provisionNeeds lists the plans of the Namespaces and CRDs that must exist
@@ -106,6 +140,7 @@ func (r *run) provisionNeeds(lockLater bool) []*plan {
 func (r *run) provision(ctx context.Context, needs []*plan, lockLater bool) error {
 	r.obs.Info(fmt.Sprintf("creating %s to validate the objects that depend on them", describePlans(needs)))
 	var created []*unstructured.Unstructured
+	var written []*plan
 	var mu sync.Mutex
 	var errs errorList
 	g, gctx := errgroup.WithContext(ctx)
@@ -121,15 +156,18 @@ func (r *run) provision(ctx context.Context, needs []*plan, lockLater bool) erro
 			}
 			mu.Lock()
 			created = append(created, live)
+			written = append(written, pl)
 			mu.Unlock()
-			pl.kind = planProvisioned
 			return nil
 		})
 	}
 	_ = g.Wait()
 	err := errs.err()
 	if err == nil {
-		err = r.waitEstablished(ctx, needs)
+		err = r.waitEstablished(ctx, written)
+	}
+	for _, pl := range written {
+		pl.kind = planProvisioned // apply reports it created, and writes it no more
 	}
 	if err == nil && slices.ContainsFunc(needs, func(pl *plan) bool { return utils.IsCRD(pl.obj.Unstructured) }) {
 		// A fresh REST mapper learns the new kinds.

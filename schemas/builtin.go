@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -18,9 +19,12 @@ import (
 type builtinGroup struct {
 	defs      map[string]*spec.Schema
 	converter managedfields.TypeConverter
-	// byKind is each kind's schema with its references inlined, as the
-	// OpenAPI validator needs them.
-	byKind map[string]*spec.Schema
+	// byKind names each kind's schema; inlined holds it with its
+	// references inlined, as the OpenAPI validator needs it, made on first
+	// use.
+	byKind     map[string]*spec.Schema
+	mu         sync.Mutex
+	validators map[string]*validate.SchemaValidator
 }
 
 func (v *Validator) builtin(gv schema.GroupVersion) (*builtinGroup, error) {
@@ -43,14 +47,14 @@ func (v *Validator) builtin(gv schema.GroupVersion) (*builtinGroup, error) {
 	if doc.Components == nil {
 		return nil, fmt.Errorf("reading the cluster's schema of %s: no components", gv)
 	}
-	b := &builtinGroup{defs: doc.Components.Schemas, byKind: map[string]*spec.Schema{}}
+	b := &builtinGroup{defs: doc.Components.Schemas, byKind: map[string]*spec.Schema{}, validators: map[string]*validate.SchemaValidator{}}
 	if b.converter, err = managedfields.NewTypeConverter(b.defs, false); err != nil {
 		return nil, fmt.Errorf("reading the cluster's schema of %s: %w", gv, err)
 	}
 	for _, s := range b.defs {
 		for _, k := range gvksOf(s) {
 			if k.Group == gv.Group && k.Version == gv.Version {
-				b.byKind[k.Kind] = inline(s, b.defs, 0)
+				b.byKind[k.Kind] = s
 			}
 		}
 	}
@@ -62,9 +66,9 @@ func (v *Validator) builtin(gv schema.GroupVersion) (*builtinGroup, error) {
 // fields, list keys) and against the OpenAPI schema (required fields,
 // enums, formats, bounds).
 func (b *builtinGroup) validate(gvk schema.GroupVersionKind, u *unstructured.Unstructured) ([]string, error) {
-	s, ok := b.byKind[gvk.Kind]
-	if !ok {
-		return nil, fmt.Errorf("%s: %w", gvk, ErrNoSchema)
+	sv, err := b.validator(gvk)
+	if err != nil {
+		return nil, err
 	}
 	var msgs []string
 	if _, err := b.converter.ObjectToTyped(u); err != nil {
@@ -76,11 +80,29 @@ func (b *builtinGroup) validate(gvk schema.GroupVersionKind, u *unstructured.Uns
 			}
 		}
 	}
-	res := validate.NewSchemaValidator(s, nil, "", strfmt.Default).Validate(u.Object)
+	res := sv.Validate(u.Object)
 	for _, e := range res.Errors {
 		msgs = append(msgs, e.Error())
 	}
 	return msgs, nil
+}
+
+// validator returns the OpenAPI validator of gvk's schema with its
+// references inlined, made once per kind (it is safe for concurrent use, as
+// the API server uses its own).
+func (b *builtinGroup) validator(gvk schema.GroupVersionKind) (*validate.SchemaValidator, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if sv, ok := b.validators[gvk.Kind]; ok {
+		return sv, nil
+	}
+	s, ok := b.byKind[gvk.Kind]
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", gvk, ErrNoSchema)
+	}
+	sv := validate.NewSchemaValidator(inline(s, b.defs, 0), nil, "", strfmt.Default)
+	b.validators[gvk.Kind] = sv
+	return sv, nil
 }
 
 // gvksOf reads a schema's x-kubernetes-group-version-kind.

@@ -45,8 +45,9 @@ type OpenAPISource interface {
 
 // Validator checks objects offline. It is safe for concurrent use.
 type Validator struct {
-	crds    map[schema.GroupKind]*apiextensionsv1.CustomResourceDefinition
-	openapi OpenAPISource
+	crds      map[schema.GroupKind]*apiextensionsv1.CustomResourceDefinition
+	crdGroups map[string]bool
+	openapi   OpenAPISource
 
 	mu       sync.Mutex
 	versions map[schema.GroupVersionKind]*crdVersion
@@ -58,10 +59,11 @@ type Validator struct {
 // no built-in kind needs checking.
 func New(set []*unstructured.Unstructured, openapi OpenAPISource) (*Validator, error) {
 	v := &Validator{
-		crds:     map[schema.GroupKind]*apiextensionsv1.CustomResourceDefinition{},
-		openapi:  openapi,
-		versions: map[schema.GroupVersionKind]*crdVersion{},
-		builtins: map[schema.GroupVersion]*builtinGroup{},
+		crds:      map[schema.GroupKind]*apiextensionsv1.CustomResourceDefinition{},
+		crdGroups: map[string]bool{},
+		openapi:   openapi,
+		versions:  map[schema.GroupVersionKind]*crdVersion{},
+		builtins:  map[schema.GroupVersion]*builtinGroup{},
 	}
 	for _, u := range set {
 		gvk := u.GroupVersionKind()
@@ -73,8 +75,18 @@ func New(set []*unstructured.Unstructured, openapi OpenAPISource) (*Validator, e
 			return nil, fmt.Errorf("CustomResourceDefinition/%s: %w", u.GetName(), err)
 		}
 		v.crds[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}] = crd
+		v.crdGroups[crd.Spec.Group] = true
 	}
 	return v, nil
+}
+
+// Prepare loads the cluster's schemas of gv ahead of Validate, so that
+// their cost overlaps other work; an error is reported again by Validate.
+func (v *Validator) Prepare(gv schema.GroupVersion) {
+	if _, ok := v.crdGroups[gv.Group]; ok {
+		return
+	}
+	_, _ = v.builtin(gv)
 }
 
 // HasCRD reports whether the set defines the kind gk.

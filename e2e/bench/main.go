@@ -8,8 +8,12 @@
 //	go run ./e2e/bench -objects 1000 -reps 3 -kubectl-reps 1
 //	go run ./e2e/bench -only apply,prune   # some scenarios only
 //
-// Scenarios: apply (first apply, no-op, one change, diff), prune, wait,
-// build, memory, startup.
+// Scenarios: apply (first apply, no-op, one change, diff), newset (first
+// apply of a Namespace with its objects, and of a CRD with its custom
+// resources), prune, wait, build, memory, startup.
+//
+// kapp is timed beside kubectl where it is found: bin/kapp (make
+// bench-peers builds it) or a folder named by BENCH_PEERS.
 package main
 
 import (
@@ -39,7 +43,7 @@ type bench struct {
 	deployments, buildObjects           int
 	memoryObjects                       int
 	only                                map[string]bool
-	gantry, kubectl                     string
+	gantry, kubectl, kapp               string
 	kubeconfig                          string
 	client                              kubernetes.Interface
 	http                                *http.Client
@@ -56,7 +60,7 @@ func main() {
 	flag.IntVar(&b.deployments, "deployments", 200, "Deployments (each with a Service) of the wait scenario")
 	flag.IntVar(&b.buildObjects, "build-objects", 5000, "resources of the build scenario's overlay")
 	flag.IntVar(&b.memoryObjects, "memory-objects", 10000, "ConfigMaps of the memory scenario")
-	only := flag.String("only", "apply,prune,wait,build,memory,startup", "scenarios to run, comma-separated")
+	only := flag.String("only", "apply,newset,prune,wait,build,memory,startup", "scenarios to run, comma-separated")
 	flag.Parse()
 	b.only = map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
@@ -77,6 +81,7 @@ func (b *bench) run() error {
 	if b.kubectl, err = cluster.Tool("kubectl"); err != nil {
 		return err
 	}
+	b.kapp = peer("kapp")
 	c, err := (&cluster.Local{}).Start(ctx, cluster.Options{Name: "bench"})
 	if err != nil {
 		return err
@@ -101,6 +106,9 @@ func (b *bench) run() error {
 	if b.only["apply"] {
 		rows = append(rows, b.applyScenarios(ctx)...)
 	}
+	if b.only["newset"] {
+		rows = append(rows, b.newSetScenarios(ctx)...)
+	}
 	if b.only["prune"] {
 		rows = append(rows, b.pruneScenario(ctx)...)
 	}
@@ -123,9 +131,9 @@ func (b *bench) run() error {
 
 // row is one scenario's medians.
 type row struct {
-	name                 string
-	gantry, kubectl, flr time.Duration
-	target               string
+	name                       string
+	gantry, kubectl, kapp, flr time.Duration
+	target                     string
 	// ratios are gantry / floor per repetition; their median is reported
 	// when there are any.
 	ratios []float64
@@ -326,28 +334,52 @@ func fmtD(d time.Duration) string {
 }
 
 func printTable(rows []row, b *bench) {
-	fmt.Printf("| scenario | gantry | floor | kubectl | gantry / floor | kubectl / gantry | target |\n|---|---|---|---|---|---|---|\n")
+	fmt.Printf("| scenario | gantry | floor | kubectl | kapp | gantry / floor | kubectl / gantry | kapp / gantry | target |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		switch {
 		case r.memory > 0:
-			fmt.Printf("| %s | %d MiB | – | – | – | – | %s |\n", r.name, r.memory>>20, r.target)
+			fmt.Printf("| %s | %d MiB | – | – | – | – | – | – | %s |\n", r.name, r.memory>>20, r.target)
 		case r.latency:
-			fmt.Printf("| %s | %s | – | %s | – | – | %s |\n", r.name, fmtD(r.gantry), fmtD(r.kubectl), r.target)
+			fmt.Printf("| %s | %s | – | %s | – | – | – | – | %s |\n", r.name, fmtD(r.gantry), fmtD(r.kubectl), r.target)
 		case r.flr == 0 && r.kubectl != 0:
 			kg := ratio(r.kubectl, r.gantry)
 			if len(r.kratios) > 0 {
 				sort.Float64s(r.kratios)
 				kg = fmt.Sprintf("%.2f", r.kratios[len(r.kratios)/2])
 			}
-			fmt.Printf("| %s | %s | – | %s | – | %s | %s |\n", r.name, fmtD(r.gantry), fmtD(r.kubectl), kg, r.target)
+			fmt.Printf("| %s | %s | – | %s | %s | – | %s | %s | %s |\n", r.name, fmtD(r.gantry), fmtD(r.kubectl), fmtD(r.kapp), kg, ratio(r.kapp, r.gantry), r.target)
 		default:
 			gf := ratio(r.gantry, r.flr)
 			if len(r.ratios) > 0 {
 				sort.Float64s(r.ratios)
 				gf = fmt.Sprintf("%.2f", r.ratios[len(r.ratios)/2])
 			}
-			fmt.Printf("| %s | %s | %s | %s | %s | %s | %s |\n", r.name, fmtD(r.gantry), fmtD(r.flr), fmtD(r.kubectl), gf, ratio(r.kubectl, r.gantry), r.target)
+			fmt.Printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.name, fmtD(r.gantry), fmtD(r.flr), fmtD(r.kubectl), fmtD(r.kapp), gf, ratio(r.kubectl, r.gantry), ratio(r.kapp, r.gantry), r.target)
 		}
 	}
-	fmt.Printf("\nMedians of %d runs (kubectl: %d); gantry / floor is the median of the ratios within each repetition; floor: %d workers of raw requests, no client rate limit.\n", b.reps, b.kubectlReps, b.workers)
+	kapp := "not found: make bench-peers, or BENCH_PEERS"
+	if b.kapp != "" {
+		kapp = b.kapp
+	}
+	fmt.Printf("\nkapp: %s.\n", kapp)
+	fmt.Printf("\nMedians of %d runs (kubectl and kapp: %d); gantry / floor is the median of the ratios within each repetition; floor: %d workers of raw requests, no client rate limit.\n", b.reps, b.kubectlReps, b.workers)
+}
+
+// peer finds a peer tool that make bench times when it is there: in
+// BENCH_PEERS, else in gantry's bin/ folder.
+func peer(name string) string {
+	if dir := os.Getenv("BENCH_PEERS"); dir != "" {
+		if p := filepath.Join(dir, name); isExecutable(p) {
+			return p
+		}
+	}
+	if p, err := cluster.Tool(name); err == nil {
+		return p
+	}
+	return ""
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
 }
