@@ -127,9 +127,11 @@ type planner struct {
 	// creates, so objects depending on them are deferred, not failed.
 	crdKinds   map[schema.GroupKind]bool
 	namespaces map[string]bool
-	// absent are the set's namespaces known not to exist yet: their
-	// objects are deferred without a dry-run that can only fail.
-	absent map[string]bool
+	// absent are the set's namespaces known not to exist yet, and
+	// absentKinds the kinds of its CRDs the cluster does not serve yet:
+	// their objects are deferred without a dry-run that can only fail.
+	absent      map[string]bool
+	absentKinds map[schema.GroupKind]bool
 	// owner is the inventory this run applies for; a live object labelled
 	// with another fails, unless takeOwnership.
 	owner         inventoryRef
@@ -192,11 +194,18 @@ func keyOf(o *unstructured.Unstructured) objectKey {
 }
 
 // findAbsent reads which of the set's namespaces do not exist yet (a GET
-// each, concurrently); one it may not read counts as present, and its
-// objects' dry-runs say what is wrong.
+// each, concurrently) and which of its CRDs' kinds the cluster does not
+// serve; a namespace it may not read counts as present, and its objects'
+// dry-runs say what is wrong.
 func (p *planner) findAbsent(ctx context.Context, concurrency int) {
 	var mu sync.Mutex
 	p.absent = map[string]bool{}
+	p.absentKinds = map[schema.GroupKind]bool{}
+	for gk := range p.crdKinds {
+		if _, err := p.clients.Mapper.RESTMapping(gk); meta.IsNoMatchError(err) {
+			p.absentKinds[gk] = true
+		}
+	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(concurrency, 1))
 	for ns := range p.namespaces {
@@ -338,6 +347,10 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 		return pl
 	}
 
+	if p.absentKinds[o.GroupVersionKind().GroupKind()] {
+		pl.kind, pl.reason = planDeferred, "its CustomResourceDefinition is applied in an earlier stage"
+		return pl
+	}
 	if ns := o.GetNamespace(); ns != "" && p.absent[ns] {
 		pl.kind, pl.reason = planDeferred, "its Namespace "+ns+" is applied in an earlier stage"
 		return pl

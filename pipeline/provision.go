@@ -170,10 +170,13 @@ func (r *run) provision(ctx context.Context, needs []*plan, lockLater bool) erro
 		pl.kind = planProvisioned // apply reports it created, and writes it no more
 	}
 	if err == nil && slices.ContainsFunc(needs, func(pl *plan) bool { return utils.IsCRD(pl.obj.Unstructured) }) {
-		// A fresh REST mapper learns the new kinds.
-		var clients *kube.Clients
-		if clients, err = kube.Connect(r.clients.Config); err == nil {
-			r.clients = clients
+		// Discovery lists a new kind a moment after its CRD is
+		// established; a fresh REST mapper then learns it.
+		if err = r.waitDiscovered(ctx, needs); err == nil {
+			var clients *kube.Clients
+			if clients, err = kube.Connect(r.clients.Config); err == nil {
+				r.clients = clients
+			}
 		}
 	}
 	if err == nil && lockLater {
@@ -187,6 +190,42 @@ func (r *run) provision(ctx context.Context, needs []*plan, lockLater bool) erro
 		return nil
 	}
 	return errors.Join(fmt.Errorf("creating what the set's objects depend on: %w", err), r.rollback(ctx, created))
+}
+
+// waitDiscovered waits until the API server's discovery lists the kinds of
+// the provisioned CRDs, so that their custom resources are dry-run at once
+// rather than retried one by one.
+func (r *run) waitDiscovered(ctx context.Context, provisioned []*plan) error {
+	want := map[schema.GroupVersionKind]bool{}
+	for _, pl := range provisioned {
+		u := pl.obj.Unstructured
+		gk, ok := object.GetCRDGroupKind(u)
+		if !ok {
+			continue
+		}
+		versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
+		for _, v := range versions {
+			m, _ := v.(map[string]any)
+			name, _ := m["name"].(string)
+			if served, _ := m["served"].(bool); served && name != "" {
+				want[gk.WithVersion(name)] = true
+			}
+		}
+	}
+	disc := r.clients.Kube.Discovery()
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		for gvk := range want {
+			list, err := disc.ServerResourcesForGroupVersion(gvk.GroupVersion().String())
+			if err != nil {
+				return false, nil
+			}
+			if !slices.ContainsFunc(list.APIResources, func(res metav1.APIResource) bool { return res.Kind == gvk.Kind }) {
+				return false, nil
+			}
+			delete(want, gvk)
+		}
+		return true, nil
+	})
 }
 
 // replanDeferred dry-runs the deferred objects now that their Namespaces
