@@ -197,7 +197,7 @@ func (r *run) apply(ctx context.Context) error {
 			break
 		}
 		if gi < len(groups)-1 {
-			if err := r.waitEstablished(ctx, group); err != nil {
+			if err := r.waitEstablished(ctx, group, 200*time.Millisecond); err != nil {
 				applyErr = err
 				break
 			}
@@ -407,7 +407,7 @@ func hasCreatedCRD(group []*plan) bool {
 
 // waitEstablished waits until the objects of a definition stage are ready
 // (CRDs established, Namespaces active), so the next stage can use them.
-func (r *run) waitEstablished(ctx context.Context, group []*plan) error {
+func (r *run) waitEstablished(ctx context.Context, group []*plan, interval time.Duration) error {
 	var set object.ObjMetadataSet
 	for _, pl := range group {
 		if pl.kind == planCreate || pl.kind == planConfigure || pl.kind == planRecreate {
@@ -424,7 +424,7 @@ func (r *run) waitEstablished(ctx context.Context, group []*plan) error {
 	if ok {
 		timeout = time.Until(deadline)
 	}
-	err := m.WaitForSetWithContext(ctx, set, ssa.WaitOptions{Interval: 200 * time.Millisecond, Timeout: timeout})
+	err := m.WaitForSetWithContext(ctx, set, ssa.WaitOptions{Interval: interval, Timeout: timeout})
 	if err != nil {
 		return fmt.Errorf("waiting for definitions to be established: %w", err)
 	}

@@ -408,8 +408,21 @@ func (r *run) setNamespaces() error {
 			crds = append(crds, o.Unstructured)
 		}
 	}
+	// One look-up per kind: a kind the cluster does not serve yet costs
+	// the REST mapper a discovery request on every miss.
+	type lookup struct {
+		scope meta.RESTScope
+		err   error
+	}
+	scopes := map[schema.GroupVersionKind]lookup{}
 	for _, o := range r.objects {
-		scope, err := object.LookupResourceScope(o.Unstructured, crds, r.clients.Mapper)
+		gvk := o.GroupVersionKind()
+		l, ok := scopes[gvk]
+		if !ok {
+			l.scope, l.err = object.LookupResourceScope(o.Unstructured, crds, r.clients.Mapper)
+			scopes[gvk] = l
+		}
+		scope, err := l.scope, l.err
 		if err != nil {
 			if meta.IsNoMatchError(err) || isUnknownKind(err) {
 				continue // validate reports it, with every other failure

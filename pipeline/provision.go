@@ -164,7 +164,8 @@ func (r *run) provision(ctx context.Context, needs []*plan, lockLater bool) erro
 	_ = g.Wait()
 	err := errs.err()
 	if err == nil {
-		err = r.waitEstablished(ctx, written)
+		// A few objects, usually ready at once: poll often.
+		err = r.waitEstablished(ctx, written, 25*time.Millisecond)
 	}
 	for _, pl := range written {
 		pl.kind = planProvisioned // apply reports it created, and writes it no more
@@ -183,7 +184,7 @@ func (r *run) provision(ctx context.Context, needs []*plan, lockLater bool) erro
 		err = r.lockAndLoad(ctx)
 	}
 	if err == nil {
-		r.replanDeferred(ctx)
+		r.replanDeferred(ctx, written)
 		if err = r.validationFailures("validate"); err != nil {
 			return errors.Join(err, r.rollback(ctx, created))
 		}
@@ -229,15 +230,32 @@ func (r *run) waitDiscovered(ctx context.Context, provisioned []*plan) error {
 }
 
 // replanDeferred dry-runs the deferred objects now that their Namespaces
-// and CRDs exist. Discovery can lag a moment behind an established CRD.
-func (r *run) replanDeferred(ctx context.Context) {
+// and CRDs (provisioned) exist. Discovery can lag a moment behind an
+// established CRD.
+func (r *run) replanDeferred(ctx context.Context, provisioned []*plan) {
 	p := r.newPlanner()
+	namespaces := map[string]bool{}
+	kinds := map[schema.GroupKind]bool{}
+	for _, pl := range provisioned {
+		if gk, ok := object.GetCRDGroupKind(pl.obj.Unstructured); ok {
+			kinds[gk] = true
+		} else if utils.IsNamespace(pl.obj.Unstructured) {
+			namespaces[pl.obj.GetName()] = true
+		}
+	}
 	var idx []int
 	var objects []*Object
 	for i, pl := range r.plans {
 		if pl.kind == planDeferred {
 			idx = append(idx, i)
 			objects = append(objects, pl.obj)
+			// This run just created the Namespace or CRD: nothing of the
+			// kind lives there yet, and a LIST would only wait for the API
+			// server to start caching a new kind.
+			u := pl.obj.Unstructured
+			if namespaces[u.GetNamespace()] || kinds[u.GroupVersionKind().GroupKind()] {
+				p.listed[keyOf(u).group] = true
+			}
 		}
 	}
 	// All at once first, with LISTs for large groups; the few that
