@@ -185,10 +185,10 @@ func TestApplyOverlayThenNoop(t *testing.T) {
 	if d.Labels[inventory.NameLabel] != "app" || d.Labels[inventory.NamespaceLabel] != invNS {
 		t.Errorf("Deployment web labels %v lack the inventory's", d.Labels)
 	}
-	if o := objectByRef(first, "Deployment/"+appNS+"/web"); o == nil || o.Source != "deployment.yaml" && !strings.HasSuffix(o.Source, "/deployment.yaml") {
+	if o := objectByRef(first, "Deployment.apps/"+appNS+"/web"); o == nil || o.Source != "deployment.yaml" && !strings.HasSuffix(o.Source, "/deployment.yaml") {
 		t.Errorf("Deployment web source = %+v, want deployment.yaml", o)
 	}
-	if o := objectByRef(first, "Deployment/"+appNS+"/web"); o == nil || o.Health == nil || o.Health.Status != "Current" {
+	if o := objectByRef(first, "Deployment.apps/"+appNS+"/web"); o == nil || o.Health == nil || o.Health.Status != "Current" {
 		t.Errorf("Deployment web health = %+v, want Current", o)
 	}
 	inv, err := (&inventory.Store{Client: env.Client}).Load(context.Background(), invNS, "app")
@@ -247,7 +247,7 @@ func TestChangePruneAndKeep(t *testing.T) {
 	if c[result.Configured] != 1 || c[result.Deleted] != 1 || c[result.Skipped] != 1 || c[result.Created] != 0 {
 		t.Fatalf("counts %v, want 1 configured, 1 deleted, 1 skipped", c)
 	}
-	if o := objectByRef(r, "Widget/"+appNS+"/sprocket"); o == nil || o.Action != result.Configured {
+	if o := objectByRef(r, "Widget."+appNS+".gantry.test/"+appNS+"/sprocket"); o == nil || o.Action != result.Configured {
 		t.Errorf("Widget sprocket: %+v, want configured", o)
 	}
 	if o := objectByRef(r, "ConfigMap/"+appNS+"/keep"); o == nil || o.Action != result.Skipped || !strings.Contains(o.Error, "prune: disabled") {
@@ -290,7 +290,7 @@ func TestImmutableFieldNeedsForce(t *testing.T) {
 	if r.code != entrypoint.ExitFailed {
 		t.Fatalf("exit %d, want 1\n%s", r.code, r.stderr)
 	}
-	if !strings.Contains(r.stderr, "spec.selector") || !strings.Contains(r.stderr, "immutable") || !strings.Contains(r.stderr, "Deployment/"+appNS+"/web") {
+	if !strings.Contains(r.stderr, "spec.selector") || !strings.Contains(r.stderr, "immutable") || !strings.Contains(r.stderr, "Deployment.apps/"+appNS+"/web") {
 		t.Errorf("error does not name the Deployment and its immutable spec.selector:\n%s", r.stderr)
 	}
 	if r.res.Reason != result.ReasonValidationFailed {
@@ -383,12 +383,12 @@ spec:
 	if r.res.Reason != result.ReasonHealthCheckFailed {
 		t.Errorf("reason %s, want HealthCheckFailed", r.res.Reason)
 	}
-	for _, want := range []string{"Deployment/" + ns + "/stuck", "unschedulable", "node affinity/selector"} {
+	for _, want := range []string{"Deployment.apps/" + ns + "/stuck", "unschedulable", "node affinity/selector"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("message lacks %q:\n%s", want, r.stderr)
 		}
 	}
-	o := objectByRef(r, "Deployment/"+ns+"/stuck")
+	o := objectByRef(r, "Deployment.apps/"+ns+"/stuck")
 	if o == nil || o.Health == nil || !strings.Contains(o.Health.Message, "unschedulable") {
 		t.Errorf("report health of the Deployment: %+v", o)
 	}

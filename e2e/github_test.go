@@ -250,7 +250,7 @@ func TestGitHubActionRunnerEnvironment(t *testing.T) {
 			t.Errorf("%s was not masked first", s[:12])
 		}
 	}
-	for _, want := range []string{"::group::validate", "::endgroup::", "Deployment/" + ns + "/web created"} {
+	for _, want := range []string{"::group::validate", "::endgroup::", "Deployment.apps/" + ns + "/web created"} {
 		if !strings.Contains(first.stderr, want) {
 			t.Errorf("log lacks %q", want)
 		}

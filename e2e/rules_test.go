@@ -271,7 +271,7 @@ spec:
 	if r.code != 0 {
 		t.Fatalf("exit %d, want 0: only the ConfigMap is checked\n%s", r.code, r.stderr)
 	}
-	if o := objectByRef(r, "Deployment/"+ns+"/stuck"); o == nil || o.Health != nil {
+	if o := objectByRef(r, "Deployment.apps/"+ns+"/stuck"); o == nil || o.Health != nil {
 		t.Errorf("the Deployment was health-checked: %+v", o)
 	}
 }

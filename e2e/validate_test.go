@@ -140,8 +140,8 @@ func TestOwnNamespaceInvalidObjectLeavesNothing(t *testing.T) {
 	t.Parallel()
 	dir, ns, appNS := corpus(t, "own-namespace-invalid")
 	r := gantry(t, setArgs("apply", dir, ns, appNS, "own")...)
-	wantFailed(t, r, 3, "Deployment/"+appNS+"/web")
-	for _, want := range []string{"Deployment/" + appNS + "/web", "deployment.yaml", "replicas"} {
+	wantFailed(t, r, 3, "Deployment.apps/"+appNS+"/web")
+	for _, want := range []string{"Deployment.apps/" + appNS + "/web", "deployment.yaml", "replicas"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("message lacks %q:\n%s", want, r.stderr)
 		}
@@ -168,7 +168,7 @@ func TestOwnNamespaceTypoCaughtOffline(t *testing.T) {
 	t.Parallel()
 	dir, ns, appNS := corpus(t, "own-namespace-typo")
 	r := gantry(t, setArgs("apply", dir, ns, appNS, "typo")...)
-	wantFailed(t, r, 3, "Deployment/"+appNS+"/web")
+	wantFailed(t, r, 3, "Deployment.apps/"+appNS+"/web")
 	for _, want := range []string{"replcas", "containerPort", "deployment.yaml"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("message lacks %q:\n%s", want, r.stderr)
@@ -186,7 +186,7 @@ func TestCELRuleBrokenByCustomResource(t *testing.T) {
 	t.Parallel()
 	dir, ns, appNS := corpus(t, "cel-rule")
 	r := gantry(t, setArgs("apply", dir, ns, appNS, "cel")...)
-	wantFailed(t, r, 4, "Scaler/"+appNS+"/inverted")
+	wantFailed(t, r, 4, "Scaler."+appNS+".gantry.test/"+appNS+"/inverted")
 	for _, want := range []string{"minReplicas must not exceed maxReplicas", "scalers.yaml"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("message lacks %q:\n%s", want, r.stderr)
@@ -213,7 +213,7 @@ func TestCRDWithValidAndInvalidCustomResource(t *testing.T) {
 	replaceInFile(t, filepath.Join(dir, "gadgets.yaml"), "namespace: ${NS}", "namespace: "+ns)
 	replaceInFile(t, filepath.Join(dir, "gadgets.yaml"), "namespace: ${NS}", "namespace: "+ns)
 	r := gantry(t, setArgs("apply", dir, ns, appNS, "gadgets")...)
-	wantFailed(t, r, 3, "Gadget/"+ns+"/bad")
+	wantFailed(t, r, 3, "Gadget."+appNS+".gantry.test/"+ns+"/bad")
 	for _, want := range []string{"spec.size", "color", "gadgets.yaml"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("message lacks %q:\n%s", want, r.stderr)
@@ -229,7 +229,7 @@ func TestLargeSetWithTwoTypos(t *testing.T) {
 	t.Parallel()
 	dir, ns, appNS := corpus(t, "large-two-typos")
 	r := gantry(t, setArgs("apply", dir, ns, appNS, "operator")...)
-	wantFailed(t, r, 127, "ConfigMap/"+appNS+"/shard-17", "Database/"+appNS+"/db-41")
+	wantFailed(t, r, 127, "ConfigMap/"+appNS+"/shard-17", "Database."+appNS+".gantry.test/"+appNS+"/db-41")
 	for _, want := range []string{"postgress", "dtaa", "databases.yaml", "shards.yaml"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("message lacks %q:\n%s", want, r.stderr)
@@ -262,7 +262,7 @@ func TestUnknownKindAndInvalidObjectsTogether(t *testing.T) {
 	t.Parallel()
 	dir, ns, _ := corpus(t, "unknown-kind-and-invalid")
 	r := gantry(t, setArgs("apply", dir, ns, ns, "mixed")...)
-	wantFailed(t, r, 5, "Job/"+ns+"/no-containers", "Phantom/"+ns+"/ghost", "Service/"+ns+"/bad-port")
+	wantFailed(t, r, 5, "Job.batch/"+ns+"/no-containers", "Phantom.nowhere.gantry.test/"+ns+"/ghost", "Service/"+ns+"/bad-port")
 	for _, want := range []string{"Phantom", "nowhere.gantry.test/v1", "unknown.yaml", "99999", "service.yaml", "job.yaml"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("message lacks %q:\n%s", want, r.stderr)
@@ -358,7 +358,7 @@ func TestDiffOnFreshCluster(t *testing.T) {
 	if r.code != entrypoint.ExitFailed || !strings.Contains(r.stderr, "replcas") {
 		t.Fatalf("diff of a set with a typo: exit %d, want 1 naming the typo\n%s", r.code, r.stderr)
 	}
-	if o := objectByRef(r, "Deployment/"+appNS+"/web"); o == nil || o.Action != result.Failed {
+	if o := objectByRef(r, "Deployment.apps/"+appNS+"/web"); o == nil || o.Action != result.Failed {
 		t.Errorf("Deployment web in the diff's report: %+v, want failed", o)
 	}
 
@@ -462,7 +462,7 @@ spec:
 	if r.code != entrypoint.ExitFailed || r.res.Reason != result.ReasonHealthCheckFailed {
 		t.Fatalf("exit %d reason %s, want 1 HealthCheckFailed\n%s", r.code, r.res.Reason, r.stderr)
 	}
-	o := objectByRef(r, "Deployment/"+ns+"/blocked")
+	o := objectByRef(r, "Deployment.apps/"+ns+"/blocked")
 	if o == nil || o.Health == nil || !strings.Contains(o.Health.Message, "ReplicaFailure") || !strings.Contains(o.Health.Message, "exceeded quota") {
 		t.Errorf("health of the Deployment does not say that its pods are refused by the quota: %+v", o)
 	}

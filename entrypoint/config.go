@@ -148,7 +148,7 @@ func resolve(args []string, env map[string]string, usage io.Writer) (map[string]
 
 var (
 	envKey        = regexp.MustCompile(`^[_a-zA-Z][_a-zA-Z0-9]*$`)
-	healthCheckRe = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9]*)/(?:([a-z0-9.-]+)/)?([a-z0-9.:-]+)$`)
+	healthCheckRe = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9]*(?:\.[a-z0-9.-]+)?)/(?:([a-z0-9.-]+)/)?([a-z0-9.:-]+)$`)
 	// secretName matches variable names whose values are masked in output.
 	secretName = regexp.MustCompile(`(?i)pass|pwd|secret|token|key|cred|auth|cert|private|salt`)
 )

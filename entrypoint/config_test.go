@@ -112,11 +112,11 @@ func TestInventoryRequiredForApplyAndDelete(t *testing.T) {
 
 func TestHealthChecksParsed(t *testing.T) {
 	t.Parallel()
-	c, err := Load([]string{"build", "--path=" + t.TempDir(), "--health-checks=Deployment/apps/web\n# comment\nClusterRole/view\n"}, nil, io.Discard)
+	c, err := Load([]string{"build", "--path=" + t.TempDir(), "--health-checks=Deployment/apps/web\n# comment\nClusterRole/view\nDeployment.apps/shop/api\n"}, nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []pipeline.ObjectRef{{Kind: "Deployment", Namespace: "apps", Name: "web"}, {Kind: "ClusterRole", Name: "view"}}
+	want := []pipeline.ObjectRef{{Kind: "Deployment", Namespace: "apps", Name: "web"}, {Kind: "ClusterRole", Name: "view"}, {Kind: "Deployment.apps", Namespace: "shop", Name: "api"}}
 	if diff := cmp.Diff(want, c.HealthChecks); diff != "" {
 		t.Errorf("(-want +got)\n%s", diff)
 	}

@@ -56,7 +56,7 @@ var Inputs = []Input{
 	{Name: "kubeconfig", Description: "Path of a kubeconfig file. Default: $KUBECONFIG, then the in-cluster configuration."},
 	{Name: "context", Description: "The kubeconfig context to use."},
 	{Name: "service-account", Description: "namespace/name of a service account to impersonate, so that its RBAC bounds what the run may touch."},
-	{Name: "health-checks", Description: "Objects to wait for, one Kind/namespace/name (or Kind/name) per line. Default: everything applied."},
+	{Name: "health-checks", Description: "Objects to wait for, one Kind/namespace/name (or Kind/name) per line; the kind may carry its group, as gantry prints it (Deployment.apps/shop/web). Default: everything applied."},
 	{Name: "concurrency", Default: "16", Description: "How many API requests gantry keeps in flight."},
 	{Name: "take-ownership", Default: "false", Bool: true, Description: "Take over objects that carry another gantry inventory's labels. Without it such objects fail validation, naming both inventories, and nothing is written."},
 	{Name: "allow-empty", Default: "false", Bool: true, Description: "Allow a build with no objects to prune everything the inventory holds."},

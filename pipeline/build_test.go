@@ -88,7 +88,7 @@ func TestBuildOverlayTargetNamespaceAndPatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := summary(objects)
-	if len(got) != 2 || !strings.HasPrefix(got[0], "ConfigMap/prod/settings-") || !strings.HasSuffix(got[0], "<- overlay/kustomization.yaml") || got[1] != "Deployment/prod/web <- base/deploy.yaml" {
+	if len(got) != 2 || !strings.HasPrefix(got[0], "ConfigMap/prod/settings-") || !strings.HasSuffix(got[0], "<- overlay/kustomization.yaml") || got[1] != "Deployment.apps/prod/web <- base/deploy.yaml" {
 		t.Errorf("objects: %q", got)
 	}
 	for _, o := range objects {

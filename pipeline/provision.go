@@ -21,6 +21,7 @@ import (
 
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/kube"
+	"github.com/gantry-dev/gantry/result"
 	"github.com/gantry-dev/gantry/schemas"
 )
 
@@ -311,7 +312,7 @@ func (r *run) rollback(ctx context.Context, created []*unstructured.Unstructured
 			if err == nil && reason == "" {
 				err = deleteAndWait(gctx, r.clients.Client, u)
 			}
-			ref := u.GetKind() + "/" + u.GetName()
+			ref := result.Ref(u.GroupVersionKind().Group, u.GetKind(), "", u.GetName())
 			switch {
 			case err != nil:
 				errs.add(fmt.Errorf("%s was created to validate its dependents and could not be removed again: %w", ref, err))

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/gantry-dev/gantry/result"
 )
 
 // Objects carrying either annotation with value "disabled" are left
@@ -95,8 +97,5 @@ func substituteAll(objects []*Object, vars map[string]string) error {
 
 // ref names an object for messages: Kind/namespace/name or Kind/name.
 func ref(o *Object) string {
-	if o.GetNamespace() == "" {
-		return o.GetKind() + "/" + o.GetName()
-	}
-	return o.GetKind() + "/" + o.GetNamespace() + "/" + o.GetName()
+	return result.Ref(o.GroupVersionKind().Group, o.GetKind(), o.GetNamespace(), o.GetName())
 }

@@ -40,8 +40,11 @@ func (r *run) healthTargets() (object.ObjMetadataSet, error) {
 		var errs []error
 		for _, hc := range r.opts.HealthChecks {
 			found := false
+			// Kind or Kind.group, as gantry prints objects.
+			kind, group, qualified := strings.Cut(hc.Kind, ".")
 			for _, o := range r.objects {
-				if strings.EqualFold(o.GetKind(), hc.Kind) && o.GetNamespace() == hc.Namespace && o.GetName() == hc.Name {
+				if strings.EqualFold(o.GetKind(), kind) && (!qualified || o.GroupVersionKind().Group == group) &&
+					o.GetNamespace() == hc.Namespace && o.GetName() == hc.Name {
 					set = append(set, object.UnstructuredToObjMetadata(o.Unstructured))
 					found = true
 				}
@@ -288,8 +291,5 @@ func dedupe(in []string) []string {
 
 // fmtID names an object like ssa does: Kind/namespace/name.
 func fmtID(id object.ObjMetadata) string {
-	if id.Namespace == "" {
-		return id.GroupKind.Kind + "/" + id.Name
-	}
-	return id.GroupKind.Kind + "/" + id.Namespace + "/" + id.Name
+	return result.Ref(id.GroupKind.Group, id.GroupKind.Kind, id.Namespace, id.Name)
 }

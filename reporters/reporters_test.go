@@ -34,8 +34,8 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
-const deploymentDiff = `--- live/Deployment/shop/web
-+++ desired/Deployment/shop/web
+const deploymentDiff = `--- live/Deployment.apps/shop/web
++++ desired/Deployment.apps/shop/web
 @@ -6,7 +6,7 @@
    name: web
    namespace: shop
@@ -57,7 +57,7 @@ func sample() *result.Result {
 		Started:   start,
 		Finished:  start.Add(4200 * time.Millisecond),
 		Reason:    result.ReasonHealthCheckFailed,
-		Message:   "1 of 4 objects not ready within the timeout (1m0s): Deployment/shop/worker is InProgress: Ready: 0/1; pod worker-7d9 unschedulable: 0/1 nodes are available",
+		Message:   "1 of 4 objects not ready within the timeout (1m0s): Deployment.apps/shop/worker is InProgress: Ready: 0/1; pod worker-7d9 unschedulable: 0/1 nodes are available",
 		Revision:  "main@sha1:0123abcd",
 		Source:    "https://github.com/acme/shop",
 		Inventory: &result.Inventory{Name: "shop", Namespace: "deploy"},
@@ -72,7 +72,7 @@ func sample() *result.Result {
 			{ID: "shop_settings__ConfigMap", APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "settings", Action: result.Unchanged, Stage: "apply", Source: "deploy/settings.yaml", Health: &result.Health{Status: "Current"}},
 			{ID: "shop_web_apps_Deployment", APIVersion: "apps/v1", Kind: "Deployment", Namespace: "shop", Name: "web", Action: result.Configured, Stage: "apply", Source: "deploy/web.yaml", Diff: deploymentDiff, Health: &result.Health{Status: "Current"}},
 			{ID: "shop_worker_apps_Deployment", APIVersion: "apps/v1", Kind: "Deployment", Namespace: "shop", Name: "worker", Action: result.Created, Stage: "apply", Source: "deploy/worker.yaml",
-				Diff:   "--- live/Deployment/shop/worker\n+++ desired/Deployment/shop/worker\n@@ -0,0 +1,3 @@\n+apiVersion: apps/v1\n+kind: Deployment\n+metadata: {name: worker}\n",
+				Diff:   "--- live/Deployment.apps/shop/worker\n+++ desired/Deployment.apps/shop/worker\n@@ -0,0 +1,3 @@\n+apiVersion: apps/v1\n+kind: Deployment\n+metadata: {name: worker}\n",
 				Health: &result.Health{Status: "InProgress", Message: "Ready: 0/1; pod worker-7d9 unschedulable: 0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector"}},
 			{ID: "shop_old__Service", APIVersion: "v1", Kind: "Service", Namespace: "shop", Name: "old", Action: result.Deleted, Stage: "prune",
 				Diff: "--- live/Service/shop/old\n+++ desired/Service/shop/old\n@@ -1,3 +0,0 @@\n-apiVersion: v1\n-kind: Service\n-metadata: {name: old}\n"},

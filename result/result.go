@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -81,12 +82,27 @@ type Object struct {
 	Health *Health `json:"health,omitempty"`
 }
 
-// Ref is how reports name an object: Kind/namespace/name or Kind/name.
+// Ref is how reports name an object: Kind/namespace/name or Kind/name,
+// with the kind qualified by its API group unless it is in the core group
+// (Deployment.apps/shop/web, Namespace/shop), so that a custom kind never
+// reads like a built-in one of the same name.
 func (o Object) Ref() string {
-	if o.Namespace == "" {
-		return o.Kind + "/" + o.Name
+	group, _, _ := strings.Cut(o.APIVersion, "/")
+	if !strings.Contains(o.APIVersion, "/") {
+		group = ""
 	}
-	return o.Kind + "/" + o.Namespace + "/" + o.Name
+	return Ref(group, o.Kind, o.Namespace, o.Name)
+}
+
+// Ref names an object as Object.Ref does.
+func Ref(group, kind, namespace, name string) string {
+	if group != "" {
+		kind += "." + group
+	}
+	if namespace == "" {
+		return kind + "/" + name
+	}
+	return kind + "/" + namespace + "/" + name
 }
 
 // Health is the readiness of one object at the end of the wait.
