@@ -45,11 +45,7 @@ func (r *run) validate(ctx context.Context) error {
 	if err := r.refuseEmpty(); err != nil {
 		return err
 	}
-	r.planner = r.newPlanner()
-	r.planner.findAbsent(ctx, r.opts.Concurrency)
-	r.prepareOffline()
-	r.plans = r.planner.planAll(ctx, r.objects, r.opts.Concurrency)
-	if err := r.validateOffline(ctx); err != nil {
+	if err := r.plan(ctx); err != nil {
 		return err
 	}
 	if err := r.validationFailures("validate"); err != nil {

@@ -25,14 +25,10 @@ func (r *run) diff(ctx context.Context) error {
 			return err
 		}
 	}
-	r.planner = r.newPlanner()
-	r.planner.findAbsent(ctx, r.opts.Concurrency)
-	r.prepareOffline()
-	r.plans = r.planner.planAll(ctx, r.objects, r.opts.Concurrency)
 	// What depends on a Namespace or CRD of the set cannot be dry-run
 	// without creating those, which a diff never does: it is checked
 	// offline, and apply dry-runs it on the server too.
-	if err := r.validateOffline(ctx); err != nil {
+	if err := r.plan(ctx); err != nil {
 		return err
 	}
 	offline := 0

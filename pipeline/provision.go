@@ -25,6 +25,16 @@ import (
 	"github.com/gantry-dev/gantry/schemas"
 )
 
+// plan dry-runs every object the cluster can check now, defers those whose
+// Namespace or CRD comes with the set, and checks these offline.
+func (r *run) plan(ctx context.Context) error {
+	r.planner = r.newPlanner()
+	r.planner.findAbsent(ctx, r.opts.Concurrency)
+	r.prepareOffline()
+	r.plans = r.planner.planAll(ctx, r.objects, r.opts.Concurrency)
+	return r.validateOffline(ctx)
+}
+
 // validateOffline checks the deferred objects (those whose Namespace or CRD
 // the set brings) without the API server: custom resources against the
 // set's CRDs, built-in kinds against the cluster's published schemas. An
