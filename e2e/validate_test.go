@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -466,4 +467,28 @@ spec:
 	if o == nil || o.Health == nil || !strings.Contains(o.Health.Message, "ReplicaFailure") || !strings.Contains(o.Health.Message, "exceeded quota") {
 		t.Errorf("health of the Deployment does not say that its pods are refused by the quota: %+v", o)
 	}
+}
+
+// An invalid Secret in a namespace the set creates is refused offline
+// without its values appearing anywhere.
+func TestInvalidSecretInNewNamespaceLeaksNothing(t *testing.T) {
+	t.Parallel()
+	dir, ns, appNS := corpus(t, "own-namespace-typo")
+	const canary = "canary-3f9a1c77"
+	writeFile(t, filepath.Join(dir, "secret.yaml"), "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\n  namespace: ${NS}\nstringData:\n  password: "+canary+"\n  pin: 1234567\n")
+	replaceInFile(t, filepath.Join(dir, "deployment.yaml"), "replcas: 2", "replicas: 2")
+	replaceInFile(t, filepath.Join(dir, "deployment.yaml"), "containerPort: http", "containerPort: 8080")
+	for _, command := range []string{"diff", "apply"} {
+		r := gantry(t, setArgs(command, dir, ns, appNS, "secret")...)
+		if r.code != entrypoint.ExitFailed || !strings.Contains(r.stderr, "stringData.pin") {
+			t.Fatalf("%s: exit %d, want 1 naming stringData.pin\n%s", command, r.code, r.stderr)
+		}
+		report, _ := json.Marshal(r.res)
+		for _, out := range []string{r.stdout, r.stderr, string(report)} {
+			if strings.Contains(out, canary) || strings.Contains(out, "1234567") {
+				t.Errorf("%s printed or reported a Secret value:\n%s", command, out)
+			}
+		}
+	}
+	nothingLeft(t, ns, appNS, "secret")
 }

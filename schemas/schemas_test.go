@@ -171,3 +171,44 @@ func equalJSON(a, b map[string]any) bool {
 	y, _ := yaml.Marshal(b)
 	return string(x) == string(y)
 }
+
+// Errors about a Secret never quote its values, and still find them.
+func TestSecretValuesNeverQuoted(t *testing.T) {
+	t.Parallel()
+	doc := []byte(`{"openapi":"3.0.0","info":{"title":"t","version":"v"},"paths":{},"components":{"schemas":{
+	  "Secret":{"type":"object","x-kubernetes-group-version-kind":[{"group":"","version":"v1","kind":"Secret"}],
+	    "properties":{"apiVersion":{"type":"string"},"kind":{"type":"string"},"metadata":{"type":"object"},"type":{"type":"string"},
+	      "data":{"type":"object","additionalProperties":{"type":"string","format":"byte"}},
+	      "stringData":{"type":"object","additionalProperties":{"type":"string"}}}}}}}`)
+	v, err := New(nil, staticSource{doc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := object(t, `apiVersion: v1
+kind: Secret
+metadata: {name: creds, namespace: shop}
+data:
+  password: hunter2-not-base64!
+  fine: aGVsbG8=
+stringData:
+  pin: 987654321
+  token: s3cr3t-t0ken
+`)
+	err = v.Validate(context.Background(), bad)
+	if err == nil {
+		t.Fatal("Validate: valid, want errors for data.password and stringData.pin")
+	}
+	for _, want := range []string{"data.password", "stringData.pin"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+	for _, secret := range []string{"hunter2", "987654321", "s3cr3t", "aGVsbG8"} {
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("error %q quotes a secret value (%s)", err, secret)
+		}
+	}
+	if bad.Object["data"].(map[string]any)["password"] != "hunter2-not-base64!" {
+		t.Error("Validate changed the Secret it was given")
+	}
+}
