@@ -201,7 +201,15 @@ func (r *run) provision(ctx context.Context, needs []*plan, lockLater bool) erro
 		}
 		return nil
 	}
-	return errors.Join(fmt.Errorf("creating what the set's objects depend on: %w", err), r.rollback(ctx, created))
+	var held *inventory.HeldError
+	if errors.As(err, &held) {
+		r.res.Reason = result.ReasonLocked
+	}
+	rollbackErr := r.rollback(ctx, created)
+	if failed := r.validationFailures("validate"); failed != nil {
+		return errors.Join(failed, rollbackErr) // a Namespace or CRD the server refused
+	}
+	return errors.Join(fmt.Errorf("creating what the set's objects depend on: %w", err), rollbackErr)
 }
 
 // waitDiscovered waits until the API server's discovery lists the kinds of
