@@ -237,7 +237,7 @@ func (r *run) waitDiscovered(ctx context.Context, provisioned []*plan) error {
 		for gvk := range want {
 			list, err := disc.ServerResourcesForGroupVersion(gvk.GroupVersion().String())
 			if err != nil {
-				return false, nil
+				return false, nil //nolint:nilerr // not listed yet: poll again
 			}
 			if !slices.ContainsFunc(list.APIResources, func(res metav1.APIResource) bool { return res.Kind == gvk.Kind }) {
 				return false, nil
@@ -405,7 +405,7 @@ func (r *run) holdsOthers(ctx context.Context, u *unstructured.Unstructured) (st
 				list := &unstructured.UnstructuredList{}
 				list.SetGroupVersionKind(gv.WithKind(res.Kind + "List"))
 				if err := r.clients.Client.List(gctx, list, client.InNamespace(u.GetName()), client.Limit(5)); err != nil {
-					return nil // a kind this account may not list holds nothing it knows of
+					return nil //nolint:nilerr // a kind this account may not list holds nothing it knows of
 				}
 				for _, item := range list.Items {
 					if !everyNamespaceHas(res.Kind, item.GetName(), r.opts.Inventory) {

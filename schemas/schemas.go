@@ -30,7 +30,6 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
-	"k8s.io/apimachinery/pkg/api/validation/path"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -206,7 +205,7 @@ func validateMeta(u *unstructured.Unstructured) field.ErrorList {
 	if u.GetName() == "" {
 		errs = append(errs, field.Required(p.Child("name"), "name or generateName is required"))
 	}
-	for _, msg := range path.ValidatePathSegmentName(u.GetName(), false) {
+	for _, msg := range pathSegmentName(u.GetName()) {
 		errs = append(errs, field.Invalid(p.Child("name"), u.GetName(), msg))
 	}
 	if ns := u.GetNamespace(); ns != "" {
@@ -215,6 +214,23 @@ func validateMeta(u *unstructured.Unstructured) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// pathSegmentName says why name cannot be a segment of a URL path, as the
+// API server requires of every object's name: not "." or "..", and no "/"
+// or "%".
+func pathSegmentName(name string) []string {
+	switch name {
+	case ".", "..":
+		return []string{fmt.Sprintf("may not be '%s'", name)}
+	}
+	var msgs []string
+	for _, illegal := range []string{"/", "%"} {
+		if strings.Contains(name, illegal) {
+			msgs = append(msgs, fmt.Sprintf("may not contain '%s'", illegal))
+		}
+	}
+	return msgs
 }
 
 // crdVersion is what validates the custom resources of one served version.

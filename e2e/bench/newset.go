@@ -217,7 +217,7 @@ func (b *bench) waitEstablished(ctx context.Context, name string) error {
 	return wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		raw, err := b.client.CoreV1().RESTClient().Get().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/" + name).DoRaw(ctx)
 		if err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // not there yet: poll again
 		}
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := json.Unmarshal(raw, crd); err != nil {
