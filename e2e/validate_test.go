@@ -490,5 +490,20 @@ func TestInvalidSecretInNewNamespaceLeaksNothing(t *testing.T) {
 			}
 		}
 	}
+	// Valid, the Secret's creation diff masks its values too.
+	replaceInFile(t, filepath.Join(dir, "secret.yaml"), "pin: 1234567", "pin: \"7654\"")
+	r := gantry(t, setArgs("diff", dir, ns, appNS, "secret")...)
+	if r.code != 0 {
+		t.Fatalf("diff of the valid set: exit %d\n%s", r.code, r.stderr)
+	}
+	if o := objectByRef(r, "Secret/"+appNS+"/creds"); o == nil || o.Action != result.Created || !strings.Contains(o.Diff, "***") {
+		t.Errorf("Secret creds in the diff: %+v, want created with masked values", o)
+	}
+	report, _ := json.Marshal(r.res)
+	for _, out := range []string{r.stdout, r.stderr, string(report)} {
+		if strings.Contains(out, canary) || strings.Contains(out, "7654") {
+			t.Errorf("diff printed or reported a Secret value:\n%s", out)
+		}
+	}
 	nothingLeft(t, ns, appNS, "secret")
 }

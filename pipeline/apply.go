@@ -34,12 +34,10 @@ func (r *run) validate(ctx context.Context) error {
 	if err := r.prepare(); err != nil {
 		return err
 	}
+	r.planner = r.newPlanner()
+	r.planner.findAbsent(ctx, r.opts.Concurrency)
 	lockLater, err := r.lockUnlessNew(ctx)
 	if err != nil {
-		var held *inventory.HeldError
-		if errors.As(err, &held) {
-			r.res.Reason = result.ReasonLocked
-		}
 		return err
 	}
 	if err := r.refuseEmpty(); err != nil {
@@ -94,29 +92,16 @@ func (r *run) validationFailures(stage string) error {
 }
 
 // lockUnlessNew takes the inventory's lock and loads it, unless the
-// inventory's namespace does not exist yet and the set brings it: then
-// there is nothing to load, and the lock is taken once that namespace has
-// been created (lockLater).
+// inventory's namespace is one the set brings and that does not exist yet
+// (the planner found it absent): then there is nothing to load, and the
+// lock is taken once that namespace has been created (lockLater).
 func (r *run) lockUnlessNew(ctx context.Context) (lockLater bool, err error) {
-	ns := r.opts.InventoryNamespace
-	if bringsNamespace(r.objects, ns) {
-		_, err := r.clients.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			r.prev = &inventory.Inventory{Name: r.opts.Inventory, Namespace: ns}
-			r.previous = nil
-			return true, nil
-		}
+	if ns := r.opts.InventoryNamespace; r.planner.absent[ns] {
+		r.prev = &inventory.Inventory{Name: r.opts.Inventory, Namespace: ns}
+		r.previous = nil
+		return true, nil
 	}
 	return false, r.lockAndLoad(ctx)
-}
-
-func bringsNamespace(objects []*Object, name string) bool {
-	for _, o := range objects {
-		if utils.IsNamespace(o.Unstructured) && o.GetName() == name {
-			return true
-		}
-	}
-	return false
 }
 
 // prepare connects, completes namespaces and labels every object with its
@@ -152,6 +137,10 @@ func (r *run) lockAndLoad(ctx context.Context) error {
 		},
 	})
 	if err != nil {
+		var held *inventory.HeldError
+		if errors.As(err, &held) {
+			r.res.Reason = result.ReasonLocked
+		}
 		return err
 	}
 	r.release = release
@@ -394,7 +383,8 @@ func waitGone(ctx context.Context, c client.Client, u *unstructured.Unstructured
 
 func hasCreatedCRD(group []*plan) bool {
 	for _, pl := range group {
-		if utils.IsCRD(pl.obj.Unstructured) && pl.kind != planUnchanged && pl.kind != planSkip {
+		// A provisioned CRD was learnt by the REST mapper in validate.
+		if utils.IsCRD(pl.obj.Unstructured) && pl.kind != planUnchanged && pl.kind != planSkip && pl.kind != planProvisioned {
 			return true
 		}
 	}

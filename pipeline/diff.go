@@ -28,6 +28,8 @@ func (r *run) diff(ctx context.Context) error {
 	// What depends on a Namespace or CRD of the set cannot be dry-run
 	// without creating those, which a diff never does: it is checked
 	// offline, and apply dry-runs it on the server too.
+	r.planner = r.newPlanner()
+	r.planner.findAbsent(ctx, r.opts.Concurrency)
 	if err := r.plan(ctx); err != nil {
 		return err
 	}

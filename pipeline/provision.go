@@ -26,10 +26,9 @@ import (
 )
 
 // plan dry-runs every object the cluster can check now, defers those whose
-// Namespace or CRD comes with the set, and checks these offline.
+// Namespace or CRD comes with the set (r.planner, from findAbsent, knows
+// which), and checks these offline.
 func (r *run) plan(ctx context.Context) error {
-	r.planner = r.newPlanner()
-	r.planner.findAbsent(ctx, r.opts.Concurrency)
 	r.prepareOffline()
 	r.plans = r.planner.planAll(ctx, r.objects, r.opts.Concurrency)
 	return r.validateOffline(ctx)
@@ -200,10 +199,6 @@ func (r *run) provision(ctx context.Context, needs []*plan, lockLater bool) erro
 			return errors.Join(err, r.rollback(ctx, created))
 		}
 		return nil
-	}
-	var held *inventory.HeldError
-	if errors.As(err, &held) {
-		r.res.Reason = result.ReasonLocked
 	}
 	rollbackErr := r.rollback(ctx, created)
 	if failed := r.validationFailures("validate"); failed != nil {
