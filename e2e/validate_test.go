@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/gantry-dev/gantry/entrypoint"
@@ -506,4 +507,60 @@ func TestInvalidSecretInNewNamespaceLeaksNothing(t *testing.T) {
 		}
 	}
 	nothingLeft(t, ns, appNS, "secret")
+}
+
+// A CRD that already exists gains a version, and a custom resource of the
+// new version comes with it: the resource is checked offline against the
+// new version's schema before anything is written (the CRD's update
+// included), and dry-run on the server once the CRD is updated.
+func TestNewVersionOfExistingCRD(t *testing.T) {
+	t.Parallel()
+	dir, ns, appNS := corpus(t, "crd-valid-invalid")
+	gadgets := filepath.Join(dir, "gadgets.yaml")
+	writeFile(t, gadgets, "apiVersion: ${NS}.gantry.test/v1\nkind: Gadget\nmetadata:\n  name: good\n  namespace: "+ns+"\nspec:\n  size: 2\n")
+	if r := gantry(t, setArgs("apply", dir, ns, appNS, "versions", "--wait=false")...); r.code != 0 {
+		t.Fatalf("first apply: exit %d\n%s", r.code, r.stderr)
+	}
+	v2 := `    - name: v2
+      served: true
+      storage: false
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              required: [size, shape]
+              properties:
+                size: {type: integer}
+                shape: {type: string, enum: [round, square]}
+`
+	b, err := os.ReadFile(filepath.Join(dir, "crd.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "crd.yaml"), string(b)+v2)
+	writeFile(t, filepath.Join(dir, "gadgets-v2.yaml"), "apiVersion: ${NS}.gantry.test/v2\nkind: Gadget\nmetadata:\n  name: new\n  namespace: "+ns+"\nspec:\n  size: 3\n  shape: oval\n")
+
+	r := gantry(t, setArgs("apply", dir, ns, appNS, "versions", "--wait=false")...)
+	wantFailed(t, r, 3, "Gadget."+appNS+".gantry.test/"+ns+"/new")
+	if !strings.Contains(r.stderr, "spec.shape") || !strings.Contains(r.stderr, "gadgets-v2.yaml") {
+		t.Errorf("message does not name spec.shape and its file:\n%s", r.stderr)
+	}
+	crd, err := env.Dynamic.Resource(crdResource).Get(context.Background(), "gadgets."+appNS+".gantry.test", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions"); len(versions) != 1 {
+		t.Errorf("the CRD has %d versions after the failed run, want it unchanged (1)", len(versions))
+	}
+
+	replaceInFile(t, filepath.Join(dir, "gadgets-v2.yaml"), "shape: oval", "shape: round")
+	r = gantry(t, setArgs("apply", dir, ns, appNS, "versions", "--wait=false")...)
+	if r.code != 0 {
+		t.Fatalf("with a valid v2 resource: exit %d\n%s", r.code, r.stderr)
+	}
+	if o := objectByRef(r, "Gadget."+appNS+".gantry.test/"+ns+"/new"); o == nil || o.Action != result.Created {
+		t.Errorf("Gadget new: %+v, want created", o)
+	}
 }
