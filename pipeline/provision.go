@@ -29,7 +29,12 @@ import (
 // Namespace or CRD comes with the set (r.planner, from findAbsent, knows
 // which), and checks these offline.
 func (r *run) plan(ctx context.Context) error {
-	r.prepareOffline()
+	if len(r.planner.absent) > 0 || len(r.planner.absentKinds) > 0 {
+		// Objects will be deferred: make the validator while the
+		// dry-runs are in flight. Otherwise validateOffline makes it
+		// only if a dry-run defers something after all.
+		r.prepareOffline()
+	}
 	r.plans = r.planner.planAll(ctx, r.objects, r.opts.Concurrency)
 	return r.validateOffline(ctx)
 }
