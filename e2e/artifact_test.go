@@ -274,7 +274,7 @@ func TestSOPSSecretApplied(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "db.sops.yaml"), sopsSecret(t, ns, "canary-e2e-sops", id))
 
 	r := gantry(t, "apply", "--path="+dir, "--inventory=sops", "--inventory-namespace="+ns)
-	if r.code != entrypoint.ExitInvalid || !strings.Contains(r.stderr, "db.sops.yaml: Secret/db is encrypted with SOPS") {
+	if r.code != entrypoint.ExitInvalid || !strings.Contains(r.stderr, "db.sops.yaml: encrypted with SOPS: give sops-age-key") {
 		t.Fatalf("without the key: exit %d\n%s", r.code, r.stderr)
 	}
 	if _, err := env.Client.CoreV1().Secrets(ns).Get(context.Background(), "db", metav1.GetOptions{}); !apierrors.IsNotFound(err) {

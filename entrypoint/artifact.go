@@ -17,7 +17,7 @@ import (
 )
 
 // runArtifact runs the commands that only read or tag artifacts.
-func runArtifact(ctx context.Context, cfg *Config, client *artifact.Client, stdout io.Writer, console *console) int {
+func runArtifact(ctx context.Context, cfg *Config, client *artifact.Client, stdout io.Writer, console *console, decrypted func([]string)) int {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	fail := func(err error) int {
@@ -26,7 +26,7 @@ func runArtifact(ctx context.Context, cfg *Config, client *artifact.Client, stdo
 	}
 	switch cfg.Command {
 	case "diff-artifact":
-		return diffArtifact(ctx, cfg, client, stdout, console)
+		return diffArtifact(ctx, cfg, client, stdout, console, decrypted)
 	case "pull":
 		p, err := client.Pull(ctx, cfg.Artifact, cfg.Path)
 		if err != nil {
@@ -83,7 +83,7 @@ func runArtifact(ctx context.Context, cfg *Config, client *artifact.Client, stdo
 // diffArtifact compares an artifact's objects with another artifact's or a
 // folder's, object by object, and prints the diffs (Secret values masked).
 // Exit 0 when they match; with differences 3 under detailed-exitcode, else 0.
-func diffArtifact(ctx context.Context, cfg *Config, client *artifact.Client, stdout io.Writer, console *console) int {
+func diffArtifact(ctx context.Context, cfg *Config, client *artifact.Client, stdout io.Writer, console *console, decrypted func([]string)) int {
 	objectsOf := func(source string) (map[string]*unstructured.Unstructured, error) {
 		dir := source
 		if strings.HasPrefix(source, "oci://") {
@@ -97,7 +97,7 @@ func diffArtifact(ctx context.Context, cfg *Config, client *artifact.Client, std
 			}
 			dir = tmp
 		}
-		objs, err := pipeline.Build(pipeline.BuildOptions{Path: dir, WorkDir: dir, SOPSIdentities: cfg.SOPSIdentities})
+		objs, err := pipeline.Build(pipeline.BuildOptions{Path: dir, WorkDir: dir, SOPSIdentities: cfg.SOPSIdentities, Decrypted: decrypted})
 		if err != nil {
 			return nil, err
 		}
@@ -138,7 +138,7 @@ func diffArtifact(ctx context.Context, cfg *Config, client *artifact.Client, std
 		}
 		if d != "" {
 			changed++
-			fmt.Fprint(stdout, d)
+			fmt.Fprint(stdout, console.redact.String(d))
 		}
 	}
 	console.printf("gantry diff-artifact: %d of %d objects differ between %s and %s\n", changed, len(sorted), cfg.Artifact, cfg.CompareTo)

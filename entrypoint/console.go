@@ -158,8 +158,9 @@ const msRound = 1e6 // time.Millisecond, untyped for Round
 // writeObjects prints the built objects as a YAML stream, with the values
 // of Secrets redacted: build output ends up in CI logs. On GitHub the
 // stream is fenced with ::stop-commands:: so that no manifest line can act
-// as a workflow command.
-func writeObjects(w io.Writer, objects []*pipeline.Object, fenced bool) error {
+// as a workflow command. Every known secret (a secret-named substitution
+// value, a value decrypted from a SOPS file into a ConfigMap) is masked.
+func writeObjects(w io.Writer, objects []*pipeline.Object, fenced bool, redact *reporters.Redactor) error {
 	if fenced {
 		token := "gantry-" + strings.ToLower(rand.Text())
 		if _, err := fmt.Fprintf(w, "::stop-commands::%s\n", token); err != nil {
@@ -181,7 +182,7 @@ func writeObjects(w io.Writer, objects []*pipeline.Object, fenced bool) error {
 				return err
 			}
 		}
-		if _, err := w.Write(b); err != nil {
+		if _, err := io.WriteString(w, redact.String(string(b))); err != nil {
 			return err
 		}
 	}

@@ -76,6 +76,17 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		}
 	}
 	console := newConsole(stderr, redact, p)
+	// Values a build decrypts are masked from then on, like any secret.
+	var maskMu sync.Mutex
+	decrypted := func(values []string) {
+		maskMu.Lock()
+		defer maskMu.Unlock()
+		for _, s := range redact.Add(values...) {
+			if gha != nil {
+				gha.AddMask(s)
+			}
+		}
+	}
 
 	if cfgErr != nil {
 		console.printf("gantry: invalid configuration:\n%s\n", indent(cfgErr.Error()))
@@ -109,6 +120,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			Patches:         cfg.Patches,
 			Substitute:      cfg.Substitute,
 			SOPSIdentities:  cfg.SOPSIdentities,
+			Decrypted:       decrypted,
 		},
 		Inventory:          cfg.Inventory,
 		InventoryNamespace: cfg.InventoryNamespace,
@@ -141,7 +153,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		}
 		switch cfg.Command {
 		case "pull", "tag", "list", "inspect", "diff-artifact":
-			return runArtifact(ctx, cfg, client, stdout, console)
+			return runArtifact(ctx, cfg, client, stdout, console, decrypted)
 		}
 	}
 
@@ -153,7 +165,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		var objects []*pipeline.Object
 		objects, res = pipeline.Render(ctx, opts, console)
 		if res.Succeeded() {
-			if err := writeObjects(stdout, objects, p == githubActions); err != nil {
+			if err := writeObjects(stdout, objects, p == githubActions, redact); err != nil {
 				console.printf("gantry: %v\n", err)
 				return ExitFailed
 			}

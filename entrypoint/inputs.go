@@ -21,7 +21,7 @@ type Input struct {
 // are checked against it.
 var Inputs = []Input{
 	{Name: "command", Default: "apply", Description: "What to run: build, diff, apply, delete, inventory, push, pull, tag, list, inspect or diff-artifact. On the command line it is the first argument."},
-	{Name: "path", Default: ".", Description: "Kustomize overlay, or a plain folder of manifests (a kustomization listing them is generated). With artifact, apply and diff build from path and push when path is given, and pull the artifact when it is not. For pull, the folder to write to."},
+	{Name: "path", Default: ".", Description: "Kustomize overlay, or a plain folder of manifests (as if a kustomization listed every .yaml, .yml and .json file below it, hidden files and folders such as .sops.yaml left out). With artifact, apply and diff build from path and push when path is given, and pull the artifact when it is not. For pull, the folder to write to."},
 	{Name: "artifact", Description: "OCI artifact, oci://registry/repository[:tag|@digest], in Flux's format: push builds and pushes it; pull, tag and inspect read it; list takes a repository; apply and diff pull it (or, with path, push it first)."},
 	{Name: "compare-to", Description: "For diff-artifact: the other side, an oci:// artifact or a folder to build. The artifact's objects are compared with it, object by object, Secret values masked."},
 	{Name: "tags", Description: "Extra tags, one per line: for push, added to the pushed artifact; for tag, the tags to add."},
@@ -52,7 +52,7 @@ var Inputs = []Input{
 	{Name: "target-namespace", Description: "Set the namespace of every namespaced object."},
 	{Name: "patches", Description: "Extra patch files applied on top of the build, one path per line."},
 	{Name: "substitute", Secret: true, Description: "KEY=VALUE lines for ${KEY} and ${KEY:=default} substitution after the build. Substitution runs only when this is given (as in Flux); it is strict: a variable with neither value nor default is an error. Lines are never echoed in errors; the values of variables whose names suggest a secret (PASSWORD, TOKEN, SECRET, KEY, CRED, AUTH, CERT, PRIVATE, PWD, SALT) are masked in all output."},
-	{Name: "sops-age-key", Secret: true, Description: "age identities (AGE-SECRET-KEY-1... lines) that decrypt SOPS-encrypted objects at build time, as Flux users keep them in git. An encrypted object without a key that opens it is an error naming its file; it is never applied encrypted."},
+	{Name: "sops-age-key", Secret: true, Description: "age identities (AGE-SECRET-KEY-1... lines) that decrypt SOPS-encrypted files (manifests, patches, generator sources in every sops format) and objects at build time, as Flux does. An encrypted file without a key that opens it is an error naming the file; nothing encrypted is ever applied, and decrypted values are masked in all output."},
 	{Name: "kubeconfig", Description: "Path of a kubeconfig file. Default: $KUBECONFIG, then the in-cluster configuration."},
 	{Name: "context", Description: "The kubeconfig context to use."},
 	{Name: "service-account", Description: "namespace/name of a service account to impersonate, so that its RBAC bounds what the run may touch."},

@@ -23,17 +23,15 @@ type ArtifactOptions struct {
 }
 
 // ManifestsYAML serialises objects as the YAML stream an artifact holds.
-// Objects that were SOPS-encrypted go in encrypted, as they were in git:
-// decrypted secrets never reach a registry.
+// Objects that were SOPS-encrypted go in encrypted, as they were in git
+// (a build that keeps encryption made them): decrypted secrets never
+// reach a registry.
 func ManifestsYAML(objects []*Object) ([]byte, error) {
 	var b bytes.Buffer
 	for i, o := range objects {
-		y := o.SOPSEncrypted
-		if y == nil {
-			var err error
-			if y, err = yaml.Marshal(o.Object); err != nil {
-				return nil, fmt.Errorf("%s: %w", ref(o), err)
-			}
+		y, err := yaml.Marshal(o.Object)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", ref(o), err)
 		}
 		if i > 0 {
 			b.WriteString("---\n")
@@ -47,7 +45,11 @@ func ManifestsYAML(objects []*Object) ([]byte, error) {
 func (r *run) pushStage() stage {
 	return stage{name: "push", reason: result.ReasonArtifactFailed, stopOnError: true, run: func(ctx context.Context) error {
 		a := r.opts.Artifact
-		manifests, err := ManifestsYAML(r.objects)
+		packed := r.artifactObjects
+		if packed == nil {
+			packed = r.objects
+		}
+		manifests, err := ManifestsYAML(packed)
 		if err != nil {
 			return err
 		}
@@ -92,7 +94,9 @@ func (r *run) pullStage() stage {
 
 // Push builds and pushes an artifact, for the push command.
 func Push(ctx context.Context, opts Options, obs Observer) *result.Result {
-	opts.Build.KeepSOPSEncrypted = true // packed as in git, never decrypted
+	// Packed as in git, never decrypted.
+	opts.Build.KeepSOPSEncrypted = true
+	opts.Build.SOPSIdentities = nil
 	r := newRun("push", opts, nil, obs)
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()

@@ -32,10 +32,10 @@ const originAnnotation = "config.kubernetes.io/origin"
 // Object is one object of the desired set.
 type Object struct {
 	*unstructured.Unstructured
-	// SOPSEncrypted, for an object that was encrypted with SOPS, is its
-	// encrypted document: what an artifact carries, so that decrypted
-	// secrets never leave the run.
-	SOPSEncrypted []byte
+	// Encrypted marks an object left SOPS-encrypted by a build that keeps
+	// encryption (a push without identities): what an artifact carries,
+	// so that decrypted secrets never leave the run. Never applied.
+	Encrypted bool
 	// Source is the file the object came from (for generated objects, the
 	// kustomization that generated it), relative to the working directory
 	// when it lies below it.
@@ -57,14 +57,18 @@ type BuildOptions struct {
 	Patches []string
 	// Substitute, when not nil, enables strict ${VAR} substitution.
 	Substitute map[string]string
-	// SOPSIdentities decrypt objects encrypted with SOPS for age
-	// recipients. An encrypted object without them is an error: it is never
+	// SOPSIdentities decrypt files and objects encrypted with SOPS for age
+	// recipients. An encrypted file without them is an error: it is never
 	// applied encrypted.
 	SOPSIdentities []age.Identity
-	// KeepSOPSEncrypted lets SOPS-encrypted objects through still encrypted
-	// when no identities are given: a push packs them as they are in git,
-	// and whoever applies the artifact decrypts them.
+	// KeepSOPSEncrypted, without SOPSIdentities, lets SOPS-encrypted
+	// objects through still encrypted (Object.Encrypted): a push packs them
+	// as they are in git, and whoever applies the artifact decrypts them.
 	KeepSOPSEncrypted bool
+	// Decrypted, when set, is told every value decrypted, so that output
+	// can mask them: a ConfigMap generated from an encrypted file, a diff,
+	// an error. It may be called from several goroutines.
+	Decrypted func(values []string)
 }
 
 // BuildError is a build failure; File names the file at fault when known.
@@ -115,16 +119,20 @@ func Build(opts BuildOptions) ([]*Object, error) {
 		return nil, &BuildError{File: opts.Path, Err: fmt.Errorf("not a directory")}
 	}
 
+	sfs := newSOPSFS(filesys.MakeFsOnDisk(), opts, func(p string) string { return displayPath(p, nil, opts.WorkDir) })
 	var built []sourced
 	switch {
 	case opts.TargetNamespace != "" || len(opts.Patches) > 0:
-		built, err = buildWrapped(abs, opts)
+		built, err = buildWrapped(abs, opts, sfs)
 	case findKustomization(abs) != "":
-		built, err = buildKustomization(abs, opts)
+		built, err = buildKustomization(abs, opts, sfs)
 	default:
-		built, err = buildPlain(abs, opts)
+		built, err = buildPlain(abs, opts, sfs)
 	}
 	if err != nil {
+		if refused := sfs.refusal(); refused != nil {
+			return nil, refused
+		}
 		return nil, err
 	}
 
@@ -137,7 +145,7 @@ func Build(opts BuildOptions) ([]*Object, error) {
 	for w := range workers {
 		wg.Go(func() {
 			for i := w; i < len(built); i += workers {
-				objects[i], errs[i] = toObject(built[i].res, built[i].source, opts.SOPSIdentities, opts.KeepSOPSEncrypted)
+				objects[i], errs[i] = toObject(built[i].res, built[i].source)
 			}
 		})
 	}
@@ -146,6 +154,9 @@ func Build(opts BuildOptions) ([]*Object, error) {
 		if err != nil {
 			return nil, &BuildError{File: opts.Path, Err: err}
 		}
+	}
+	if err := decryptBuilt(objects, sfs); err != nil {
+		return nil, err
 	}
 	if opts.Substitute != nil {
 		if err := substituteAll(objects, opts.Substitute); err != nil {
@@ -175,7 +186,7 @@ func kustomizer() *krusty.Kustomizer {
 
 // buildKustomization runs kustomize on the kustomization in dir, with origin
 // tracking added in memory.
-func buildKustomization(dir string, opts BuildOptions) ([]sourced, error) {
+func buildKustomization(dir string, opts BuildOptions, sfs *sopsFS) ([]sourced, error) {
 	// kustomize resolves symbolic links in the root before it reads the
 	// kustomization; the in-memory copy must sit at the same path.
 	root, err := filepath.EvalSymlinks(dir)
@@ -187,7 +198,7 @@ func buildKustomization(dir string, opts BuildOptions) ([]sourced, error) {
 	if err != nil {
 		return nil, &BuildError{File: displayPath(file, nil, opts.WorkDir), Err: err}
 	}
-	fsys := trackingFS{FileSystem: filesys.MakeFsOnDisk(), file: file, content: withOriginTracking(content)}
+	fsys := trackingFS{FileSystem: sfs, file: file, content: withOriginTracking(content)}
 	resMap, err := kustomizer().Run(fsys, root)
 	if err != nil {
 		return nil, &BuildError{File: displayPath(dir, nil, opts.WorkDir), Err: fmt.Errorf("kustomize build: %s", relPaths(err.Error(), nil, "", opts.WorkDir))}
@@ -257,12 +268,13 @@ func withOrigins(resources []*resource.Resource, root string, pathMap map[string
 }
 
 // buildPlain reads a folder without a kustomization: every manifest below
-// it in lexical order, except in hidden folders; a subfolder with a
+// it in lexical order, except hidden files and folders (such as
+// .sops.yaml, sops' configuration); a subfolder with a
 // kustomization of its own is built by kustomize. This is what kustomize
 // does with a kustomization listing them, without its cost of checking
 // every new object against all earlier ones (quadratic; 20 s for 5000
 // objects here).
-func buildPlain(dir string, opts BuildOptions) ([]sourced, error) {
+func buildPlain(dir string, opts BuildOptions, sfs *sopsFS) ([]sourced, error) {
 	factory := provider.NewDefaultDepProvider().GetResourceFactory()
 	var out []sourced
 	seen := map[string]string{} // object id -> the file that defined it
@@ -290,7 +302,7 @@ func buildPlain(dir string, opts BuildOptions) ([]sourced, error) {
 				return filepath.SkipDir
 			}
 			if findKustomization(p) != "" {
-				items, err := buildKustomization(p, opts)
+				items, err := buildKustomization(p, opts, sfs)
 				if err != nil {
 					return err
 				}
@@ -301,12 +313,16 @@ func buildPlain(dir string, opts BuildOptions) ([]sourced, error) {
 			}
 			return nil
 		}
-		if !d.Type().IsRegular() || !isManifest(d.Name()) {
+		if !d.Type().IsRegular() || !isManifest(d.Name()) || strings.HasPrefix(d.Name(), ".") {
 			return nil
 		}
 		source := displayPath(p, nil, opts.WorkDir)
-		b, err := os.ReadFile(p)
+		b, err := sfs.ReadFile(p)
 		if err != nil {
+			var be *BuildError
+			if errors.As(err, &be) {
+				return err
+			}
 			return &BuildError{File: source, Err: err}
 		}
 		resources, err := factory.SliceFromBytes(b)
@@ -335,7 +351,7 @@ func buildPlain(dir string, opts BuildOptions) ([]sourced, error) {
 // buildWrapped runs kustomize from a temporary kustomization that
 // references dir and adds the target namespace and the patches; a plain
 // folder is first copied next to a generated kustomization.
-func buildWrapped(abs string, opts BuildOptions) ([]sourced, error) {
+func buildWrapped(abs string, opts BuildOptions, sfs *sopsFS) ([]sourced, error) {
 	tmp, err := os.MkdirTemp("", "gantry-build-")
 	if err != nil {
 		return nil, err
@@ -396,30 +412,17 @@ func buildWrapped(abs string, opts BuildOptions) ([]sourced, error) {
 		return nil, err
 	}
 
-	resMap, err := kustomizer().Run(filesys.MakeFsOnDisk(), wrapper)
+	sfs.display = func(p string) string { return displayPath(p, pathMap, opts.WorkDir) }
+	resMap, err := kustomizer().Run(sfs, wrapper)
 	if err != nil {
 		return nil, &BuildError{File: opts.Path, Err: fmt.Errorf("kustomize build: %s", relPaths(err.Error(), pathMap, tmp, opts.WorkDir))}
 	}
 	return withOrigins(resMap.Resources(), wrapper, pathMap, opts.WorkDir), nil
 }
 
-func toObject(res *resource.Resource, source string, sopsIDs []age.Identity, keepEncrypted bool) (*Object, error) {
-	var b, encrypted []byte
-	var err error
-	if sopsField, _ := res.GetFieldValue("sops"); sopsField != nil {
-		if encrypted, err = encryptedDoc(res); err != nil {
-			return nil, err
-		}
-		doc := encrypted
-		if len(sopsIDs) > 0 || !keepEncrypted {
-			if doc, err = decryptDoc(encrypted, sopsIDs); err != nil {
-				return nil, &BuildError{File: source, Err: fmt.Errorf("%s/%s is encrypted with SOPS: %w", res.GetKind(), res.GetName(), err)}
-			}
-		}
-		if b, err = yaml.YAMLToJSON(doc); err != nil {
-			return nil, err
-		}
-	} else if b, err = nodeJSON(res.YNode()); err != nil {
+func toObject(res *resource.Resource, source string) (*Object, error) {
+	b, err := nodeJSON(res.YNode())
+	if err != nil {
 		return nil, err
 	}
 	// Through JSON, so that numbers are int64 as unstructured expects
@@ -435,7 +438,7 @@ func toObject(res *resource.Resource, source string, sopsIDs []age.Identity, kee
 		}
 		u.SetAnnotations(a)
 	}
-	return &Object{Unstructured: u, Source: source, SOPSEncrypted: encrypted}, nil
+	return &Object{Unstructured: u, Source: source}, nil
 }
 
 // nodeJSON is what kyaml's RNode.MarshalJSON returns for a mapping node,
@@ -448,28 +451,6 @@ func nodeJSON(n *kyaml.Node) ([]byte, error) {
 		return nil, err
 	}
 	return json.Marshal(m)
-}
-
-// encryptedDoc is a SOPS-encrypted object as kustomize's own YAML, which
-// keeps the field order the MAC depends on, without the origin annotation
-// the build added.
-func encryptedDoc(res *resource.Resource) ([]byte, error) {
-	c := res.DeepCopy()
-	if err := c.PipeE(kyaml.ClearAnnotation(originAnnotation)); err != nil {
-		return nil, err
-	}
-	if a := c.GetAnnotations(); len(a) == 0 {
-		_ = c.PipeE(kyaml.Lookup("metadata"), kyaml.Clear("annotations"))
-	}
-	return c.AsYAML()
-}
-
-// decryptDoc decrypts an encrypted document with the identities.
-func decryptDoc(doc []byte, ids []age.Identity) ([]byte, error) {
-	if len(ids) == 0 {
-		return nil, errors.New("give sops-age-key to decrypt it; it is never applied encrypted")
-	}
-	return decryptSOPS(doc, ids)
 }
 
 // displayPath maps a temporary copy back to its original and makes it
@@ -555,7 +536,7 @@ func copyPlainFolder(src, dst string) (int, error) {
 			}
 			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
 		}
-		if !d.Type().IsRegular() || !isManifest(d.Name()) {
+		if !d.Type().IsRegular() || !isManifest(d.Name()) || strings.HasPrefix(d.Name(), ".") {
 			return nil
 		}
 		b, err := os.ReadFile(p)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -109,8 +110,13 @@ type run struct {
 	early      *kube.Clients
 	earlyErr   error
 	objects    []*Object
-	byID       map[string]int // object id -> index in res.Objects
-	plans      []*plan
+	// artifactObjects, when not nil, is what a push packs instead of
+	// objects: the set with SOPS encryption kept.
+	artifactObjects []*Object
+	// pushing says that a push follows the build.
+	pushing bool
+	byID    map[string]int // object id -> index in res.Objects
+	plans   []*plan
 	// planner holds what validate read of the cluster (the LISTs), which
 	// prune reuses.
 	planner *planner
@@ -288,6 +294,7 @@ func (r *run) withArtifact(stages []stage) []stage {
 		}
 		out = append(out, s)
 		if s.name == "build" {
+			r.pushing = true
 			out = append(out, r.pushStage())
 		}
 	}
@@ -305,6 +312,23 @@ func (r *run) buildStage() stage {
 	return stage{name: "build", reason: result.ReasonBuildFailed, stopOnError: true, run: func(context.Context) error {
 		if r.connect != nil {
 			r.connectEarly()
+		}
+		if r.pushing && !r.opts.Build.KeepSOPSEncrypted {
+			// What is pushed keeps SOPS encryption, what is applied is
+			// decrypted: two builds, the second only when the first
+			// met anything encrypted.
+			keep := r.opts.Build
+			keep.KeepSOPSEncrypted, keep.SOPSIdentities = true, nil
+			packed, err := Build(keep)
+			if err != nil {
+				return err
+			}
+			r.artifactObjects = packed
+			if !slices.ContainsFunc(packed, func(o *Object) bool { return o.Encrypted }) {
+				r.objects = packed
+				r.obs.Info(fmt.Sprintf("%d objects from %s", len(packed), r.opts.Build.Path))
+				return nil
+			}
 		}
 		objects, err := Build(r.opts.Build)
 		if err != nil {

@@ -1,19 +1,31 @@
 package pipeline
 
 import (
+	"bufio"
+	"encoding/base64"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+
+	"filippo.io/age"
 
 	"github.com/gantry-dev/gantry/artifact"
 	"github.com/gantry-dev/gantry/e2e/cluster"
 )
 
-// sopsFixture encrypts a Secret with the real sops CLI for a fresh age key,
-// as Flux users keep them in git, and returns the folder and the key.
-func sopsFixture(t *testing.T, extraSOPSArgs ...string) (dir, key string) {
+// sopsCLI is the real sops CLI and an age key of its own, as a user who
+// keeps secrets in git has them.
+type sopsCLI struct {
+	bin, recipient, key string
+}
+
+func newSOPSCLI(t *testing.T) *sopsCLI {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("runs the sops and age-keygen CLIs built by make tools")
@@ -26,7 +38,6 @@ func sopsFixture(t *testing.T, extraSOPSArgs ...string) (dir, key string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir = t.TempDir()
 	keyFile := filepath.Join(t.TempDir(), "key.txt")
 	if out, err := exec.Command(keygen, "-o", keyFile).CombinedOutput(); err != nil {
 		t.Fatalf("age-keygen: %v\n%s", err, out)
@@ -35,95 +46,370 @@ func sopsFixture(t *testing.T, extraSOPSArgs ...string) (dir, key string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain := filepath.Join(t.TempDir(), "secret.yaml")
-	if err := os.WriteFile(plain, []byte("apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  namespace: shop\nstringData:\n  password: canary-sops-4d1\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	args := append([]string{"--encrypt", "--age", strings.TrimSpace(string(pub)), "--encrypted-regex", "^(data|stringData)$"}, extraSOPSArgs...)
-	cmd := exec.Command(sopsBin, append(args, plain)...)
-	cmd.Dir = t.TempDir() // no .sops.yaml above it
-	cmd.Env = []string{"HOME=" + t.TempDir()}
-	enc, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("sops --encrypt: %v", err)
-	}
-	if strings.Contains(string(enc), "canary-sops-4d1") {
-		t.Fatal("sops did not encrypt")
-	}
-	if err := os.WriteFile(filepath.Join(dir, "secret.enc.yaml"), enc, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	k, err := os.ReadFile(keyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dir, string(k)
+	return &sopsCLI{bin: sopsBin, recipient: strings.TrimSpace(string(pub)), key: string(k)}
 }
 
-func TestSOPSSecretDecryptedAtBuild(t *testing.T) {
+func (c *sopsCLI) identities(t *testing.T) []age.Identity {
+	t.Helper()
+	ids, err := artifact.ParseIdentities(c.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// encrypt encrypts file in place with the sops CLI and returns what the
+// file held before.
+func (c *sopsCLI) encrypt(t *testing.T, file string, args ...string) []byte {
+	t.Helper()
+	plain, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(c.bin, append(append([]string{"--encrypt", "--age", c.recipient}, args...), file)...)
+	cmd.Dir = t.TempDir() // no .sops.yaml above it
+	cmd.Env = []string{"HOME=" + t.TempDir()}
+	enc, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("sops --encrypt %s: %v", file, err)
+	}
+	if err := os.WriteFile(file, enc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return plain
+}
+
+var base64Placeholder = regexp.MustCompile(`\$\{BASE64:([^}]+)\}`)
+
+// sopsTree copies testdata/sops and encrypts the files its encrypt list
+// names with the sops CLI; ${BASE64:file} in a manifest becomes that
+// file's encrypted bytes, base64-encoded.
+func sopsTree(t *testing.T, c *sopsCLI) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("testdata/sops")); err != nil {
+		t.Fatal(err)
+	}
+	list, err := os.Open(filepath.Join(dir, "encrypt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer list.Close()
+	sc := bufio.NewScanner(list)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		plain := c.encrypt(t, filepath.Join(dir, f[0]), f[1:]...)
+		enc, _ := os.ReadFile(filepath.Join(dir, f[0]))
+		if strings.Contains(string(enc), strings.TrimSpace(string(plain))) {
+			t.Fatalf("sops left %s in clear", f[0])
+		}
+	}
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil || !base64Placeholder.Match(b) {
+			return err
+		}
+		b = base64Placeholder.ReplaceAllFunc(b, func(m []byte) []byte {
+			enc, err := os.ReadFile(filepath.Join(dir, string(base64Placeholder.FindSubmatch(m)[1])))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return []byte(base64.StdEncoding.EncodeToString(enc))
+		})
+		return os.WriteFile(p, b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// secretValues is an object's data (base64-decoded) and stringData.
+func secretValues(t *testing.T, o *Object) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	if m, ok := o.Object["data"].(map[string]any); ok {
+		for k, v := range m {
+			b, err := base64.StdEncoding.DecodeString(v.(string))
+			if err != nil {
+				if o.GetKind() == "ConfigMap" {
+					out[k] = v.(string)
+					continue
+				}
+				t.Fatalf("%s: data.%s: %v", ref(o), k, err)
+			}
+			out[k] = string(b)
+		}
+	}
+	if m, ok := o.Object["stringData"].(map[string]any); ok {
+		for k, v := range m {
+			out[k] = v.(string)
+		}
+	}
+	return out
+}
+
+// Every case Flux's kustomize-controller decrypts, in one overlay of our
+// own: objects (also transformed by labels and name prefixes), dotenv,
+// binary, JSON and INI generator sources, encrypted patches, a Secret
+// holding an encrypted file, a JSON manifest, a multi-document file and a
+// component.
+func TestSOPSFluxCases(t *testing.T) {
 	t.Parallel()
-	dir, key := sopsFixture(t)
-	ids, err := artifact.ParseIdentities(key)
+	c := newSOPSCLI(t)
+	dir := sopsTree(t, c)
+	var mu sync.Mutex
+	var revealed []string
+	objects, err := Build(BuildOptions{Path: dir, WorkDir: dir, SOPSIdentities: c.identities(t), Decrypted: func(v []string) {
+		mu.Lock()
+		defer mu.Unlock()
+		revealed = append(revealed, v...)
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	objects, err := Build(BuildOptions{Path: dir, WorkDir: dir, SOPSIdentities: ids})
-	if err != nil {
-		t.Fatal(err)
+	got := map[string]map[string]string{}
+	for _, o := range objects {
+		if where := sopsRemnant(o); where != "" {
+			t.Errorf("%s still encrypted at %s", ref(o), where)
+		}
+		got[o.GetKind()+"/"+o.GetName()] = secretValues(t, o)
 	}
-	if len(objects) != 1 {
-		t.Fatalf("%d objects", len(objects))
+	want := map[string]map[string]string{
+		"Secret/sops-algo-age":         {"key": "canary-age-7f3"},
+		"Secret/sops-algo-full":        {"token": "canary-full-2d9"},
+		"Secret/sops-envs-secret":      {"DB_USER": "canary-env-user", "DB_PASSWORD": "canary-env-5b1"},
+		"ConfigMap/sops-envs-configmap": {"DB_USER": "canary-env-user", "DB_PASSWORD": "canary-env-5b1"},
+		"Secret/sops-files-secret": {
+			"key":         "canary-binary-9c4\nsecond line\n",
+			// As the sops library's JSON and INI stores emit them.
+			"config.json": "{\n\"user\": \"app\",\n\"password\": \"canary-json-1e8\"\n}\n",
+			"app.ini":     "[database]\nuser     = app\npassword = canary-ini-6a2\n",
+		},
+		"ConfigMap/sops-files-configmap": {"key": "canary-binary-9c4\nsecond line\n"},
+		"Secret/sops-patches-secret":     {"key": "canary-patch-3d7", "merge2": "canary-patch-8e2"},
+		"Secret/sops-inside-secret":      {"key": "canary-inside-4f0"},
+		"Secret/sops-json":               {"key": "canary-jsonobj-0b5"},
+		"Secret/sops-multi-one":          {"key": "canary-multi-1a1"},
+		"Secret/sops-multi-two":          {"key": "canary-multi-2b2"},
+		"Secret/sops-component":          {"API_TOKEN": "canary-component-77d"},
 	}
-	o := objects[0]
-	if _, ok := o.Object["sops"]; ok {
-		t.Error("the sops metadata is still there")
+	for name, w := range want {
+		g, ok := got[name]
+		if !ok {
+			t.Errorf("%s not built; got %v", name, slices.Sorted(func(yield func(string) bool) {
+				for k := range got {
+					if !yield(k) {
+						return
+					}
+				}
+			}))
+			continue
+		}
+		for k, v := range w {
+			// The patch target's generated value is overridden by
+			// stringData; data keeps the literal.
+			if g[k] != v {
+				t.Errorf("%s %s = %q, want %q", name, k, g[k], v)
+			}
+		}
 	}
-	if got := o.Object["stringData"].(map[string]any)["password"]; got != "canary-sops-4d1" {
-		t.Errorf("password %v", got)
+	for _, o := range objects {
+		if o.GetName() == "sops-algo-age" && o.GetLabels()["team"] != "payments" {
+			t.Errorf("labels transformer lost on an encrypted object: %v", o.GetLabels())
+		}
 	}
-	if o.Source != "secret.enc.yaml" || o.GetNamespace() != "shop" {
-		t.Errorf("source %q namespace %q", o.Source, o.GetNamespace())
+	for _, canary := range []string{"canary-age-7f3", "canary-env-5b1", "canary-json-1e8", "canary-patch-8e2", "canary-inside-4f0", "canary-component-77d"} {
+		if !slices.ContainsFunc(revealed, func(s string) bool { return strings.Contains(s, canary) }) {
+			t.Errorf("%s was decrypted but not reported for masking", canary)
+		}
+	}
+	for _, s := range revealed {
+		if s == "v1" || s == "Secret" {
+			t.Errorf("a value SOPS left in clear was reported for masking: %q", s)
+		}
 	}
 }
 
+// The order people write a Secret in by hand (apiVersion, kind, metadata,
+// data, type), in a plain folder with no kustomization: the MAC covers
+// values in document order, and the file is decrypted as sops wrote it.
+func TestSOPSHandwrittenOrderPlainFolder(t *testing.T) {
+	t.Parallel()
+	c := newSOPSCLI(t)
+	dir := sopsTree(t, c)
+	objects, err := Build(BuildOptions{Path: filepath.Join(dir, "ordered"), WorkDir: dir, SOPSIdentities: c.identities(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objects) != 1 || secretValues(t, objects[0])["password"] != "canary-ordered-5c9" || objects[0].Source != "ordered/secret.yaml" {
+		t.Fatalf("got %+v", objects)
+	}
+	// The same through the wrapper a target namespace needs.
+	objects, err = Build(BuildOptions{Path: filepath.Join(dir, "ordered"), WorkDir: dir, SOPSIdentities: c.identities(t), TargetNamespace: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if objects[0].GetNamespace() != "other" || secretValues(t, objects[0])["password"] != "canary-ordered-5c9" {
+		t.Fatalf("with target-namespace: %v", objects[0].Object)
+	}
+}
+
+// Every way an encrypted file can fail is refused at the build, naming the
+// file, and never quoting a value.
 func TestSOPSRefusals(t *testing.T) {
 	t.Parallel()
-	dir, _ := sopsFixture(t)
-	_, otherKey := sopsFixture(t)
-	other, _ := artifact.ParseIdentities(otherKey)
-
-	_, err := Build(BuildOptions{Path: dir, WorkDir: dir})
-	if err == nil || !strings.Contains(err.Error(), "secret.enc.yaml: Secret/db is encrypted with SOPS: give sops-age-key") {
-		t.Errorf("without a key: %v", err)
+	c := newSOPSCLI(t)
+	other := newSOPSCLI(t)
+	noCanary := func(t *testing.T, err error) {
+		t.Helper()
+		if err != nil && strings.Contains(err.Error(), "canary") {
+			t.Errorf("the error quotes a value: %v", err)
+		}
 	}
-	_, err = Build(BuildOptions{Path: dir, WorkDir: dir, SOPSIdentities: other})
-	if err == nil || !strings.Contains(err.Error(), "none of the sops-age-key identities can decrypt it") {
-		t.Errorf("with another key: %v", err)
+	t.Run("no key", func(t *testing.T) {
+		dir := sopsTree(t, c)
+		_, err := Build(BuildOptions{Path: dir, WorkDir: dir})
+		if err == nil || !strings.Contains(err.Error(), ".yaml: encrypted with SOPS: give sops-age-key") {
+			t.Errorf("got %v", err)
+		}
+		noCanary(t, err)
+	})
+	t.Run("no key for a generator source", func(t *testing.T) {
+		dir := sopsTree(t, c)
+		_, err := Build(BuildOptions{Path: filepath.Join(dir, "envs"), WorkDir: dir})
+		if err == nil || !strings.HasPrefix(err.Error(), "envs/env.env: encrypted with SOPS") {
+			t.Errorf("got %v", err)
+		}
+	})
+	t.Run("another key", func(t *testing.T) {
+		dir := sopsTree(t, c)
+		_, err := Build(BuildOptions{Path: filepath.Join(dir, "patches"), WorkDir: dir, SOPSIdentities: other.identities(t)})
+		if err == nil || !strings.Contains(err.Error(), "patches/merge1.yaml: none of the sops-age-key identities can decrypt it") {
+			t.Errorf("got %v", err)
+		}
+		noCanary(t, err)
+	})
+	t.Run("a value edited by hand", func(t *testing.T) {
+		dir := sopsTree(t, c)
+		f := filepath.Join(dir, "ordered", "secret.yaml")
+		b, _ := os.ReadFile(f)
+		// A value sops left in clear, changed by hand: the MAC covers it.
+		b = []byte(strings.Replace(string(b), "namespace: shop", "namespace: prod", 1))
+		if err := os.WriteFile(f, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Build(BuildOptions{Path: filepath.Join(dir, "ordered"), WorkDir: dir, SOPSIdentities: c.identities(t)})
+		if err == nil || !strings.Contains(err.Error(), "ordered/secret.yaml: SOPS integrity check (MAC) failed") {
+			t.Errorf("got %v", err)
+		}
+	})
+	t.Run("values pasted without metadata", func(t *testing.T) {
+		dir := sopsTree(t, c)
+		enc, _ := os.ReadFile(filepath.Join(dir, "algorithms", "age.yaml"))
+		value := regexp.MustCompile(`ENC\[[^\]]*\]`).Find(enc)
+		plain := t.TempDir()
+		manifest := "apiVersion: v1\nkind: Secret\nmetadata:\n  name: pasted\nstringData:\n  key: " + string(value) + "\n"
+		if err := os.WriteFile(filepath.Join(plain, "secret.yaml"), []byte(manifest), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Build(BuildOptions{Path: plain, WorkDir: plain, SOPSIdentities: c.identities(t)})
+		if err == nil || !strings.Contains(err.Error(), "secret.yaml: Secret/pasted still holds SOPS-encrypted content at stringData.key") {
+			t.Errorf("got %v", err)
+		}
+	})
+	t.Run("dotenv sops keys in a generated ConfigMap", func(t *testing.T) {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte("configMapGenerator:\n- name: x\n  literals: [sops_mac=ENC-not-really]\n"), 0o644)
+		_, err := Build(BuildOptions{Path: dir, WorkDir: dir})
+		if err == nil || !strings.Contains(err.Error(), "still holds SOPS-encrypted content at data.sops_mac") {
+			t.Errorf("got %v", err)
+		}
+	})
+}
+
+// A push packs encrypted objects as they are, decrypts nothing, and
+// refuses encrypted files it could only pack decrypted.
+func TestSOPSKeptForPush(t *testing.T) {
+	t.Parallel()
+	c := newSOPSCLI(t)
+	dir := sopsTree(t, c)
+	objects, err := Build(BuildOptions{Path: filepath.Join(dir, "algorithms"), WorkDir: dir, KeepSOPSEncrypted: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objects) != 2 || !objects[0].Encrypted || !objects[1].Encrypted {
+		t.Fatalf("not kept encrypted: %+v", objects)
+	}
+	packed, err := ManifestsYAML(objects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(packed), "canary") || !strings.Contains(string(packed), "sops:") {
+		t.Fatalf("packed:\n%s", packed)
+	}
+	// What was packed decrypts again, as gantry and Flux read an
+	// artifact: the objects are joined into one stream and were
+	// relabelled and renamed, so each is decrypted on its own.
+	pulled := t.TempDir()
+	if err := os.WriteFile(filepath.Join(pulled, "manifests.yaml"), packed, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Build(BuildOptions{Path: pulled, WorkDir: pulled, SOPSIdentities: c.identities(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := secretValues(t, back[0])["key"]; v != "canary-age-7f3" || back[0].GetName() != "algo-age" {
+		t.Errorf("round trip: %s %q", back[0].GetName(), v)
+	}
+
+	for _, sub := range []string{"envs", "patches", "files"} {
+		_, err := Build(BuildOptions{Path: filepath.Join(dir, sub), WorkDir: dir, KeepSOPSEncrypted: true})
+		if err == nil || !strings.Contains(err.Error(), "this SOPS-encrypted file is a patch or a generator source") || !strings.HasPrefix(err.Error(), sub+"/") {
+			t.Errorf("%s: got %v", sub, err)
+		}
+	}
+	// A Secret that holds an encrypted file is packed as it is.
+	objects, err = Build(BuildOptions{Path: filepath.Join(dir, "inside"), WorkDir: dir, KeepSOPSEncrypted: true})
+	if err != nil || !objects[0].Encrypted {
+		t.Fatalf("inside: %v", err)
 	}
 }
 
-// A kustomize transformer that changes an encrypted object breaks its MAC:
-// refused, with why, exactly as Flux refuses it.
-func TestSOPSTransformedSecretFailsIntegrity(t *testing.T) {
+func TestSOPSFormatOf(t *testing.T) {
 	t.Parallel()
-	dir, key := sopsFixture(t)
-	ids, _ := artifact.ParseIdentities(key)
-	k := "resources: [secret.enc.yaml]\nlabels:\n  - pairs: {team: shop}\n"
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, err := Build(BuildOptions{Path: dir, WorkDir: dir, SOPSIdentities: ids})
-	if err == nil || !strings.Contains(err.Error(), "integrity check (MAC) failed") || strings.Contains(err.Error(), "canary") {
-		t.Errorf("got %v", err)
-	}
-	// With the MAC over encrypted values only, the same overlay builds.
-	dir2, key2 := sopsFixture(t, "--mac-only-encrypted")
-	ids2, _ := artifact.ParseIdentities(key2)
-	if err := os.WriteFile(filepath.Join(dir2, "kustomization.yaml"), []byte(k), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	objects, err := Build(BuildOptions{Path: dir2, WorkDir: dir2, SOPSIdentities: ids2})
-	if err != nil || objects[0].GetLabels()["team"] != "shop" {
-		t.Errorf("mac-only-encrypted with labels: %v", err)
+	for _, tc := range []struct {
+		name, data string
+		want       string
+	}{
+		{"a.yaml", "kind: Secret\nsops:\n    mac: ENC[AES256_GCM,data:x]\n", "yaml"},
+		{"a.yaml", "kind: ConfigMap\ndata:\n  doc: 'sops:'\n", ""},
+		{"a.yaml", "kind: ConfigMap\ndata:\n  sops: |\n    mac: ENC[x]\n", ""},
+		{"a.json", `{"kind": "Secret", "sops": {"mac": "ENC[AES256_GCM,x]"}}`, "json"},
+		{"file.txt", `{"data": "ENC[x]", "sops": {"mac": "ENC[AES256_GCM,x]"}}`, "binary"},
+		{"other.txt", `{"user": "ENC[x]", "sops": {"mac": "ENC[AES256_GCM,x]"}}`, "json"},
+		{"a.env", "A=ENC[x]\nsops_mac=ENC[AES256_GCM,x]\n", "dotenv"},
+		{"secrets", "A=ENC[x]\nsops_mac=ENC[AES256_GCM,x]\n", "dotenv"},
+		{"a.ini", "[a]\nb = ENC[x]\n[sops]\nmac = ENC[AES256_GCM,x]\n", "ini"},
+		{"a.env", "A=b\n", ""},
+	} {
+		f, ok := sopsFormatOf(tc.name, []byte(tc.data))
+		got := ""
+		if ok {
+			got = map[int]string{0: "binary", 1: "dotenv", 2: "ini", 3: "json", 4: "yaml"}[int(f)]
+		}
+		if got != tc.want {
+			t.Errorf("%s %q: %q, want %q", tc.name, tc.data, got, tc.want)
+		}
 	}
 }

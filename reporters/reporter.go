@@ -11,8 +11,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/gantry-dev/gantry/result"
 )
@@ -43,23 +45,40 @@ func (m Multi) Report(ctx context.Context, res *result.Result) []error {
 // objects never reaches reporters in the first place; this is the net under
 // everything else.
 type Redactor struct {
+	mu      sync.RWMutex
 	secrets []string
 }
 
 // NewRedactor masks the given values; values shorter than 4 characters are
 // ignored (masking "a" everywhere would destroy every report).
 func NewRedactor(secrets ...string) *Redactor {
-	var s []string
+	r := &Redactor{}
+	r.Add(secrets...)
+	return r
+}
+
+// Add masks more values from now on, such as values a build decrypted,
+// and returns the lines it did not mask before.
+func (r *Redactor) Add(secrets ...string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	known := make(map[string]bool, len(r.secrets))
+	for _, s := range r.secrets {
+		known[s] = true
+	}
+	var added []string
 	for _, v := range secrets {
 		for _, line := range strings.Split(v, "\n") {
-			if line = strings.TrimSpace(line); len(line) >= 4 {
-				s = append(s, line)
+			if line = strings.TrimSpace(line); len(line) >= 4 && !known[line] {
+				known[line] = true
+				added = append(added, line)
 			}
 		}
 	}
+	r.secrets = append(r.secrets, added...)
 	// Longest first, so a secret containing another is masked whole.
-	sort.Slice(s, func(i, j int) bool { return len(s[i]) > len(s[j]) })
-	return &Redactor{secrets: s}
+	sort.SliceStable(r.secrets, func(i, j int) bool { return len(r.secrets[i]) > len(r.secrets[j]) })
+	return added
 }
 
 // Secrets returns the values masked, for platforms that mask on their own
@@ -68,7 +87,9 @@ func (r *Redactor) Secrets() []string {
 	if r == nil {
 		return nil
 	}
-	return r.secrets
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Clone(r.secrets)
 }
 
 // String masks s.
@@ -76,6 +97,8 @@ func (r *Redactor) String(s string) string {
 	if r == nil {
 		return s
 	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	for _, v := range r.secrets {
 		s = strings.ReplaceAll(s, v, "***")
 	}
