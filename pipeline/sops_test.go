@@ -186,12 +186,12 @@ func TestSOPSFluxCases(t *testing.T) {
 		got[o.GetKind()+"/"+o.GetName()] = secretValues(t, o)
 	}
 	want := map[string]map[string]string{
-		"Secret/sops-algo-age":         {"key": "canary-age-7f3"},
-		"Secret/sops-algo-full":        {"token": "canary-full-2d9"},
-		"Secret/sops-envs-secret":      {"DB_USER": "canary-env-user", "DB_PASSWORD": "canary-env-5b1"},
+		"Secret/sops-algo-age":          {"key": "canary-age-7f3"},
+		"Secret/sops-algo-full":         {"token": "canary-full-2d9"},
+		"Secret/sops-envs-secret":       {"DB_USER": "canary-env-user", "DB_PASSWORD": "canary-env-5b1"},
 		"ConfigMap/sops-envs-configmap": {"DB_USER": "canary-env-user", "DB_PASSWORD": "canary-env-5b1"},
 		"Secret/sops-files-secret": {
-			"key":         "canary-binary-9c4\nsecond line\n",
+			"key": "canary-binary-9c4\nsecond line\n",
 			// As the sops library's JSON and INI stores emit them.
 			"config.json": "{\n\"user\": \"app\",\n\"password\": \"canary-json-1e8\"\n}\n",
 			"app.ini":     "[database]\nuser     = app\npassword = canary-ini-6a2\n",
