@@ -20,7 +20,7 @@ import (
 )
 
 // Commands gantry knows.
-var commands = []string{"build", "diff", "apply", "delete", "inventory", "push", "pull", "tag", "list", "inspect", "diff-artifact", "version"}
+var commands = []string{"build", "diff", "apply", "delete", "release", "inventory", "push", "pull", "tag", "list", "inspect", "diff-artifact", "version"}
 
 // Config is the validated configuration of one run.
 type Config struct {
@@ -31,10 +31,12 @@ type Config struct {
 	Prune, Wait, Force bool
 	AllowEmpty         bool
 	TakeOwnership      bool
-	DetailedExitcode   bool
-	Timeout            time.Duration
-	TargetNamespace    string
-	Patches            []string
+	// ReleaseTo is the field manager release hands gantry's fields to.
+	ReleaseTo        string
+	DetailedExitcode bool
+	Timeout          time.Duration
+	TargetNamespace  string
+	Patches          []string
 	// Substitute is nil when no variables were given (substitution off).
 	Substitute     map[string]string
 	Kubeconfig     string
@@ -184,6 +186,7 @@ func Load(args []string, env map[string]string, usage io.Writer) (*Config, error
 		Force:              boolOf("force"),
 		AllowEmpty:         boolOf("allow-empty"),
 		TakeOwnership:      boolOf("take-ownership"),
+		ReleaseTo:          strings.TrimSpace(vals["release-to"].raw),
 		DetailedExitcode:   boolOf("detailed-exitcode"),
 		TargetNamespace:    str("target-namespace"),
 		Kubeconfig:         str("kubeconfig"),
@@ -345,7 +348,7 @@ func Load(args []string, env map[string]string, usage io.Writer) (*Config, error
 			bad("path", "%s is not a directory", c.Path)
 		}
 	}
-	if c.Inventory == "" && (c.Command == "apply" || c.Command == "delete") {
+	if c.Inventory == "" && (c.Command == "apply" || c.Command == "delete" || c.Command == "release") {
 		bad("inventory", "required for %s", c.Command)
 	}
 	if c.Inventory != "" {

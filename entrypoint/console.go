@@ -130,7 +130,22 @@ func escapeCommandData(s string) string {
 func (c *console) summary(res *result.Result) {
 	counts := res.Counts()
 	var parts []string
-	for _, a := range result.Actions {
+	actions := result.Actions
+	switch res.Command {
+	case "release":
+		actions = []result.Action{result.Released, result.Skipped, result.Failed}
+	case "push":
+		// A push writes no object: it says what it pushed.
+		actions = nil
+		if a := res.Artifact; a != nil && a.URL != "" {
+			what := "pushed " + a.URL
+			if a.Signed {
+				what += ", signed"
+			}
+			parts = append(parts, what)
+		}
+	}
+	for _, a := range actions {
 		parts = append(parts, fmt.Sprintf("%d %s", counts[a], a))
 	}
 	where := ""

@@ -130,6 +130,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		Force:              cfg.Force,
 		AllowEmpty:         cfg.AllowEmpty,
 		TakeOwnership:      cfg.TakeOwnership,
+		ReleaseTo:          cfg.ReleaseTo,
 		Timeout:            cfg.Timeout,
 		HealthChecks:       cfg.HealthChecks,
 		Concurrency:        cfg.Concurrency,
@@ -181,6 +182,8 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		res = pipeline.Apply(ctx, opts, connect, console)
 	case "delete":
 		res = pipeline.Delete(ctx, opts, connect, console)
+	case "release":
+		res = pipeline.Release(ctx, opts, connect, console)
 	case "inventory":
 		return runInventory(ctx, cfg, connect, stdout, stderr)
 	}

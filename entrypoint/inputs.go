@@ -20,7 +20,7 @@ type Input struct {
 // Inputs is the one table of settings; action.yml and the reference docs
 // are checked against it.
 var Inputs = []Input{
-	{Name: "command", Default: "apply", Description: "What to run: build, diff, apply, delete, inventory, push, pull, tag, list, inspect or diff-artifact. On the command line it is the first argument."},
+	{Name: "command", Default: "apply", Description: "What to run: build, diff, apply, delete, release, inventory, push, pull, tag, list, inspect or diff-artifact. On the command line it is the first argument."},
 	{Name: "path", Default: ".", Description: "Kustomize overlay, or a plain folder of manifests (as if a kustomization listed every .yaml, .yml and .json file below it, hidden files and folders such as .sops.yaml left out). With artifact, apply and diff build from path and push when path is given, and pull the artifact when it is not. For pull, the folder to write to."},
 	{Name: "artifact", Description: "OCI artifact, oci://registry/repository[:tag|@digest], in Flux's format: push builds and pushes it; pull, tag and inspect read it; list takes a repository; apply and diff pull it (or, with path, push it first)."},
 	{Name: "compare-to", Description: "For diff-artifact: the other side, an oci:// artifact or a folder to build. The artifact's objects are compared with it, object by object, Secret values masked."},
@@ -48,7 +48,8 @@ var Inputs = []Input{
 	{Name: "prune", Default: "true", Bool: true, Description: "Delete objects that a previous run applied and this one no longer has."},
 	{Name: "wait", Default: "true", Bool: true, Description: "Wait until every applied object is ready (kstatus)."},
 	{Name: "timeout", Default: "5m", Description: "Bounds everything but the build: an artifact's push or pull, the inventory lock, validate, apply, prune and wait."},
-	{Name: "force", Default: "false", Bool: true, Description: "Recreate objects whose immutable fields changed."},
+	{Name: "force", Default: "false", Bool: true, Description: "Recreate objects whose immutable fields changed. For prune and delete: also delete objects that Flux now applies, which are otherwise left alone."},
+	{Name: "release-to", Default: "kustomize-controller", Description: "For release: the field manager that takes over the fields gantry's field manager owns (Flux's kustomize-controller by default), so that its next apply can remove fields; empty leaves them unowned."},
 	{Name: "target-namespace", Description: "Set the namespace of every namespaced object."},
 	{Name: "patches", Description: "Extra patch files applied on top of the build, one path per line."},
 	{Name: "substitute", Secret: true, Description: "KEY=VALUE lines for ${KEY} and ${KEY:=default} substitution after the build. Substitution runs only when this is given (as in Flux); it is strict: a variable with neither value nor default is an error. Lines are never echoed in errors; the values of variables whose names suggest a secret (PASSWORD, TOKEN, SECRET, KEY, CRED, AUTH, CERT, PRIVATE, PWD, SALT) are masked in all output."},

@@ -58,7 +58,11 @@ func (r *run) pushStage() stage {
 			return err
 		}
 		r.res.Artifact = &result.Artifact{URL: pushed.URL, Digest: pushed.Digest, Tags: pushed.Tags, Signed: pushed.Signed}
-		r.obs.Info(fmt.Sprintf("pushed %s", pushed.URL))
+		how := "not signed"
+		if pushed.Signed {
+			how = "digest signed with cosign"
+		}
+		r.obs.Info(fmt.Sprintf("pushed %s (%s)", pushed.URL, how))
 		return nil
 	}}
 }

@@ -32,9 +32,12 @@ type Options struct {
 	// DefaultNamespace is given to namespaced objects that have none.
 	DefaultNamespace string
 
-	Prune      bool
-	Wait       bool
-	Force      bool
+	Prune bool
+	Wait  bool
+	Force bool
+	// ReleaseTo is the field manager release hands gantry's fields to;
+	// empty leaves them unowned.
+	ReleaseTo  string
 	AllowEmpty bool
 	// TakeOwnership lets the run take over objects that carry another
 	// inventory's labels; without it they fail validation.

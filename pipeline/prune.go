@@ -41,9 +41,12 @@ func (r *run) staleEntries() []inventory.Entry {
 
 // pruneVerdict is what prune will do with one stale entry.
 type pruneVerdict struct {
-	entry  inventory.Entry
-	live   *unstructured.Unstructured // nil: already gone
-	skip   string                     // why it is kept, when it is
+	entry inventory.Entry
+	live  *unstructured.Unstructured // nil: already gone
+	skip  string                     // why it is kept, when it is
+	// stay keeps a skipped entry in the inventory: the object is still
+	// gantry's until it is released.
+	stay   bool
 	result result.Object
 }
 
@@ -93,6 +96,10 @@ func (r *run) judge(ctx context.Context, e inventory.Entry) (*pruneVerdict, erro
 		v.skip = "annotated prune: disabled"
 	case live.GetKind() == "Namespace" && live.GroupVersionKind().Group == "" && protectedNamespaces[live.GetName()]:
 		v.skip = "a protected namespace is never deleted"
+	case !r.opts.Force && appliedByFlux(live) != "":
+		// Deleting it would be an outage: Flux recreates it, new UID.
+		v.skip = fmt.Sprintf("now applied by %s; left alone (gantry release hands an inventory over; force deletes it anyway)", appliedByFlux(live))
+		v.stay = true
 	}
 	if v.skip != "" {
 		v.result.Diff = "" // kept: nothing changes
@@ -128,6 +135,9 @@ func (r *run) deleteStale(ctx context.Context, stale []inventory.Entry, stage st
 			if v.skip != "" {
 				v.result.Action, v.result.Error = result.Skipped, v.skip
 				r.recordLocked(v.result)
+				if v.stay {
+					keep(nil)
+				}
 				return nil
 			}
 			uid := v.live.GetUID()

@@ -54,6 +54,11 @@ const (
 	Failed     Action = "failed"
 )
 
+// Released is what release did to an object: gantry stopped managing it
+// and deleted nothing. Only release reports it, so the tables of the
+// other commands leave it out of Actions.
+const Released Action = "released"
+
 // Actions lists every action in the order reports show them.
 var Actions = []Action{Created, Configured, Unchanged, Deleted, Skipped, Failed}
 
