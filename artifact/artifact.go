@@ -23,6 +23,11 @@ import (
 	"github.com/google/go-containerregistry/pkg/crane"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	ociremote "github.com/sigstore/cosign/v2/pkg/oci/remote"
@@ -278,7 +283,7 @@ func (c *Client) Push(ctx context.Context, ref string, manifests []byte, meta Me
 	if len(c.recipients) > 0 {
 		digestRef, err = c.pushEncrypted(ctx, r, dir, md)
 	} else {
-		digestRef, err = c.oci.Push(ctx, r.String(), dir, oci.WithPushMetadata(md))
+		digestRef, err = c.pushTarball(ctx, r, dir, md)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("pushing %s: %w", ref, describe(err))
@@ -321,10 +326,68 @@ func (c *Client) pushEncrypted(ctx context.Context, r name.Reference, dir string
 		return "", err
 	}
 	md.Annotations = map[string]string{EncryptionAnnotation: "age"}
-	return c.oci.Push(ctx, r.String(), enc,
-		oci.WithPushLayerType(oci.LayerTypeStatic),
-		oci.WithPushMediaTypeExt(strings.TrimPrefix(EncryptedMediaType, string(oci.CanonicalMediaTypePrefix)+".")),
-		oci.WithPushMetadata(md))
+	content, err := os.ReadFile(enc)
+	if err != nil {
+		return "", err
+	}
+	return c.pushLayer(ctx, r, static.NewLayer(content, EncryptedMediaType), md)
+}
+
+// pushTarball pushes dir as Flux's tar+gzip layer.
+func (c *Client) pushTarball(ctx context.Context, r name.Reference, dir string, md oci.Metadata) (string, error) {
+	tmp, err := os.MkdirTemp("", "gantry-layer-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	tgz := filepath.Join(tmp, "layer.tgz")
+	if err := c.oci.Build(tgz, dir, nil); err != nil {
+		return "", err
+	}
+	layer, err := tarball.LayerFromFile(tgz, tarball.WithMediaType(ContentMediaType), tarball.WithCompressedCaching)
+	if err != nil {
+		return "", err
+	}
+	return c.pushLayer(ctx, r, layer, md)
+}
+
+// pushLayer pushes one layer as an artifact in Flux's format and returns
+// its digest reference. It builds the manifest as fluxcd/pkg/oci's Push
+// does, except that an annotation without a value (the revision or source
+// outside CI) is left out rather than written empty.
+func (c *Client) pushLayer(ctx context.Context, r name.Reference, layer v1.Layer, md oci.Metadata) (string, error) {
+	created, err := time.Parse(time.RFC3339, md.Created)
+	if err != nil {
+		return "", fmt.Errorf("created %q: %w", md.Created, err)
+	}
+	annotations := map[string]string{}
+	for k, v := range md.ToAnnotations() {
+		if v != "" {
+			annotations[k] = v
+		}
+	}
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, ConfigMediaType)
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return "", err
+	}
+	cf.Created = v1.Time{Time: created}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return "", err
+	}
+	img = mutate.Annotations(img, annotations).(v1.Image)
+	if img, err = mutate.Append(img, mutate.Addendum{Layer: layer}); err != nil {
+		return "", err
+	}
+	if err := crane.Push(img, r.String(), append(c.opts, crane.WithContext(ctx))...); err != nil {
+		return "", err
+	}
+	d, err := img.Digest()
+	if err != nil {
+		return "", err
+	}
+	return r.Context().Digest(d.String()).String(), nil
 }
 
 // Pulled is what was pulled.

@@ -143,6 +143,27 @@ func TestArtifactFormatIsFlux(t *testing.T) {
 	if err != nil || len(in.Layers) != 1 || in.ConfigMediaType != ConfigMediaType {
 		t.Errorf("inspect %+v, %v", in, err)
 	}
+	// Outside CI the revision and source are unknown: left out, not
+	// written empty.
+	if _, err := c.Push(ctx, "oci://"+reg+"/acme/app:local", []byte(manifests), Meta{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	raw, err = crane.Manifest(reg + "/acme/app:local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Annotations = nil
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"org.opencontainers.image.revision", "org.opencontainers.image.source"} {
+		if v, ok := m.Annotations[k]; ok {
+			t.Errorf("%s = %q, want it left out", k, v)
+		}
+	}
+	if m.Annotations["org.opencontainers.image.created"] == "" {
+		t.Errorf("annotations %v", m.Annotations)
+	}
 }
 
 func TestCreatedFromSourceDateEpoch(t *testing.T) {

@@ -123,6 +123,6 @@ func (c *Client) signKeyless(ctx context.Context, digest name.Digest) error {
 	if err != nil {
 		return fmt.Errorf("recording the signature in Rekor at %s: %w", rekorURL, err)
 	}
-	return c.attachSignature(ctx, digest, pl, sig,
+	return c.attachSignature(ctx, digest, pl, sig, nil,
 		static.WithCertChain(cert.CertPEM, cert.ChainPEM), static.WithBundle(cbundle.EntryToBundle(entry)))
 }

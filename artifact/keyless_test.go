@@ -166,7 +166,7 @@ func TestKeylessVerification(t *testing.T) {
 	sum := sha256.Sum256(pl)
 	sig, _ := ecdsa.SignASN1(rand.Reader, key, sum[:])
 	c := New(Options{})
-	if err := c.attachSignature(ctx, digest, pl, sig, static.WithCertChain(leaf, root)); err != nil {
+	if err := c.attachSignature(ctx, digest, pl, sig, nil, static.WithCertChain(leaf, root)); err != nil {
 		t.Fatal(err)
 	}
 

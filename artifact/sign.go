@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/sigstore/cosign/v2/pkg/cosign"
+	cosignremote "github.com/sigstore/cosign/v2/pkg/cosign/remote"
 	"github.com/sigstore/cosign/v2/pkg/oci/mutate"
 	ociremote "github.com/sigstore/cosign/v2/pkg/oci/remote"
 	"github.com/sigstore/cosign/v2/pkg/oci/static"
@@ -84,12 +85,16 @@ func (c *Client) sign(ctx context.Context, digest name.Digest) error {
 	if err != nil {
 		return fmt.Errorf("signing: %w", err)
 	}
-	return c.attachSignature(ctx, digest, pl, sig)
+	return c.attachSignature(ctx, digest, pl, sig, sv)
 }
 
 // attachSignature stores a signature of digest (with, for keyless, its
-// certificate chain and Rekor bundle) where cosign looks for it.
-func (c *Client) attachSignature(ctx context.Context, digest name.Digest, pl, sig []byte, opts ...static.Option) error {
+// certificate chain and Rekor bundle) where cosign looks for it. With the
+// key's verifier, a signature that key already made of the same digest is
+// not attached again, as the cosign CLI does: pushing an unchanged
+// artifact (its digest is reproducible) leaves one signature, not one
+// more per push.
+func (c *Client) attachSignature(ctx context.Context, digest name.Digest, pl, sig []byte, verifier signature.Verifier, opts ...static.Option) error {
 	ociSig, err := static.NewSignature(pl, base64.StdEncoding.EncodeToString(sig), opts...)
 	if err != nil {
 		return err
@@ -98,7 +103,11 @@ func (c *Client) attachSignature(ctx context.Context, digest name.Digest, pl, si
 	if err != nil {
 		return fmt.Errorf("reading %s to sign it: %w", digest, err)
 	}
-	signed, err := mutate.AttachSignatureToEntity(se, ociSig)
+	var attach []mutate.SignOption
+	if verifier != nil {
+		attach = append(attach, mutate.WithDupeDetector(cosignremote.NewDupeDetector(verifier)))
+	}
+	signed, err := mutate.AttachSignatureToEntity(se, ociSig, attach...)
 	if err != nil {
 		return err
 	}

@@ -59,6 +59,27 @@ func TestSignAndVerify(t *testing.T) {
 	if _, err := verifier.Pull(ctx, "oci://"+reg+"/acme/app:v1", filepath.Join(t.TempDir(), "out")); err != nil {
 		t.Fatalf("verified pull: %v", err)
 	}
+	// Pushing the same artifact again (same digest) with the same key
+	// leaves one signature, as the cosign CLI does.
+	for range 2 {
+		again, err := signer.Push(ctx, "oci://"+reg+"/acme/app:v1", []byte(manifests), Meta{}, nil)
+		if err != nil || again.Digest != pushed.Digest {
+			t.Fatalf("push again: %v, digest %s, was %s", err, again.Digest, pushed.Digest)
+		}
+	}
+	in, err := signer.Inspect(ctx, "oci://"+reg+"/acme/app:v1")
+	if err != nil || in.Signatures != 1 {
+		t.Errorf("signatures after three pushes: %d (%v), want 1", in.Signatures, err)
+	}
+	// Another key's signature is added beside it.
+	priv2, _ := keyPair(t, "pw2")
+	other := New(Options{Sign: &SignOptions{KeyRef: priv2, Password: []byte("pw2")}})
+	if _, err := other.Push(ctx, "oci://"+reg+"/acme/app:v1", []byte(manifests), Meta{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := signer.Inspect(ctx, "oci://"+reg+"/acme/app:v1"); err != nil || in.Signatures != 2 {
+		t.Errorf("signatures with a second key: %d (%v), want 2", in.Signatures, err)
+	}
 }
 
 func TestSignWithKeyFromEnvironment(t *testing.T) {

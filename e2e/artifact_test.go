@@ -182,6 +182,9 @@ func TestEncryptedArtifact(t *testing.T) {
 	if o := objectByRef(r, "ConfigMap/"+ns+"/sealed"); o == nil || o.Action != result.Created {
 		t.Errorf("ConfigMap sealed: %+v", o)
 	}
+	if r := gantryAuth(t, creds, "inspect", "--artifact="+ref); r.code != 0 || !strings.Contains(r.stdout, "flux format:  false (age-encrypted: Flux cannot decrypt it)") {
+		t.Errorf("inspect: exit %d\n%s", r.code, r.stdout)
+	}
 }
 
 // A signed artifact applies when verified; unsigned or signed by another

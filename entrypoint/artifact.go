@@ -74,8 +74,7 @@ func runArtifact(ctx context.Context, cfg *Config, client *artifact.Client, stdo
 				fmt.Fprintf(stdout, "verified:     no (%v)\n", *in.Verification)
 			}
 		}
-		flux := in.ConfigMediaType == artifact.ConfigMediaType && len(in.Layers) == 1 && strings.HasPrefix(in.Layers[0].MediaType, artifact.ContentMediaType)
-		fmt.Fprintf(stdout, "flux format:  %v\n", flux)
+		fmt.Fprintf(stdout, "flux format:  %s\n", fluxFormat(in))
 	}
 	return ExitOK
 }
@@ -146,4 +145,18 @@ func diffArtifact(ctx context.Context, cfg *Config, client *artifact.Client, std
 		return ExitChanges
 	}
 	return ExitOK
+}
+
+// fluxFormat says whether Flux's source-controller can consume an
+// artifact, and why not when it cannot.
+func fluxFormat(in *artifact.Inspection) string {
+	switch {
+	case in.ConfigMediaType != artifact.ConfigMediaType || len(in.Layers) != 1:
+		return "false (not Flux's config media type and one layer)"
+	case in.Layers[0].MediaType == artifact.EncryptedMediaType:
+		return "false (age-encrypted: Flux cannot decrypt it)"
+	case in.Layers[0].MediaType != artifact.ContentMediaType:
+		return "false (layer " + in.Layers[0].MediaType + ")"
+	}
+	return "true"
 }
