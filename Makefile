@@ -12,7 +12,9 @@ KUBE_BINS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-sc
 AGE_BINS  := $(BIN)/age $(BIN)/age-keygen
 TOOLS     := $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/kwok-stages.yaml $(AGE_BINS) $(BIN)/cosign $(BIN)/sops $(BIN)/actionlint $(BIN)/tektoncheck
 
-.PHONY: all bench bench-peers build image tools test test-race test-short demo cluster docs lint release-prep clean help
+FLUX_BINS := $(BIN)/source-controller $(BIN)/kustomize-controller
+
+.PHONY: all bench bench-peers build image tools flux-tools test test-flux test-race test-short demo cluster docs lint release-prep clean help
 
 all: build
 
@@ -80,6 +82,27 @@ $(BIN)/kapp: hack/tools/kapp/go.mod hack/tools/kapp/go.sum
 ## test: every test, the cluster tests against the local control plane
 test: tools
 	$(GO) test -count=1 -timeout 40m ./...
+
+## test-flux: the hand-off to Flux, against Flux's own source-controller and kustomize-controller (v1.7.3) built from their modules
+test-flux: tools flux-tools
+	GANTRY_FLUX=1 $(GO) test -count=1 -timeout 15m -run 'TestFlux' ./e2e
+
+## flux-tools: Flux's source-controller and kustomize-controller and their CRDs, into bin/ (only make test-flux needs them)
+flux-tools: $(FLUX_BINS)
+
+# Each controller is its own module (their pins differ); the CRDs come from
+# the same module versions.
+$(BIN)/source-controller: hack/tools/flux-source/go.mod hack/tools/flux-source/go.sum
+	cd hack/tools/flux-source && $(GO) build -trimpath -ldflags '-s -w' -o $@ github.com/fluxcd/source-controller
+	@mkdir -p $(BIN)/flux-crds
+	cp "$$(cd hack/tools/flux-source && $(GO) list -m -f '{{.Dir}}' github.com/fluxcd/source-controller)/config/crd/bases/"*.yaml $(BIN)/flux-crds/
+	@chmod u+w $(BIN)/flux-crds/*
+
+$(BIN)/kustomize-controller: hack/tools/flux-kustomize/go.mod hack/tools/flux-kustomize/go.sum
+	cd hack/tools/flux-kustomize && $(GO) build -trimpath -ldflags '-s -w' -o $@ github.com/fluxcd/kustomize-controller
+	@mkdir -p $(BIN)/flux-crds
+	cp "$$(cd hack/tools/flux-kustomize && $(GO) list -m -f '{{.Dir}}' github.com/fluxcd/kustomize-controller)/config/crd/bases/"*.yaml $(BIN)/flux-crds/
+	@chmod u+w $(BIN)/flux-crds/*
 
 ## test-race: every test under the race detector (gantry runs requests concurrently)
 test-race: tools

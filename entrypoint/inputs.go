@@ -43,7 +43,7 @@ var Inputs = []Input{
 	{Name: "certificate-oidc-issuer-regexp", Description: "For keyless verification: a regular expression the issuer must match, instead of certificate-oidc-issuer."},
 	{Name: "certificate-roots", Description: "For keyless verification against a private Fulcio: a PEM file of its root certificates (the transparency log is then not consulted). Default: the public Sigstore roots and Rekor keys, from Sigstore's TUF repository."},
 	{Name: "insecure-registry", Default: "false", Bool: true, Description: "Allow plain HTTP to the registry. Without it, only loopback registries are reached over HTTP."},
-	{Name: "inventory", Description: "Name of the inventory that records what was applied, for prune. Required for apply and delete."},
+	{Name: "inventory", Description: "Name of the inventory that records what was applied, for prune. Required for apply, delete and release."},
 	{Name: "inventory-namespace", Default: "default", Description: "Namespace of the inventory's ConfigMap and Lease."},
 	{Name: "prune", Default: "true", Bool: true, Description: "Delete objects that a previous run applied and this one no longer has."},
 	{Name: "wait", Default: "true", Bool: true, Description: "Wait until every applied object is ready (kstatus)."},

@@ -330,7 +330,9 @@ func TestSOPSRefusals(t *testing.T) {
 	})
 	t.Run("dotenv sops keys in a generated ConfigMap", func(t *testing.T) {
 		dir := t.TempDir()
-		os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte("configMapGenerator:\n- name: x\n  literals: [sops_mac=ENC-not-really]\n"), 0o644)
+		if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte("configMapGenerator:\n- name: x\n  literals: [sops_mac=ENC-not-really]\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		_, err := Build(BuildOptions{Path: dir, WorkDir: dir})
 		if err == nil || !strings.Contains(err.Error(), "still holds SOPS-encrypted content at data.sops_mac") {
 			t.Errorf("got %v", err)
