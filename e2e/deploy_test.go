@@ -297,9 +297,17 @@ func TestImmutableFieldNeedsForce(t *testing.T) {
 		t.Errorf("reason %s, want ValidationFailed", r.res.Reason)
 	}
 
+	diffArgs := applyArgs(dir, invNS, appNS, "--force")
+	diffArgs[0] = "diff"
+	if r := gantry(t, diffArgs...); r.code != 0 || objectByRef(r, "Deployment.apps/"+appNS+"/web") == nil || objectByRef(r, "Deployment.apps/"+appNS+"/web").Action != result.Recreated {
+		t.Errorf("diff with force: exit %d, web %+v", r.code, objectByRef(r, "Deployment.apps/"+appNS+"/web"))
+	}
 	r = gantry(t, applyArgs(dir, invNS, appNS, "--wait=false", "--force")...)
 	if r.code != 0 {
 		t.Fatalf("with force: exit %d\n%s", r.code, r.stderr)
+	}
+	if o := objectByRef(r, "Deployment.apps/"+appNS+"/web"); o == nil || o.Action != result.Recreated || !strings.Contains(r.stderr, "1 recreated") {
+		t.Errorf("web reported as %+v, want recreated\n%s", o, r.stderr)
 	}
 	d, err := env.Client.AppsV1().Deployments(appNS).Get(ctx, "web", metav1.GetOptions{})
 	if err != nil {

@@ -301,7 +301,7 @@ func (r *run) write(ctx context.Context, pl *plan) (result.Action, error) {
 		if err := applyObject(ctx, r.clients, pl); err != nil {
 			return result.Failed, err
 		}
-		return result.Created, nil
+		return result.Recreated, nil
 	case planCreate:
 		if err := applyObject(ctx, r.clients, pl); err != nil {
 			return result.Failed, err

@@ -47,8 +47,10 @@ func (r *run) diff(ctx context.Context) error {
 			}
 		case planCreate:
 			o.Action = result.Created
-		case planConfigure, planRecreate:
+		case planConfigure:
 			o.Action = result.Configured
+		case planRecreate:
+			o.Action = result.Recreated
 		case planSkip:
 			o.Action, o.Error = result.Skipped, pl.reason
 		case planFailed:

@@ -59,7 +59,7 @@ func headline(res *result.Result) string {
 	c := res.Counts()
 	switch {
 	case res.Command == "diff" && res.Reason == result.ReasonProgressing:
-		n := c[result.Created] + c[result.Configured] + c[result.Deleted]
+		n := c[result.Created] + c[result.Configured] + c[result.Recreated] + c[result.Deleted]
 		return fmt.Sprintf("%s gantry diff: %d %s pending", outcomeIcon(res), n, plural(n, "change", "changes"))
 	case res.Command == "diff" && res.Succeeded():
 		return fmt.Sprintf("%s gantry diff: no changes", outcomeIcon(res))
@@ -135,7 +135,7 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 		switch o.Action {
 		case result.Failed:
 			failed = append(failed, o)
-		case result.Created, result.Configured, result.Deleted:
+		case result.Created, result.Configured, result.Recreated, result.Deleted:
 			changed = append(changed, o)
 		}
 		if o.Health != nil && o.Health.Status != "Current" && o.Action != result.Failed {

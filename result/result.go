@@ -48,6 +48,9 @@ type Action string
 const (
 	Created    Action = "created"
 	Configured Action = "configured"
+	// Recreated: deleted and created again, because an immutable field
+	// changed and force allowed it.
+	Recreated Action = "recreated"
 	Unchanged  Action = "unchanged"
 	Deleted    Action = "deleted"
 	Skipped    Action = "skipped"
@@ -60,7 +63,7 @@ const (
 const Released Action = "released"
 
 // Actions lists every action in the order reports show them.
-var Actions = []Action{Created, Configured, Unchanged, Deleted, Skipped, Failed}
+var Actions = []Action{Created, Configured, Recreated, Unchanged, Deleted, Skipped, Failed}
 
 // Object is one Kubernetes object as the run saw it.
 type Object struct {
@@ -180,11 +183,11 @@ func (r *Result) Counts() map[Action]int {
 	return c
 }
 
-// Changed reports whether any object was (or would be) created, configured
-// or deleted.
+// Changed reports whether any object was (or would be) created, configured,
+// recreated or deleted.
 func (r *Result) Changed() bool {
 	c := r.Counts()
-	return c[Created]+c[Configured]+c[Deleted] > 0
+	return c[Created]+c[Configured]+c[Recreated]+c[Deleted] > 0
 }
 
 // Sort orders objects deterministically: by kind, namespace, name.
