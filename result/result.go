@@ -51,10 +51,10 @@ const (
 	// Recreated: deleted and created again, because an immutable field
 	// changed and force allowed it.
 	Recreated Action = "recreated"
-	Unchanged  Action = "unchanged"
-	Deleted    Action = "deleted"
-	Skipped    Action = "skipped"
-	Failed     Action = "failed"
+	Unchanged Action = "unchanged"
+	Deleted   Action = "deleted"
+	Skipped   Action = "skipped"
+	Failed    Action = "failed"
 )
 
 // Released is what release did to an object: gantry stopped managing it
