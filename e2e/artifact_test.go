@@ -1,8 +1,14 @@
 package e2e
 
 import (
+	"io"
+	"log"
+	"net/http/httptest"
+
 	"context"
 	"encoding/base64"
+	"github.com/fluxcd/pkg/oci"
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	"net"
 	"os"
 	"os/exec"
@@ -468,5 +474,48 @@ func TestSOPSSecretsStayEncryptedInArtifacts(t *testing.T) {
 	sec, err := env.Client.CoreV1().Secrets(ns).Get(context.Background(), "db", metav1.GetOptions{})
 	if err != nil || string(sec.Data["password"]) != "canary-artifact-sops" {
 		t.Fatalf("Secret db: %v", err)
+	}
+}
+
+// An artifact that holds several apps, as flux push artifact packs a
+// repository's folder: artifact-path builds one of them, as a Flux
+// Kustomization's spec.path does.
+func TestArtifactPathBuildsOneApp(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	src := t.TempDir()
+	for _, d := range []string{"a", "b"} {
+		if err := os.MkdirAll(filepath.Join(src, "apps", d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, filepath.Join(src, "apps", "a", "cm.yaml"), configMap(ns, "app-a"))
+	writeFile(t, filepath.Join(src, "apps", "b", "cm.yaml"), configMap(ns, "app-b"))
+	writeFile(t, filepath.Join(src, "apps", "b", "kustomization.yaml"), "resources: [cm.yaml]\nnamePrefix: prod-\n")
+	if _, err := oci.NewClient(oci.DefaultOptions()).Push(context.Background(), host+"/acme/monorepo:v1", src,
+		oci.WithPushMetadata(oci.Metadata{Source: "https://example.com/monorepo", Revision: "main@sha1:1"})); err != nil {
+		t.Fatal(err)
+	}
+	ref := "oci://" + host + "/acme/monorepo:v1"
+	r := gantry(t, "apply", "--artifact="+ref, "--artifact-path=./apps/b", "--inventory=monorepo", "--inventory-namespace="+ns)
+	if r.code != 0 {
+		t.Fatalf("apply: exit %d\n%s", r.code, r.stderr)
+	}
+	if c := counts(t, r); c[result.Created] != 1 || objectByRef(r, "ConfigMap/"+ns+"/prod-app-b") == nil {
+		t.Errorf("counts %v, objects %+v", c, r.res.Objects)
+	}
+	if _, err := env.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), "app-a", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("app-a was applied too: %v", err)
+	}
+	r = gantry(t, "apply", "--artifact="+ref, "--artifact-path=apps/c", "--inventory=monorepo", "--inventory-namespace="+ns)
+	if r.code != entrypoint.ExitFailed || !strings.Contains(r.stderr, "artifact-path apps/c: no such folder") {
+		t.Errorf("missing folder: exit %d\n%s", r.code, r.stderr)
+	}
+	r = gantry(t, "apply", "--artifact="+ref, "--artifact-path=../../etc", "--inventory=monorepo", "--inventory-namespace="+ns)
+	if r.code != entrypoint.ExitInvalid || !strings.Contains(r.stderr, "is not a folder inside the artifact") {
+		t.Errorf("escaping path: exit %d\n%s", r.code, r.stderr)
 	}
 }

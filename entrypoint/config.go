@@ -55,10 +55,12 @@ type Config struct {
 	// PathGiven says path was set, not defaulted.
 	PathGiven bool
 	Artifact  string
-	CompareTo string
-	Tags      []string
-	Semver    string
-	Registry  struct {
+	// ArtifactPath is the folder inside a pulled artifact to build.
+	ArtifactPath string
+	CompareTo    string
+	Tags         []string
+	Semver       string
+	Registry     struct {
 		Username, Password string
 		Insecure           bool
 	}
@@ -204,6 +206,16 @@ func Load(args []string, env map[string]string, usage io.Writer) (*Config, error
 	c.PathGiven = vals["path"].origin != "default"
 	c.Artifact, c.Semver, c.CompareTo = str("artifact"), str("semver"), str("compare-to")
 	c.Tags = lines(vals["tags"].raw)
+	if c.ArtifactPath = str("artifact-path"); c.ArtifactPath != "" {
+		clean := filepath.Clean(strings.TrimPrefix(c.ArtifactPath, "./"))
+		switch {
+		case !filepath.IsLocal(clean):
+			bad("artifact-path", "%q is not a folder inside the artifact (relative, without ..)", c.ArtifactPath)
+		case c.PathGiven && (c.Command == "apply" || c.Command == "diff"):
+			bad("artifact-path", "is for apply and diff from an artifact; with path, they build path and push it")
+		}
+		c.ArtifactPath = clean
+	}
 	c.Registry.Username, c.Registry.Password = str("registry-username"), str("registry-password")
 	c.Registry.Insecure = boolOf("insecure-registry")
 	if c.Registry.Password != "" {

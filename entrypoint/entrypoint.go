@@ -147,7 +147,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			Recipients: cfg.AgeRecipients, Identities: cfg.AgeIdentities,
 			Sign: cfg.Sign, Verify: cfg.Verify,
 		})
-		opts.Artifact = &pipeline.ArtifactOptions{Ref: cfg.Artifact, Tags: cfg.Tags, Client: client,
+		opts.Artifact = &pipeline.ArtifactOptions{Ref: cfg.Artifact, Path: cfg.ArtifactPath, Tags: cfg.Tags, Client: client,
 			Meta: artifact.Meta{Source: cfg.Source, Revision: cfg.Revision}}
 		if (cfg.Command == "apply" || cfg.Command == "diff") && !cfg.PathGiven {
 			opts.Build.Path = "" // pull, then build what was pulled

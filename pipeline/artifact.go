@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"sigs.k8s.io/yaml"
 
@@ -16,6 +17,9 @@ import (
 type ArtifactOptions struct {
 	// Ref is oci://registry/repository[:tag|@digest].
 	Ref string
+	// Path is the folder inside a pulled artifact to build (Flux's
+	// spec.path); empty builds its root.
+	Path string
 	// Tags are extra tags for a push.
 	Tags   []string
 	Client *artifact.Client
@@ -83,6 +87,13 @@ func (r *run) pullStage() stage {
 		}
 		r.opts.Build.Path = dir
 		r.opts.Build.WorkDir = dir
+		if a.Path != "" {
+			sub := filepath.Join(dir, a.Path)
+			if info, err := os.Stat(sub); err != nil || !info.IsDir() {
+				return fmt.Errorf("artifact-path %s: no such folder in %s", a.Path, pulled.URL)
+			}
+			r.opts.Build.Path = sub
+		}
 		r.res.Artifact = &result.Artifact{URL: pulled.URL, Digest: pulled.Digest, Verified: pulled.Verified}
 		if r.res.Revision == "" {
 			r.res.Revision = pulled.Revision
