@@ -1,11 +1,8 @@
 package pipeline
 
 import (
-	"bufio"
 	"encoding/base64"
-	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -13,126 +10,8 @@ import (
 	"sync"
 	"testing"
 
-	"filippo.io/age"
-
-	"github.com/gantry-dev/gantry/artifact"
-	"github.com/gantry-dev/gantry/e2e/cluster"
+	"github.com/gantry-dev/gantry/e2e/sopsfixture"
 )
-
-// sopsCLI is the real sops CLI and an age key of its own, as a user who
-// keeps secrets in git has them.
-type sopsCLI struct {
-	bin, recipient, key string
-}
-
-func newSOPSCLI(t *testing.T) *sopsCLI {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("runs the sops and age-keygen CLIs built by make tools")
-	}
-	sopsBin, err := cluster.Tool("sops")
-	if err != nil {
-		t.Fatal(err)
-	}
-	keygen, err := cluster.Tool("age-keygen")
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyFile := filepath.Join(t.TempDir(), "key.txt")
-	if out, err := exec.Command(keygen, "-o", keyFile).CombinedOutput(); err != nil {
-		t.Fatalf("age-keygen: %v\n%s", err, out)
-	}
-	pub, err := exec.Command(keygen, "-y", keyFile).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := os.ReadFile(keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &sopsCLI{bin: sopsBin, recipient: strings.TrimSpace(string(pub)), key: string(k)}
-}
-
-func (c *sopsCLI) identities(t *testing.T) []age.Identity {
-	t.Helper()
-	ids, err := artifact.ParseIdentities(c.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ids
-}
-
-// encrypt encrypts file in place with the sops CLI and returns what the
-// file held before.
-func (c *sopsCLI) encrypt(t *testing.T, file string, args ...string) []byte {
-	t.Helper()
-	plain, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(c.bin, append(append([]string{"--encrypt", "--age", c.recipient}, args...), file)...)
-	cmd.Dir = t.TempDir() // no .sops.yaml above it
-	cmd.Env = []string{"HOME=" + t.TempDir()}
-	enc, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("sops --encrypt %s: %v", file, err)
-	}
-	if err := os.WriteFile(file, enc, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return plain
-}
-
-var base64Placeholder = regexp.MustCompile(`\$\{BASE64:([^}]+)\}`)
-
-// sopsTree copies testdata/sops and encrypts the files its encrypt list
-// names with the sops CLI; ${BASE64:file} in a manifest becomes that
-// file's encrypted bytes, base64-encoded.
-func sopsTree(t *testing.T, c *sopsCLI) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/sops")); err != nil {
-		t.Fatal(err)
-	}
-	list, err := os.Open(filepath.Join(dir, "encrypt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer list.Close()
-	sc := bufio.NewScanner(list)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
-			continue
-		}
-		plain := c.encrypt(t, filepath.Join(dir, f[0]), f[1:]...)
-		enc, _ := os.ReadFile(filepath.Join(dir, f[0]))
-		if strings.Contains(string(enc), strings.TrimSpace(string(plain))) {
-			t.Fatalf("sops left %s in clear", f[0])
-		}
-	}
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil || !base64Placeholder.Match(b) {
-			return err
-		}
-		b = base64Placeholder.ReplaceAllFunc(b, func(m []byte) []byte {
-			enc, err := os.ReadFile(filepath.Join(dir, string(base64Placeholder.FindSubmatch(m)[1])))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return []byte(base64.StdEncoding.EncodeToString(enc))
-		})
-		return os.WriteFile(p, b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
 
 // secretValues is an object's data (base64-decoded) and stringData.
 func secretValues(t *testing.T, o *Object) map[string]string {
@@ -166,11 +45,11 @@ func secretValues(t *testing.T, o *Object) map[string]string {
 // component.
 func TestSOPSFluxCases(t *testing.T) {
 	t.Parallel()
-	c := newSOPSCLI(t)
-	dir := sopsTree(t, c)
+	c := sopsfixture.New(t)
+	dir := c.Tree(t, "testdata/sops")
 	var mu sync.Mutex
 	var revealed []string
-	objects, err := Build(BuildOptions{Path: dir, WorkDir: dir, SOPSIdentities: c.identities(t), Decrypted: func(v []string) {
+	objects, err := Build(BuildOptions{Path: dir, WorkDir: dir, SOPSIdentities: c.Identities(t), Decrypted: func(v []string) {
 		mu.Lock()
 		defer mu.Unlock()
 		revealed = append(revealed, v...)
@@ -246,9 +125,9 @@ func TestSOPSFluxCases(t *testing.T) {
 // values in document order, and the file is decrypted as sops wrote it.
 func TestSOPSHandwrittenOrderPlainFolder(t *testing.T) {
 	t.Parallel()
-	c := newSOPSCLI(t)
-	dir := sopsTree(t, c)
-	objects, err := Build(BuildOptions{Path: filepath.Join(dir, "ordered"), WorkDir: dir, SOPSIdentities: c.identities(t)})
+	c := sopsfixture.New(t)
+	dir := c.Tree(t, "testdata/sops")
+	objects, err := Build(BuildOptions{Path: filepath.Join(dir, "ordered"), WorkDir: dir, SOPSIdentities: c.Identities(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +135,7 @@ func TestSOPSHandwrittenOrderPlainFolder(t *testing.T) {
 		t.Fatalf("got %+v", objects)
 	}
 	// The same through the wrapper a target namespace needs.
-	objects, err = Build(BuildOptions{Path: filepath.Join(dir, "ordered"), WorkDir: dir, SOPSIdentities: c.identities(t), TargetNamespace: "other"})
+	objects, err = Build(BuildOptions{Path: filepath.Join(dir, "ordered"), WorkDir: dir, SOPSIdentities: c.Identities(t), TargetNamespace: "other"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,8 +148,8 @@ func TestSOPSHandwrittenOrderPlainFolder(t *testing.T) {
 // file, and never quoting a value.
 func TestSOPSRefusals(t *testing.T) {
 	t.Parallel()
-	c := newSOPSCLI(t)
-	other := newSOPSCLI(t)
+	c := sopsfixture.New(t)
+	other := sopsfixture.New(t)
 	noCanary := func(t *testing.T, err error) {
 		t.Helper()
 		if err != nil && strings.Contains(err.Error(), "canary") {
@@ -278,7 +157,7 @@ func TestSOPSRefusals(t *testing.T) {
 		}
 	}
 	t.Run("no key", func(t *testing.T) {
-		dir := sopsTree(t, c)
+		dir := c.Tree(t, "testdata/sops")
 		_, err := Build(BuildOptions{Path: dir, WorkDir: dir})
 		if err == nil || !strings.Contains(err.Error(), ".yaml: encrypted with SOPS: give sops-age-key") {
 			t.Errorf("got %v", err)
@@ -286,22 +165,22 @@ func TestSOPSRefusals(t *testing.T) {
 		noCanary(t, err)
 	})
 	t.Run("no key for a generator source", func(t *testing.T) {
-		dir := sopsTree(t, c)
+		dir := c.Tree(t, "testdata/sops")
 		_, err := Build(BuildOptions{Path: filepath.Join(dir, "envs"), WorkDir: dir})
 		if err == nil || !strings.HasPrefix(err.Error(), "envs/env.env: encrypted with SOPS") {
 			t.Errorf("got %v", err)
 		}
 	})
 	t.Run("another key", func(t *testing.T) {
-		dir := sopsTree(t, c)
-		_, err := Build(BuildOptions{Path: filepath.Join(dir, "patches"), WorkDir: dir, SOPSIdentities: other.identities(t)})
+		dir := c.Tree(t, "testdata/sops")
+		_, err := Build(BuildOptions{Path: filepath.Join(dir, "patches"), WorkDir: dir, SOPSIdentities: other.Identities(t)})
 		if err == nil || !strings.Contains(err.Error(), "patches/merge1.yaml: none of the sops-age-key identities can decrypt it") {
 			t.Errorf("got %v", err)
 		}
 		noCanary(t, err)
 	})
 	t.Run("a value edited by hand", func(t *testing.T) {
-		dir := sopsTree(t, c)
+		dir := c.Tree(t, "testdata/sops")
 		f := filepath.Join(dir, "ordered", "secret.yaml")
 		b, _ := os.ReadFile(f)
 		// A value sops left in clear, changed by hand: the MAC covers it.
@@ -309,13 +188,13 @@ func TestSOPSRefusals(t *testing.T) {
 		if err := os.WriteFile(f, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, err := Build(BuildOptions{Path: filepath.Join(dir, "ordered"), WorkDir: dir, SOPSIdentities: c.identities(t)})
+		_, err := Build(BuildOptions{Path: filepath.Join(dir, "ordered"), WorkDir: dir, SOPSIdentities: c.Identities(t)})
 		if err == nil || !strings.Contains(err.Error(), "ordered/secret.yaml: SOPS integrity check (MAC) failed") {
 			t.Errorf("got %v", err)
 		}
 	})
 	t.Run("values pasted without metadata", func(t *testing.T) {
-		dir := sopsTree(t, c)
+		dir := c.Tree(t, "testdata/sops")
 		enc, _ := os.ReadFile(filepath.Join(dir, "algorithms", "age.yaml"))
 		value := regexp.MustCompile(`ENC\[[^\]]*\]`).Find(enc)
 		plain := t.TempDir()
@@ -323,7 +202,7 @@ func TestSOPSRefusals(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(plain, "secret.yaml"), []byte(manifest), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, err := Build(BuildOptions{Path: plain, WorkDir: plain, SOPSIdentities: c.identities(t)})
+		_, err := Build(BuildOptions{Path: plain, WorkDir: plain, SOPSIdentities: c.Identities(t)})
 		if err == nil || !strings.Contains(err.Error(), "secret.yaml: Secret/pasted still holds SOPS-encrypted content at stringData.key") {
 			t.Errorf("got %v", err)
 		}
@@ -344,8 +223,8 @@ func TestSOPSRefusals(t *testing.T) {
 // refuses encrypted files it could only pack decrypted.
 func TestSOPSKeptForPush(t *testing.T) {
 	t.Parallel()
-	c := newSOPSCLI(t)
-	dir := sopsTree(t, c)
+	c := sopsfixture.New(t)
+	dir := c.Tree(t, "testdata/sops")
 	objects, err := Build(BuildOptions{Path: filepath.Join(dir, "algorithms"), WorkDir: dir, KeepSOPSEncrypted: true})
 	if err != nil {
 		t.Fatal(err)
@@ -367,7 +246,7 @@ func TestSOPSKeptForPush(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(pulled, "manifests.yaml"), packed, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	back, err := Build(BuildOptions{Path: pulled, WorkDir: pulled, SOPSIdentities: c.identities(t)})
+	back, err := Build(BuildOptions{Path: pulled, WorkDir: pulled, SOPSIdentities: c.Identities(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
