@@ -136,4 +136,3 @@ func (c *CLI) Tree(t *testing.T, src string) string {
 	}
 	return dir
 }
-
