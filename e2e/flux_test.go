@@ -241,9 +241,19 @@ func TestFluxHandOff(t *testing.T) {
 		t.Fatalf("before release, legacy = %q (%v): gantry's field manager should still own it", cm.Data["legacy"], err)
 	}
 
-	r := gantry(t, append([]string{"release"}, inv...)...)
+	r := gantry(t, append([]string{"release", "--artifact=" + repo + ":live", "--verify=cosign", "--cosign-public-key=" + pub}, append(inv, creds...)...)...)
 	if r.code != 0 || counts(t, r)[result.Released] != 2 {
 		t.Fatalf("release: exit %d, %v\n%s", r.code, counts(t, r), r.stderr)
+	}
+	// It prints the Flux objects that reconcile the same artifact, as
+	// this test wrote them.
+	for _, want := range []string{"kind: OCIRepository", "url: " + repo, "tag: live", "provider: cosign", "name: shop-cosign", "kind: Kustomization", "path: ./", "prune: true"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("release's Flux objects lack %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, password) {
+		t.Error("release printed the registry password")
 	}
 	// After the release, Flux's next reconciliation of the same revision
 	// removes it.

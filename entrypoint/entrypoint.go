@@ -184,6 +184,11 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		res = pipeline.Delete(ctx, opts, connect, console)
 	case "release":
 		res = pipeline.Release(ctx, opts, connect, console)
+		if res.Succeeded() && cfg.Artifact != "" {
+			if err := writeFluxObjects(stdout, cfg); err != nil {
+				console.warn("Flux objects: " + err.Error())
+			}
+		}
 	case "inventory":
 		return runInventory(ctx, cfg, connect, stdout, stderr)
 	}

@@ -22,7 +22,7 @@ type Input struct {
 var Inputs = []Input{
 	{Name: "command", Default: "apply", Description: "What to run: build, diff, apply, delete, release, inventory, push, pull, tag, list, inspect or diff-artifact. On the command line it is the first argument."},
 	{Name: "path", Default: ".", Description: "Kustomize overlay, or a plain folder of manifests (as if a kustomization listed every .yaml, .yml and .json file below it, hidden files and folders such as .sops.yaml left out). With artifact, apply and diff build from path and push when path is given, and pull the artifact when it is not. For pull, the folder to write to."},
-	{Name: "artifact", Description: "OCI artifact, oci://registry/repository[:tag|@digest], in Flux's format: push builds and pushes it; pull, tag and inspect read it; list takes a repository; apply and diff pull it (or, with path, push it first)."},
+	{Name: "artifact", Description: "OCI artifact, oci://registry/repository[:tag|@digest], in Flux's format: push builds and pushes it; pull, tag and inspect read it; list takes a repository; apply and diff pull it (or, with path, push it first); release prints the Flux OCIRepository and Kustomization that reconcile it."},
 	{Name: "artifact-path", Description: "For apply and diff from an artifact: the folder inside it to build, as Flux's Kustomization spec.path, for artifacts that hold several apps. Default: the artifact's root."},
 	{Name: "compare-to", Description: "For diff-artifact: the other side, an oci:// artifact or a folder to build. The artifact's objects are compared with it, object by object, Secret values masked."},
 	{Name: "tags", Description: "Extra tags, one per line: for push, added to the pushed artifact; for tag, the tags to add."},
