@@ -81,8 +81,8 @@ $(BIN)/kapp: hack/tools/kapp/go.mod hack/tools/kapp/go.sum
 
 ## test: every test, the cluster tests against the local control plane
 test: tools
+	@test -x $(BIN)/kustomize-controller || echo "make test: the hand-off to Flux's own controllers (TestFluxHandOff) is skipped; make test-flux builds them and runs it"
 	$(GO) test -count=1 -timeout 40m ./...
-	@test -x $(BIN)/kustomize-controller || echo "make test: the hand-off to Flux's own controllers (TestFluxHandOff) was skipped; make test-flux builds them and runs it"
 
 ## test-flux: the hand-off to Flux, against Flux's own source-controller and kustomize-controller (v1.7.3) built from their modules
 test-flux: tools flux-tools
