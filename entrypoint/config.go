@@ -32,7 +32,10 @@ type Config struct {
 	AllowEmpty         bool
 	TakeOwnership      bool
 	// ReleaseTo is the field manager release hands gantry's fields to.
-	ReleaseTo        string
+	ReleaseTo string
+	// MaxFileBytes and MaxObjects bound what one build may read.
+	MaxFileBytes     int64
+	MaxObjects       int
 	DetailedExitcode bool
 	Timeout          time.Duration
 	TargetNamespace  string
@@ -388,6 +391,16 @@ func Load(args []string, env map[string]string, usage io.Writer) (*Config, error
 		bad("concurrency", "%q is not a whole number from 1 to 256", vals["concurrency"].raw)
 	} else {
 		c.Concurrency = n
+	}
+	if n, err := strconv.ParseInt(str("max-file-bytes"), 10, 64); err != nil || n < 1 {
+		bad("max-file-bytes", "%q is not a positive whole number of bytes", vals["max-file-bytes"].raw)
+	} else {
+		c.MaxFileBytes = n
+	}
+	if n, err := strconv.Atoi(str("max-objects")); err != nil || n < 1 {
+		bad("max-objects", "%q is not a positive whole number", vals["max-objects"].raw)
+	} else {
+		c.MaxObjects = n
 	}
 	for _, p := range lines(vals["patches"].raw) {
 		if info, err := os.Stat(p); err != nil || info.IsDir() {

@@ -121,6 +121,8 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			Substitute:      cfg.Substitute,
 			SOPSIdentities:  cfg.SOPSIdentities,
 			Decrypted:       decrypted,
+			MaxFileBytes:    cfg.MaxFileBytes,
+			MaxObjects:      cfg.MaxObjects,
 		},
 		Inventory:          cfg.Inventory,
 		InventoryNamespace: cfg.InventoryNamespace,

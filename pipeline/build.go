@@ -65,6 +65,11 @@ type BuildOptions struct {
 	// objects through still encrypted (Object.Encrypted): a push packs them
 	// as they are in git, and whoever applies the artifact decrypts them.
 	KeepSOPSEncrypted bool
+	// MaxFileBytes bounds one file the build reads, MaxObjects the
+	// objects of the set; zero means DefaultMaxFileBytes and
+	// DefaultMaxObjects.
+	MaxFileBytes int64
+	MaxObjects   int
 	// Decrypted, when set, is told every value decrypted, so that output
 	// can mask them: a ConfigMap generated from an encrypted file, a diff,
 	// an error. It may be called from several goroutines.
@@ -119,7 +124,11 @@ func Build(opts BuildOptions) ([]*Object, error) {
 		return nil, &BuildError{File: opts.Path, Err: fmt.Errorf("not a directory")}
 	}
 
-	sfs := newSOPSFS(filesys.MakeFsOnDisk(), opts, func(p string) string { return displayPath(p, nil, opts.WorkDir) })
+	maxBytes := opts.MaxFileBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxFileBytes
+	}
+	sfs := newSOPSFS(boundedFS{FileSystem: filesys.MakeFsOnDisk(), maxBytes: maxBytes}, opts, func(p string) string { return displayPath(p, nil, opts.WorkDir) })
 	var built []sourced
 	switch {
 	case opts.TargetNamespace != "" || len(opts.Patches) > 0:
@@ -136,6 +145,13 @@ func Build(opts BuildOptions) ([]*Object, error) {
 		return nil, err
 	}
 
+	maxObjects := opts.MaxObjects
+	if maxObjects <= 0 {
+		maxObjects = DefaultMaxObjects
+	}
+	if len(built) > maxObjects {
+		return nil, &BuildError{File: opts.Path, Err: &LimitError{fmt.Sprintf("%d objects, over the limit of %d (max-objects)", len(built), maxObjects)}}
+	}
 	// Converting is a JSON round trip per object (a third of a plain
 	// folder's build); it runs on every core.
 	objects := make([]*Object, len(built))
@@ -194,8 +210,12 @@ func buildKustomization(dir string, opts BuildOptions, sfs *sopsFS) ([]sourced, 
 		return nil, &BuildError{File: opts.Path, Err: err}
 	}
 	file := filepath.Join(root, findKustomization(root))
-	content, err := os.ReadFile(file)
+	content, err := sfs.ReadFile(file)
 	if err != nil {
+		var be *BuildError
+		if errors.As(err, &be) {
+			return nil, err
+		}
 		return nil, &BuildError{File: displayPath(file, nil, opts.WorkDir), Err: err}
 	}
 	fsys := trackingFS{FileSystem: sfs, file: file, content: withOriginTracking(content)}
@@ -363,7 +383,7 @@ func buildWrapped(abs string, opts BuildOptions, sfs *sopsFS) ([]sourced, error)
 	base := abs
 	if findKustomization(abs) == "" {
 		plain := filepath.Join(tmp, "plain")
-		n, err := copyPlainFolder(abs, plain)
+		n, err := copyPlainFolder(abs, plain, sfs.FileSystem)
 		if err != nil {
 			return nil, err
 		}
@@ -514,7 +534,7 @@ func isManifest(name string) bool {
 // kustomization listing them. A subfolder with a kustomization of its own is
 // referenced where it is, by absolute path, since it may refer to files
 // outside itself (../base).
-func copyPlainFolder(src, dst string) (int, error) {
+func copyPlainFolder(src, dst string, read filesys.FileSystem) (int, error) {
 	var resources []string
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -539,9 +559,9 @@ func copyPlainFolder(src, dst string) (int, error) {
 		if !d.Type().IsRegular() || !isManifest(d.Name()) || strings.HasPrefix(d.Name(), ".") {
 			return nil
 		}
-		b, err := os.ReadFile(p)
+		b, err := read.ReadFile(p) // bounded, as the build reads it
 		if err != nil {
-			return err
+			return &BuildError{File: p, Err: err}
 		}
 		if len(strings.TrimSpace(string(b))) == 0 {
 			return nil

@@ -312,35 +312,54 @@ func skipUnless(on bool, why string) string {
 }
 
 func (r *run) buildStage() stage {
-	return stage{name: "build", reason: result.ReasonBuildFailed, stopOnError: true, run: func(context.Context) error {
+	return stage{name: "build", reason: result.ReasonBuildFailed, stopOnError: true, run: func(ctx context.Context) error {
 		if r.connect != nil {
 			r.connectEarly()
 		}
-		if r.pushing && !r.opts.Build.KeepSOPSEncrypted {
-			// What is pushed keeps SOPS encryption, what is applied is
-			// decrypted: two builds, the second only when the first
-			// met anything encrypted.
-			keep := r.opts.Build
-			keep.KeepSOPSEncrypted, keep.SOPSIdentities = true, nil
-			packed, err := Build(keep)
-			if err != nil {
-				return err
-			}
-			r.artifactObjects = packed
-			if !slices.ContainsFunc(packed, func(o *Object) bool { return o.Encrypted }) {
-				r.objects = packed
-				r.obs.Info(fmt.Sprintf("%d objects from %s", len(packed), r.opts.Build.Path))
-				return nil
-			}
+		// kustomize takes no context: the build runs aside, and a run
+		// cancelled meanwhile (a runner's SIGTERM) ends at once, the
+		// process with it, instead of when a long build returns.
+		type built struct {
+			objects, packed []*Object
+			err             error
 		}
-		objects, err := Build(r.opts.Build)
-		if err != nil {
-			return err
+		done := make(chan built, 1)
+		go func() {
+			objects, packed, err := r.build()
+			done <- built{objects, packed, err}
+		}()
+		select {
+		case b := <-done:
+			if b.err != nil {
+				return b.err
+			}
+			r.objects, r.artifactObjects = b.objects, b.packed
+			r.obs.Info(fmt.Sprintf("%d objects from %s", len(b.objects), r.opts.Build.Path))
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("build stopped: %w", context.Cause(ctx))
 		}
-		r.objects = objects
-		r.obs.Info(fmt.Sprintf("%d objects from %s", len(objects), r.opts.Build.Path))
-		return nil
 	}}
+}
+
+// build builds the set, and what a push packs when it differs (nil when
+// it does not).
+func (r *run) build() (objects, packed []*Object, err error) {
+	if r.pushing && !r.opts.Build.KeepSOPSEncrypted {
+		// What is pushed keeps SOPS encryption, what is applied is
+		// decrypted: two builds, the second only when the first
+		// met anything encrypted.
+		keep := r.opts.Build
+		keep.KeepSOPSEncrypted, keep.SOPSIdentities = true, nil
+		if packed, err = Build(keep); err != nil {
+			return nil, nil, err
+		}
+		if !slices.ContainsFunc(packed, func(o *Object) bool { return o.Encrypted }) {
+			return packed, packed, nil
+		}
+	}
+	objects, err = Build(r.opts.Build)
+	return objects, packed, err
 }
 
 // record sets an object's outcome in the result, replacing an earlier one.

@@ -221,6 +221,15 @@ func newSOPSFS(fs filesys.FileSystem, opts BuildOptions, display func(string) st
 func (f *sopsFS) ReadFile(name string) ([]byte, error) {
 	data, err := f.FileSystem.ReadFile(name)
 	if err != nil {
+		var limit *LimitError
+		if errors.As(err, &limit) {
+			err = &BuildError{File: f.display(name), Err: err}
+			f.mu.Lock()
+			if f.err == nil {
+				f.err = err
+			}
+			f.mu.Unlock()
+		}
 		return nil, err
 	}
 	format, ok := sopsFormatOf(name, data)

@@ -1,0 +1,96 @@
+package pipeline
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// billionLaughs is a ConfigMap whose nested aliases expand to 9^9 strings:
+// a few lines that kustomize would expand into gigabytes.
+const billionLaughs = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: bomb
+data:
+  a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+  b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+  c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+  d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+  e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+  f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+  g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+  h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+  i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
+`
+
+func writeFiles(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// A YAML bomb is refused before kustomize expands it, naming the file,
+// wherever the build reads it: a plain folder, a kustomization's
+// resource, a patch, the wrapper a target namespace needs.
+func TestYAMLBombRefused(t *testing.T) {
+	t.Parallel()
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ok\n"
+	for name, tc := range map[string]struct {
+		files map[string]string
+		opts  BuildOptions
+		file  string
+	}{
+		"plain folder":     {files: map[string]string{"ok.yaml": cm, "bomb.yaml": billionLaughs}, file: "bomb.yaml"},
+		"resource":         {files: map[string]string{"kustomization.yaml": "resources: [app/bomb.yaml]\n", "app/bomb.yaml": billionLaughs}, file: "app/bomb.yaml"},
+		"patch":            {files: map[string]string{"kustomization.yaml": "resources: [ok.yaml]\npatches: [{path: bomb.yaml}]\n", "ok.yaml": cm, "bomb.yaml": billionLaughs}, file: "bomb.yaml"},
+		"kustomization":    {files: map[string]string{"kustomization.yaml": "resources: [ok.yaml]\n" + strings.Replace(billionLaughs, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bomb\n", "", 1), "ok.yaml": cm}, file: "kustomization.yaml"},
+		"target namespace": {files: map[string]string{"bomb.yaml": billionLaughs}, opts: BuildOptions{TargetNamespace: "x"}, file: "bomb.yaml"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := writeFiles(t, tc.files)
+			opts := tc.opts
+			opts.Path, opts.WorkDir = dir, dir
+			_, err := Build(opts)
+			var limit *LimitError
+			if !errors.As(err, &limit) || !strings.Contains(err.Error(), tc.file+": its YAML aliases expand out of proportion") {
+				t.Errorf("got %v", err)
+			}
+		})
+	}
+	// Anchors and aliases in proportion, as people use them, build.
+	dir := writeFiles(t, map[string]string{"cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: &n shared\n  labels:\n    app: *n\ndata:\n  a: &v x\n  b: *v\n"})
+	objects, err := Build(BuildOptions{Path: dir, WorkDir: dir})
+	if err != nil || objects[0].GetLabels()["app"] != "shared" {
+		t.Fatalf("anchors in proportion: %v", err)
+	}
+}
+
+func TestFileAndObjectLimits(t *testing.T) {
+	t.Parallel()
+	big := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\ndata:\n  a: " + strings.Repeat("x", 4096) + "\n"
+	dir := writeFiles(t, map[string]string{"big.yaml": big, "small.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: small\n"})
+	_, err := Build(BuildOptions{Path: dir, WorkDir: dir, MaxFileBytes: 1024})
+	if err == nil || !strings.Contains(err.Error(), "big.yaml: 4161 bytes, over the limit of 1024 bytes for one file (max-file-bytes)") {
+		t.Errorf("file limit: %v", err)
+	}
+	_, err = Build(BuildOptions{Path: dir, WorkDir: dir, MaxObjects: 1})
+	if err == nil || !strings.Contains(err.Error(), "2 objects, over the limit of 1 (max-objects)") {
+		t.Errorf("object limit: %v", err)
+	}
+	if objects, err := Build(BuildOptions{Path: dir, WorkDir: dir}); err != nil || len(objects) != 2 {
+		t.Errorf("defaults: %d objects, %v", len(objects), err)
+	}
+}
