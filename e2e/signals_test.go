@@ -47,7 +47,7 @@ func TestSIGTERMStopsALongBuild(t *testing.T) {
 	select {
 	case err := <-done:
 		took := time.Since(start)
-		if cmd.ProcessState.ExitCode() == 0 || !strings.Contains(stderr.String(), "build stopped: terminated signal received") {
+		if cmd.ProcessState.ExitCode() != 1 || !strings.Contains(stderr.String(), "Cancelled") || !strings.Contains(stderr.String(), "build stopped: terminated signal received") {
 			t.Errorf("exit %d (%v)\n%s", cmd.ProcessState.ExitCode(), err, stderr.String())
 		}
 		t.Logf("stopped %s after SIGTERM", took.Round(time.Millisecond))

@@ -180,6 +180,11 @@ func (r *run) execute(ctx context.Context, stages []stage) *result.Result {
 			failures = append(failures, err)
 			if r.res.Reason == "" {
 				r.res.Reason = s.reason
+				if ctx.Err() != nil {
+					// The run itself was cancelled (SIGTERM, Ctrl-C),
+					// not failed by its input or the cluster.
+					r.res.Reason = result.ReasonCancelled
+				}
 			}
 			stopped = s.stopOnError
 		}

@@ -39,6 +39,9 @@ const (
 	// ReasonInvalidInput means the configuration was rejected before
 	// anything ran.
 	ReasonInvalidInput Reason = "InvalidInput"
+	// ReasonCancelled: the run was cancelled (a runner's SIGTERM, Ctrl-C)
+	// and stopped where it was.
+	ReasonCancelled Reason = "Cancelled"
 )
 
 // Action is what happened, or would happen, to one object.
