@@ -34,8 +34,10 @@ type Config struct {
 	// ReleaseTo is the field manager release hands gantry's fields to.
 	ReleaseTo string
 	// MaxFileBytes and MaxObjects bound what one build may read.
-	MaxFileBytes     int64
-	MaxObjects       int
+	MaxFileBytes int64
+	MaxObjects   int
+	// AllowRemoteBases lets kustomize fetch remote resources.
+	AllowRemoteBases bool
 	DetailedExitcode bool
 	Timeout          time.Duration
 	TargetNamespace  string
@@ -192,6 +194,7 @@ func Load(args []string, env map[string]string, usage io.Writer) (*Config, error
 		AllowEmpty:         boolOf("allow-empty"),
 		TakeOwnership:      boolOf("take-ownership"),
 		ReleaseTo:          strings.TrimSpace(vals["release-to"].raw),
+		AllowRemoteBases:   boolOf("allow-remote-bases"),
 		DetailedExitcode:   boolOf("detailed-exitcode"),
 		TargetNamespace:    str("target-namespace"),
 		Kubeconfig:         str("kubeconfig"),

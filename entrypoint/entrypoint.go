@@ -115,14 +115,15 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 	opts := pipeline.Options{
 		Build: pipeline.BuildOptions{
-			Path:            cfg.Path,
-			TargetNamespace: cfg.TargetNamespace,
-			Patches:         cfg.Patches,
-			Substitute:      cfg.Substitute,
-			SOPSIdentities:  cfg.SOPSIdentities,
-			Decrypted:       decrypted,
-			MaxFileBytes:    cfg.MaxFileBytes,
-			MaxObjects:      cfg.MaxObjects,
+			Path:             cfg.Path,
+			TargetNamespace:  cfg.TargetNamespace,
+			Patches:          cfg.Patches,
+			Substitute:       cfg.Substitute,
+			SOPSIdentities:   cfg.SOPSIdentities,
+			Decrypted:        decrypted,
+			MaxFileBytes:     cfg.MaxFileBytes,
+			MaxObjects:       cfg.MaxObjects,
+			AllowRemoteBases: cfg.AllowRemoteBases,
 		},
 		Inventory:          cfg.Inventory,
 		InventoryNamespace: cfg.InventoryNamespace,

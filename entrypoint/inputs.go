@@ -61,6 +61,7 @@ var Inputs = []Input{
 	{Name: "health-checks", Description: "Objects to wait for, one Kind/namespace/name (or Kind/name) per line; the kind may carry its group, as gantry prints it (Deployment.apps/shop/web). Default: everything applied."},
 	{Name: "concurrency", Default: "16", Description: "How many API requests gantry keeps in flight."},
 	{Name: "max-file-bytes", Default: "33554432", Description: "The largest file a build reads, in bytes (32 MiB; the largest CRDs people ship are a few MB). A larger file fails the build naming it, as does YAML whose aliases expand out of proportion (a YAML bomb), before it is parsed."},
+	{Name: "allow-remote-bases", Default: "false", Bool: true, Description: "Let kustomize fetch resources and components that are URLs (git or HTTP). Without it a build reads nothing but the workspace, and a remote entry fails it at once, naming the kustomization, with no network request."},
 	{Name: "max-objects", Default: "100000", Description: "The most objects one build may produce; more fail the build."},
 	{Name: "take-ownership", Default: "false", Bool: true, Description: "Take over objects that carry another gantry inventory's labels. Without it such objects fail validation, naming both inventories, and nothing is written."},
 	{Name: "allow-empty", Default: "false", Bool: true, Description: "Allow a build with no objects to prune everything the inventory holds."},

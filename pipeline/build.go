@@ -65,6 +65,10 @@ type BuildOptions struct {
 	// objects through still encrypted (Object.Encrypted): a push packs them
 	// as they are in git, and whoever applies the artifact decrypts them.
 	KeepSOPSEncrypted bool
+	// AllowRemoteBases lets kustomize fetch resources and components
+	// that are URLs (git or HTTP). Without it the build reads nothing but
+	// the folder, and fails at once naming a remote entry.
+	AllowRemoteBases bool
 	// MaxFileBytes bounds one file the build reads, MaxObjects the
 	// objects of the set; zero means DefaultMaxFileBytes and
 	// DefaultMaxObjects.
@@ -124,15 +128,21 @@ func Build(opts BuildOptions) ([]*Object, error) {
 		return nil, &BuildError{File: opts.Path, Err: fmt.Errorf("not a directory")}
 	}
 
+	if !opts.AllowRemoteBases {
+		if err := refuseRemote(abs, opts.WorkDir, map[string]bool{}); err != nil {
+			return nil, err
+		}
+	}
 	maxBytes := opts.MaxFileBytes
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxFileBytes
 	}
-	sfs := newSOPSFS(boundedFS{FileSystem: filesys.MakeFsOnDisk(), maxBytes: maxBytes}, opts, func(p string) string { return displayPath(p, nil, opts.WorkDir) })
+	bounded := &boundedFS{FileSystem: filesys.MakeFsOnDisk(), maxBytes: maxBytes, roots: []string{workspaceRoot(abs, opts.WorkDir)}}
+	sfs := newSOPSFS(bounded, opts, func(p string) string { return displayPath(p, nil, opts.WorkDir) })
 	var built []sourced
 	switch {
 	case opts.TargetNamespace != "" || len(opts.Patches) > 0:
-		built, err = buildWrapped(abs, opts, sfs)
+		built, err = buildWrapped(abs, opts, sfs, bounded)
 	case findKustomization(abs) != "":
 		built, err = buildKustomization(abs, opts, sfs)
 	default:
@@ -322,6 +332,11 @@ func buildPlain(dir string, opts BuildOptions, sfs *sopsFS) ([]sourced, error) {
 				return filepath.SkipDir
 			}
 			if findKustomization(p) != "" {
+				if !opts.AllowRemoteBases {
+					if err := refuseRemote(p, opts.WorkDir, map[string]bool{}); err != nil {
+						return err
+					}
+				}
 				items, err := buildKustomization(p, opts, sfs)
 				if err != nil {
 					return err
@@ -371,12 +386,17 @@ func buildPlain(dir string, opts BuildOptions, sfs *sopsFS) ([]sourced, error) {
 // buildWrapped runs kustomize from a temporary kustomization that
 // references dir and adds the target namespace and the patches; a plain
 // folder is first copied next to a generated kustomization.
-func buildWrapped(abs string, opts BuildOptions, sfs *sopsFS) ([]sourced, error) {
+func buildWrapped(abs string, opts BuildOptions, sfs *sopsFS, bounded *boundedFS) ([]sourced, error) {
 	tmp, err := os.MkdirTemp("", "gantry-build-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
+	bounded.allow(tmp)
+	for _, p := range opts.Patches {
+		// Extra patches are named by the run's own input.
+		bounded.allow(filepath.Dir(p))
+	}
 
 	// pathMap maps temporary copies back to the files they came from.
 	pathMap := map[string]string{}

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	yaml3 "go.yaml.in/yaml/v3"
+	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
 )
 
 // What one build may read: limits that real configuration never reaches,
@@ -34,9 +37,15 @@ func (e *LimitError) Error() string { return e.msg }
 type boundedFS struct {
 	filesys.FileSystem
 	maxBytes int64
+	// roots are the folders files may be read from, symbolic links
+	// resolved: the workspace, and the build's own temporary folders.
+	roots []string
 }
 
-func (f boundedFS) ReadFile(name string) ([]byte, error) {
+func (f *boundedFS) ReadFile(name string) ([]byte, error) {
+	if real, err := filepath.EvalSymlinks(name); err == nil && !f.inside(real) {
+		return nil, &LimitError{fmt.Sprintf("resolves to %s, outside the workspace (%s): refused", real, f.roots[0])}
+	}
 	if info, err := os.Stat(name); err == nil && info.Mode().IsRegular() && info.Size() > f.maxBytes {
 		return nil, &LimitError{fmt.Sprintf("%d bytes, over the limit of %d bytes for one file (max-file-bytes)", info.Size(), f.maxBytes)}
 	}
@@ -51,6 +60,44 @@ func (f boundedFS) ReadFile(name string) ([]byte, error) {
 		return nil, err
 	}
 	return data, nil
+}
+
+func (f *boundedFS) inside(real string) bool {
+	for _, r := range f.roots {
+		if real == r || strings.HasPrefix(real, r+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
+}
+
+// allow adds a folder files may be read from.
+func (f *boundedFS) allow(dir string) {
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		f.roots = append(f.roots, real)
+	}
+}
+
+// workspaceRoot is the folder a build may read from: the git repository
+// that holds the path (overlays read their bases from sibling folders),
+// else the working directory when the path lies below it, else the path.
+func workspaceRoot(path, workDir string) string {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return path
+	}
+	for d := real; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, ".git")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if wd, err := filepath.EvalSymlinks(workDir); err == nil && (real == wd || strings.HasPrefix(real, wd+string(filepath.Separator))) {
+		return wd
+	}
+	return real
 }
 
 // checkAliases decodes every YAML document of data that could hold
@@ -80,4 +127,59 @@ func checkAliases(data []byte) (err error) {
 			return nil
 		}
 	}
+}
+
+// refuseRemote walks the kustomizations under dir, following their local
+// resources and components, and refuses an entry that is not a file or
+// folder there: kustomize would fetch it (git clone or HTTP), from a
+// build that must depend on nothing but the folder. Unless remote bases
+// are allowed, nothing is fetched, and the build fails at once naming the
+// kustomization and the entry.
+func refuseRemote(dir, workDir string, visited map[string]bool) error {
+	name := findKustomization(dir)
+	if name == "" || visited[dir] {
+		return nil
+	}
+	visited[dir] = true
+	file := filepath.Join(dir, name)
+	if info, err := os.Stat(file); err != nil || info.Size() > DefaultMaxFileBytes {
+		return nil //nolint:nilerr // the build's bounded read reports it
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil //nolint:nilerr // kustomize reports it
+	}
+	var k types.Kustomization
+	if yaml.Unmarshal(b, &k) != nil {
+		return nil //nolint:nilerr // kustomize reports it
+	}
+	entries := append(append(append([]string{}, k.Resources...), k.Components...), k.Bases...) //nolint:staticcheck // Bases is deprecated, and still read by kustomize
+	for _, e := range entries {
+		p := e
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, e)
+		}
+		info, err := os.Stat(p)
+		if err != nil && looksRemote(e) {
+			return &BuildError{File: displayPath(file, nil, workDir), Err: &LimitError{fmt.Sprintf("%q is remote; gantry fetches no remote bases unless allow-remote-bases is set", e)}}
+		}
+		if err == nil && info.IsDir() {
+			if err := refuseRemote(p, workDir, visited); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// looksRemote reports whether a kustomization entry that is not on disk is
+// one kustomize would fetch: a URL, a git address, or a host and path
+// (github.com/org/repo//dir?ref=v1). A missing local file is kustomize's
+// to report.
+func looksRemote(e string) bool {
+	if strings.Contains(e, "://") || strings.HasPrefix(e, "git@") || strings.Contains(e, "?ref=") || strings.Contains(e, "//") {
+		return true
+	}
+	first, rest, ok := strings.Cut(e, "/")
+	return ok && rest != "" && strings.Contains(first, ".") && !strings.HasPrefix(first, ".")
 }

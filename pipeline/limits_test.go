@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
 // billionLaughs is a ConfigMap whose nested aliases expand to 9^9 strings:
@@ -92,5 +94,60 @@ func TestFileAndObjectLimits(t *testing.T) {
 	}
 	if objects, err := Build(BuildOptions{Path: dir, WorkDir: dir}); err != nil || len(objects) != 2 {
 		t.Errorf("defaults: %d objects, %v", len(objects), err)
+	}
+}
+
+// A build reads nothing but the workspace: no remote base is fetched
+// (nothing is sent over the network), and no file reached through a
+// symbolic link out of the workspace is read. A sibling folder inside the
+// workspace (an overlay's ../base) keeps working.
+func TestBuildStaysInTheWorkspace(t *testing.T) {
+	t.Parallel()
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: base\n"
+	for name, tc := range map[string]struct {
+		kustomization, want string
+	}{
+		"git base":  {"resources:\n- github.com/acme/config//base?ref=v1\n", `overlay/kustomization.yaml: "github.com/acme/config//base?ref=v1" is remote; gantry fetches no remote bases unless allow-remote-bases is set`},
+		"https":     {"resources: [https://example.com/app.yaml]\n", `"https://example.com/app.yaml" is remote`},
+		"component": {"resources: [../base]\ncomponents: [git@github.com:acme/c.git]\n", `"git@github.com:acme/c.git" is remote`},
+		// kustomize refuses a file outside its root, links resolved.
+		"symlink": {"resources: [../base, outside.yaml]\n", "security; file 'overlay/outside.yaml' is not in or below 'overlay'"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ws := writeFiles(t, map[string]string{"base/kustomization.yaml": "resources: [cm.yaml]\n", "base/cm.yaml": cm, "overlay/kustomization.yaml": tc.kustomization})
+			outside := writeFiles(t, map[string]string{"secret.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: stolen\n"})
+			if err := os.Symlink(filepath.Join(outside, "secret.yaml"), filepath.Join(ws, "overlay", "outside.yaml")); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Build(BuildOptions{Path: filepath.Join(ws, "overlay"), WorkDir: ws})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+	ws := writeFiles(t, map[string]string{"base/kustomization.yaml": "resources: [cm.yaml]\n", "base/cm.yaml": cm, "overlay/kustomization.yaml": "resources: [../base]\nnamePrefix: prod-\n"})
+	objects, err := Build(BuildOptions{Path: filepath.Join(ws, "overlay"), WorkDir: ws})
+	if err != nil || len(objects) != 1 || objects[0].GetName() != "prod-base" {
+		t.Fatalf("sibling base: %v", err)
+	}
+}
+
+// The read boundary under kustomize's own: a link that resolves out of
+// the workspace is refused, whatever reads it.
+func TestBoundedFSRefusesLinksOut(t *testing.T) {
+	t.Parallel()
+	ws := writeFiles(t, map[string]string{"in.yaml": "a: b\n"})
+	outside := writeFiles(t, map[string]string{"secret": "canary"})
+	if err := os.Symlink(filepath.Join(outside, "secret"), filepath.Join(ws, "link.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	f := &boundedFS{FileSystem: filesys.MakeFsOnDisk(), maxBytes: DefaultMaxFileBytes, roots: []string{workspaceRoot(ws, ws)}}
+	if _, err := f.ReadFile(filepath.Join(ws, "in.yaml")); err != nil {
+		t.Errorf("inside: %v", err)
+	}
+	var limit *LimitError
+	if b, err := f.ReadFile(filepath.Join(ws, "link.yaml")); !errors.As(err, &limit) || b != nil || !strings.Contains(err.Error(), "outside the workspace") {
+		t.Errorf("link out: %q, %v", b, err)
 	}
 }
