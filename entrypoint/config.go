@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -131,6 +132,23 @@ func resolve(args []string, env map[string]string, usage io.Writer) (map[string]
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	// A GitHub Actions input gantry does not have is a typo in with:,
+	// which the runner passes on with a warning only; it is refused here,
+	// as an unknown flag is, rather than silently ignored.
+	known := map[string]bool{}
+	for _, in := range Inputs {
+		known[in.EnvName()] = true
+	}
+	var unknown []string
+	for k := range env {
+		if strings.HasPrefix(k, "INPUT_") && !known[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return nil, fmt.Errorf("unknown input %s: gantry has no such input (see action.yml)", strings.Join(unknown, ", "))
+	}
 
 	out := map[string]value{}
 	for _, in := range Inputs {
