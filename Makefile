@@ -14,7 +14,7 @@ TOOLS     := $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/kwok-stages.yaml $(AGE_
 
 FLUX_BINS := $(BIN)/source-controller $(BIN)/kustomize-controller
 
-.PHONY: all bench bench-peers build image tools flux-tools test test-flux test-race test-short demo cluster docs lint release-prep clean help
+.PHONY: all bench bench-peers build image tools flux-tools fuzz test test-flux test-race test-short demo cluster docs lint release-prep clean help
 
 all: build
 
@@ -104,6 +104,15 @@ $(BIN)/kustomize-controller: hack/tools/flux-kustomize/go.mod hack/tools/flux-ku
 	@mkdir -p $(BIN)/flux-crds
 	cp "$$(cd hack/tools/flux-kustomize && $(GO) list -m -f '{{.Dir}}' github.com/fluxcd/kustomize-controller)/config/crd/bases/"*.yaml $(BIN)/flux-crds/
 	@chmod u+w $(BIN)/flux-crds/*
+
+## fuzz: each fuzz target for FUZZTIME (default 30s); make test runs their seeds
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzManifestDecoding -fuzztime $(FUZZTIME) ./pipeline
+	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME) ./entrypoint
+	$(GO) test -run '^$$' -fuzz FuzzEntryID -fuzztime $(FUZZTIME) ./inventory
+	$(GO) test -run '^$$' -fuzz FuzzOutputsCannotInject -fuzztime $(FUZZTIME) ./reporters
+	$(GO) test -run '^$$' -fuzz FuzzSecretValuesNeverInDiffs -fuzztime $(FUZZTIME) ./diffs
 
 ## test-race: every test under the race detector (gantry runs requests concurrently)
 test-race: tools

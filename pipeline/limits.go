@@ -124,6 +124,10 @@ func checkAliases(data []byte) (err error) {
 			if strings.Contains(err.Error(), "excessive aliasing") {
 				return &LimitError{"its YAML aliases expand out of proportion (excessive aliasing): refused, as kubectl refuses it"}
 			}
+			if strings.Contains(err.Error(), "contains itself") {
+				// kustomize would expand it forever.
+				return &LimitError{"a YAML anchor contains an alias of itself: refused"}
+			}
 			return nil
 		}
 	}
