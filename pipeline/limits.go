@@ -64,7 +64,7 @@ func (f *boundedFS) ReadFile(name string) ([]byte, error) {
 
 func (f *boundedFS) inside(real string) bool {
 	for _, r := range f.roots {
-		if real == r || strings.HasPrefix(real, r+string(filepath.Separator)) {
+		if within(real, r) {
 			return true
 		}
 	}
@@ -78,26 +78,33 @@ func (f *boundedFS) allow(dir string) {
 	}
 }
 
-// workspaceRoot is the folder a build may read from: the git repository
-// that holds the path (overlays read their bases from sibling folders),
-// else the working directory when the path lies below it, else the path.
+// workspaceRoot is the folder a build may read from: the outermost of the
+// git repository that holds the path (overlays read their bases from
+// sibling folders) and the working directory when the path lies below it
+// (a CI workspace with several checkouts side by side), else the path.
 func workspaceRoot(path, workDir string) string {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return path
 	}
+	root := real
 	for d := real; ; d = filepath.Dir(d) {
 		if _, err := os.Stat(filepath.Join(d, ".git")); err == nil {
-			return d
+			root = d
+			break
 		}
 		if filepath.Dir(d) == d {
 			break
 		}
 	}
-	if wd, err := filepath.EvalSymlinks(workDir); err == nil && (real == wd || strings.HasPrefix(real, wd+string(filepath.Separator))) {
-		return wd
+	if wd, err := filepath.EvalSymlinks(workDir); err == nil && within(real, wd) && within(root, wd) {
+		root = wd
 	}
-	return real
+	return root
+}
+
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir+string(filepath.Separator))
 }
 
 // checkAliases decodes every YAML document of data that could hold

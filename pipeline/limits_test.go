@@ -151,3 +151,22 @@ func TestBoundedFSRefusesLinksOut(t *testing.T) {
 		t.Errorf("link out: %q, %v", b, err)
 	}
 }
+
+// The workspace is the outermost of the path's git repository and the
+// working directory holding it: a CI workspace with two checkouts side by
+// side can share a base across them.
+func TestWorkspaceRoot(t *testing.T) {
+	t.Parallel()
+	ws := writeFiles(t, map[string]string{"app/.git/HEAD": "ref", "app/deploy/x.yaml": "", "shared/base/x.yaml": ""})
+	ws, _ = filepath.EvalSymlinks(ws)
+	for _, tc := range []struct{ path, workDir, want string }{
+		{"app/deploy", ".", "."},            // CI: the workspace holds both checkouts
+		{"app/deploy", "app/deploy", "app"}, // run from inside the repository
+		{"shared/base", "app", "shared/base"},
+	} {
+		got := workspaceRoot(filepath.Join(ws, tc.path), filepath.Join(ws, tc.workDir))
+		if want := filepath.Join(ws, tc.want); got != want {
+			t.Errorf("path %s from %s: root %s, want %s", tc.path, tc.workDir, got, want)
+		}
+	}
+}
