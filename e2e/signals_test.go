@@ -2,14 +2,22 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gantry-dev/gantry/inventory"
+	"github.com/gantry-dev/gantry/result"
 )
 
 // A runner cancels a job with SIGTERM: a long kustomize build (3000
@@ -58,4 +66,106 @@ func TestSIGTERMStopsALongBuild(t *testing.T) {
 		_ = cmd.Process.Kill()
 		t.Fatalf("still running 10 s after SIGTERM\n%s", stderr.String())
 	}
+}
+
+// SIGTERM in the middle of the wait (a Deployment that cannot be
+// scheduled, so the wait would last until the timeout): gantry stops
+// within seconds, exits 1 with reason Cancelled, has saved the inventory
+// with what it wrote, releases the inventory's lock, and says what was
+// done; the next run converges.
+func TestSIGTERMDuringTheWait(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "cm.yaml"), configMap(ns, "settings"))
+	writeFile(t, filepath.Join(dir, "stuck.yaml"), fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: stuck
+  namespace: %s
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: stuck}
+  template:
+    metadata:
+      labels: {app: stuck}
+    spec:
+      nodeSelector:
+        gantry.dev/no-such-node: "true"
+      containers:
+        - name: c
+          image: registry.k8s.io/pause:3.10
+`, ns))
+	report := filepath.Join(t.TempDir(), "report.json")
+	args := []string{"apply", "--path=" + dir, "--inventory=cancel", "--inventory-namespace=" + ns, "--timeout=5m",
+		"--kubeconfig=" + env.Cluster.Kubeconfig, "--report=" + report}
+	cmd := exec.Command(gantryBinary(t), args...)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	cmd.Env = []string{"HOME=" + os.Getenv("HOME")}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(stderr.String(), "▸ wait") {
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("never reached the wait:\n%s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	start := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("still running 10 s after SIGTERM\n%s", stderr.String())
+	}
+	t.Logf("stopped %s after SIGTERM", time.Since(start).Round(time.Millisecond))
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(stderr.String(), "Cancelled") {
+		t.Errorf("exit %d\n%s", code, stderr.String())
+	}
+	ids := entryIDs(t, ns, "cancel")
+	if len(ids) != 2 {
+		t.Errorf("inventory after SIGTERM: %v, want the ConfigMap and the Deployment", ids)
+	}
+	ctx := context.Background()
+	if _, err := env.Client.CoordinationV1().Leases(ns).Get(ctx, inventory.ConfigMapName("cancel"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("lease after SIGTERM: %v, want released", err)
+	}
+	if b, err := os.ReadFile(report); err != nil || !strings.Contains(string(b), `"reason": "Cancelled"`) {
+		t.Errorf("report: %v\n%s", err, b)
+	}
+	// The next run (without the stuck Deployment) converges.
+	if err := os.Remove(filepath.Join(dir, "stuck.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if r := gantry(t, "apply", "--path="+dir, "--inventory=cancel", "--inventory-namespace="+ns, "--timeout=60s"); r.code != 0 || counts(t, r)[result.Deleted] != 1 {
+		t.Errorf("next run: exit %d, %v\n%s", r.code, counts(t, r), r.stderr)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a process writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
