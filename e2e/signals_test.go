@@ -120,8 +120,11 @@ spec:
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait() // the exit code is checked below
+		close(done)
+	}()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
