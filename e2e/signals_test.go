@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gantry-dev/gantry/entrypoint"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/result"
 )
@@ -171,4 +175,103 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// The connection to the API server breaks in the middle of a run, and
+// the server refuses connections for a second (as one restarting does):
+// the requests in flight are retried with backoff and the run succeeds,
+// where each object would otherwise fail. The cut comes once the proxy
+// has carried enough bytes for discovery to be done and the set's
+// requests to be under way.
+func TestRetriesRideOutABriefOutage(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	target := strings.TrimPrefix(env.Cluster.RESTConfig.Host, "https://")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	var (
+		mu       sync.Mutex
+		live     []net.Conn
+		carried  atomic.Int64
+		cutAt    atomic.Int64 // unix nanos of the cut, 0 before it
+		refused  atomic.Int32
+		cutOnce  sync.Once
+		cutAfter = int64(400 << 10)
+	)
+	cut := func() {
+		cutOnce.Do(func() {
+			cutAt.Store(time.Now().UnixNano())
+			mu.Lock()
+			for _, c := range live {
+				c.Close()
+			}
+			mu.Unlock()
+		})
+	}
+	count := func(dst io.Writer, src io.Reader) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+				if carried.Add(int64(n)) > cutAfter {
+					cut()
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			if at := cutAt.Load(); at != 0 && time.Since(time.Unix(0, at)) < time.Second {
+				refused.Add(1)
+				conn.Close()
+				continue
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				conn.Close()
+				continue
+			}
+			mu.Lock()
+			live = append(live, conn, up)
+			mu.Unlock()
+			go func() { count(up, conn); up.Close() }()
+			go func() { count(conn, up); conn.Close() }()
+		}
+	}()
+	kc, err := os.ReadFile(env.Cluster.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxied := filepath.Join(t.TempDir(), "kubeconfig")
+	writeFile(t, proxied, strings.ReplaceAll(string(kc), target, l.Addr().String()))
+	dir := t.TempDir()
+	for i := range 300 {
+		writeFile(t, filepath.Join(dir, fmt.Sprintf("cm%03d.yaml", i)), configMap(ns, fmt.Sprintf("cm%03d", i)))
+	}
+	var stdout, stderr bytes.Buffer
+	code := entrypoint.Run(context.Background(), []string{"apply", "--path=" + dir, "--inventory=outage", "--inventory-namespace=" + ns, "--kubeconfig=" + proxied, "--timeout=90s"},
+		[]string{"HOME=" + os.Getenv("HOME")}, &stdout, &stderr)
+	t.Logf("cut after %d bytes, %d connections refused meanwhile", cutAfter, refused.Load())
+	if cutAt.Load() == 0 {
+		t.Fatalf("the connection was never cut (%d bytes carried)", carried.Load())
+	}
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	if list, err := env.Client.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{}); err != nil || len(list.Items) != 302 {
+		t.Errorf("%d ConfigMaps (%v), want 300, the inventory and kube-root-ca.crt", len(list.Items), err)
+	}
 }

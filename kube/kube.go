@@ -85,6 +85,9 @@ func RESTConfig(opts Options) (*rest.Config, error) {
 	// the API server's priority and fairness protects the server.
 	cfg.QPS, cfg.Burst = -1, 0
 	cfg.UserAgent = "gantry"
+	// An API server that restarts, or a connection that breaks, fails
+	// no request that can be sent again: see WithRetries.
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return WithRetries(rt, DefaultRetryPolicy()) })
 	return cfg, nil
 }
 

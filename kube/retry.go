@@ -1,0 +1,122 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// RetryPolicy bounds how gantry retries a request that may be repeated
+// safely when the connection to the API server breaks or the server is
+// briefly unavailable.
+type RetryPolicy struct {
+	// Attempts is the most tries of one request, the first included.
+	Attempts int
+	// Backoff is the wait before the first retry; it doubles up to
+	// MaxBackoff.
+	Backoff, MaxBackoff time.Duration
+}
+
+// DefaultRetryPolicy rides out an API server restart of several seconds
+// (about 10 s of waits in all), and no more: a server that stays away
+// fails the run.
+func DefaultRetryPolicy() RetryPolicy {
+	return RetryPolicy{Attempts: 8, Backoff: 250 * time.Millisecond, MaxBackoff: 2 * time.Second}
+}
+
+// retryTransport retries idempotent requests on connection errors (also
+// while the answer is read: it reads answers whole, watches excepted) and
+// on 429, 502, 503 and 504 answers without Retry-After (client-go retries
+// those with it itself).
+type retryTransport struct {
+	next   http.RoundTripper
+	policy RetryPolicy
+}
+
+// WithRetries wraps rt so that idempotent requests are retried as policy
+// says.
+func WithRetries(rt http.RoundTripper, policy RetryPolicy) http.RoundTripper {
+	return &retryTransport{next: rt, policy: policy}
+}
+
+func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !idempotent(req) || req.URL.Query().Get("watch") != "" || (req.Body != nil && req.Body != http.NoBody && req.GetBody == nil) {
+		return t.next.RoundTrip(req)
+	}
+	wait := t.policy.Backoff
+	for attempt := 1; ; attempt++ {
+		resp, err := t.next.RoundTrip(req)
+		if err == nil && !retryable(resp, nil) {
+			// A connection can also break while the answer is read:
+			// read it here, where the request can still be sent again.
+			var body []byte
+			if body, err = io.ReadAll(resp.Body); err == nil {
+				resp.Body.Close()
+				resp.Body = io.NopCloser(bytes.NewReader(body))
+				return resp, nil
+			}
+			resp.Body.Close()
+			resp = nil
+		}
+		if attempt >= t.policy.Attempts || req.Context().Err() != nil || !retryable(resp, err) {
+			return resp, err
+		}
+		if resp != nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+		}
+		if err := sleep(req.Context(), wait); err != nil {
+			return nil, err
+		}
+		wait = min(2*wait, t.policy.MaxBackoff)
+		if req.GetBody != nil {
+			body, err := req.GetBody()
+			if err != nil {
+				return nil, err
+			}
+			req = req.Clone(req.Context())
+			req.Body = body
+		}
+	}
+}
+
+// idempotent reports whether sending req twice has the effect of sending
+// it once: reads, server-side apply (the same configuration applied again
+// changes nothing), dry-runs, and deletes (gantry deletes with a UID
+// precondition; a second delete finds the object gone).
+func idempotent(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodDelete:
+		return true
+	case http.MethodPatch:
+		if strings.HasPrefix(req.Header.Get("Content-Type"), "application/apply-patch") {
+			return true
+		}
+	}
+	return req.URL.Query().Get("dryRun") == "All"
+}
+
+func retryable(resp *http.Response, err error) bool {
+	if err != nil {
+		return true // the connection broke or could not be made
+	}
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return resp.Header.Get("Retry-After") == ""
+	}
+	return false
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
