@@ -28,7 +28,7 @@ func DefaultRetryPolicy() RetryPolicy {
 }
 
 // retryTransport retries idempotent requests on connection errors (also
-// while the answer is read: it reads answers whole, watches excepted) and
+// while the answer to a write is read: it reads those whole) and
 // on 429, 502, 503 and 504 answers without Retry-After (client-go retries
 // those with it itself).
 type retryTransport struct {
@@ -49,11 +49,14 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	wait := t.policy.Backoff
 	for attempt := 1; ; attempt++ {
 		resp, err := t.next.RoundTrip(req)
-		if err == nil && !retryable(resp, nil) {
+		if err == nil && !retryable(resp, nil) && req.Method != http.MethodGet && req.Method != http.MethodHead {
 			// A connection can also break while the answer is read:
 			// read it here, where the request can still be sent again.
+			// Only writes' answers (one object each): a LIST of
+			// thousands of objects is megabytes, read once by
+			// client-go, and a run has one per kind, not per object.
 			var body []byte
-			if body, err = io.ReadAll(resp.Body); err == nil {
+			if body, err = readBody(resp); err == nil {
 				resp.Body.Close()
 				resp.Body = io.NopCloser(bytes.NewReader(body))
 				return resp, nil
@@ -119,4 +122,17 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// readBody reads an answer whole, in one allocation when its length is
+// known (a LIST of thousands of objects is megabytes).
+func readBody(resp *http.Response) ([]byte, error) {
+	if n := resp.ContentLength; n > 0 && n < 1<<30 {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(resp.Body, b); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	return io.ReadAll(resp.Body)
 }

@@ -43,10 +43,16 @@ type boundedFS struct {
 }
 
 func (f *boundedFS) ReadFile(name string) ([]byte, error) {
-	if real, err := filepath.EvalSymlinks(name); err == nil && !f.inside(real) {
-		return nil, &LimitError{fmt.Sprintf("resolves to %s, outside the workspace (%s): refused", real, f.roots[0])}
+	info, err := os.Lstat(name)
+	if err == nil && info.Mode()&os.ModeSymlink != 0 {
+		// Only a link can lead out: folders are walked without following
+		// links, and kustomize checks its own root.
+		if real, err := filepath.EvalSymlinks(name); err == nil && !f.inside(real) {
+			return nil, &LimitError{fmt.Sprintf("resolves to %s, outside the workspace (%s): refused", real, f.roots[0])}
+		}
+		info, err = os.Stat(name)
 	}
-	if info, err := os.Stat(name); err == nil && info.Mode().IsRegular() && info.Size() > f.maxBytes {
+	if err == nil && info.Mode().IsRegular() && info.Size() > f.maxBytes {
 		return nil, &LimitError{fmt.Sprintf("%d bytes, over the limit of %d bytes for one file (max-file-bytes)", info.Size(), f.maxBytes)}
 	}
 	data, err := f.FileSystem.ReadFile(name)

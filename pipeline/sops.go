@@ -413,7 +413,9 @@ func sopsRemnant(o *Object) string {
 	return findSOPSValue(o.Object, "")
 }
 
-// findSOPSValue walks v for a string that SOPS encrypted.
+// findSOPSValue walks v for a string that SOPS encrypted and returns its
+// path ("" when there is none). Paths are built only for a find: every
+// object of a set is walked.
 func findSOPSValue(v any, path string) string {
 	switch t := v.(type) {
 	case string:
@@ -421,32 +423,49 @@ func findSOPSValue(v any, path string) string {
 			return path
 		}
 	case map[string]any:
-		keys := make([]string, 0, len(t))
-		for k := range t {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for k, e := range t {
+			if !holdsSOPSValue(e) {
+				continue
+			}
 			p := k
 			if path != "" {
 				p = path + "." + k
 			}
-			if found := findSOPSValue(t[k], p); found != "" {
-				return found
-			}
+			return findSOPSValue(e, p)
 		}
 	case []any:
 		for i, e := range t {
-			if found := findSOPSValue(e, fmt.Sprintf("%s[%d]", path, i)); found != "" {
-				return found
+			if holdsSOPSValue(e) {
+				return findSOPSValue(e, fmt.Sprintf("%s[%d]", path, i))
 			}
 		}
 	}
 	return ""
 }
 
+// holdsSOPSValue reports whether v holds a string that SOPS encrypted.
+func holdsSOPSValue(v any) bool {
+	switch t := v.(type) {
+	case string:
+		return isSOPSValue(t)
+	case map[string]any:
+		for _, e := range t {
+			if holdsSOPSValue(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range t {
+			if holdsSOPSValue(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func isSOPSValue(s string) bool {
-	return strings.HasPrefix(strings.TrimSpace(s), "ENC[AES256_GCM,data:")
+	return strings.HasPrefix(strings.TrimLeft(s, " \t\r\n"), "ENC[AES256_GCM,data:")
 }
 
 // decryptBuilt decrypts what the build left encrypted and enforces the
