@@ -91,7 +91,7 @@ func (r *run) judge(ctx context.Context, e inventory.Entry) (*pruneVerdict, erro
 	labels := live.GetLabels()
 	switch {
 	case labels[inventory.NameLabel] != r.opts.Inventory || labels[inventory.NamespaceLabel] != r.opts.InventoryNamespace:
-		v.skip = "no longer labelled as this inventory's; left alone"
+		v.skip = "not labelled as this inventory's (another inventory's, or never gantry's); left alone"
 	case utils.AnyInMetadata(live, pruneDisabledSelector):
 		v.skip = "annotated prune: disabled"
 	case live.GetKind() == "Namespace" && live.GroupVersionKind().Group == "" && protectedNamespaces[live.GetName()]:

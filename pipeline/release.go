@@ -111,7 +111,7 @@ func (r *run) releaseOne(ctx context.Context, e inventory.Entry) (*result.Object
 	o := resultObject(live, "", "release", result.Released)
 	labels := live.GetLabels()
 	if labels[inventory.NameLabel] != r.opts.Inventory || labels[inventory.NamespaceLabel] != r.opts.InventoryNamespace {
-		o.Action, o.Error = result.Skipped, "no longer labelled as this inventory's; left alone"
+		o.Action, o.Error = result.Skipped, "not labelled as this inventory's (another inventory's, or never gantry's); left alone"
 		return &o, nil
 	}
 	// Each patch is for this object only: a UID test keeps it off an
