@@ -355,13 +355,11 @@ func TestRejectedObjectWritesNothing(t *testing.T) {
 	}
 }
 
-// Acceptance 6: an unschedulable Deployment fails the wait within the
-// timeout, naming the Deployment and why its pods are not ready.
-func TestUnschedulableDeploymentSaysWhy(t *testing.T) {
-	t.Parallel()
-	ns := env.Namespace(t)
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "stuck.yaml"), fmt.Sprintf(`apiVersion: apps/v1
+// unschedulableDeployment is a Deployment named stuck whose pods no node
+// can take: its wait lasts until the timeout, or fails after 10 s of no
+// progress.
+func unschedulableDeployment(ns string) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
 kind: Deployment
 metadata:
   name: stuck
@@ -380,7 +378,16 @@ spec:
       containers:
         - name: c
           image: registry.k8s.io/pause:3.10
-`, ns))
+`, ns)
+}
+
+// Acceptance 6: an unschedulable Deployment fails the wait within the
+// timeout, naming the Deployment and why its pods are not ready.
+func TestUnschedulableDeploymentSaysWhy(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "stuck.yaml"), unschedulableDeployment(ns))
 	r := gantry(t, "apply", "--path="+dir, "--inventory=stuck", "--inventory-namespace="+ns, "--timeout=60s")
 	if r.code != entrypoint.ExitFailed {
 		t.Fatalf("exit %d, want 1\n%s", r.code, r.stderr)

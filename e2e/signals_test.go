@@ -82,25 +82,7 @@ func TestSIGTERMDuringTheWait(t *testing.T) {
 	ns := env.Namespace(t)
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "cm.yaml"), configMap(ns, "settings"))
-	writeFile(t, filepath.Join(dir, "stuck.yaml"), fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: stuck
-  namespace: %s
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {app: stuck}
-  template:
-    metadata:
-      labels: {app: stuck}
-    spec:
-      nodeSelector:
-        gantry.dev/no-such-node: "true"
-      containers:
-        - name: c
-          image: registry.k8s.io/pause:3.10
-`, ns))
+	writeFile(t, filepath.Join(dir, "stuck.yaml"), unschedulableDeployment(ns))
 	report := filepath.Join(t.TempDir(), "report.json")
 	args := []string{"apply", "--path=" + dir, "--inventory=cancel", "--inventory-namespace=" + ns, "--timeout=5m",
 		"--kubeconfig=" + env.Cluster.Kubeconfig, "--report=" + report}

@@ -87,6 +87,21 @@ func (r *run) diff(ctx context.Context) error {
 	return nil
 }
 
+// lockExisting connects, takes the inventory's lock and loads it, for
+// commands that act on an inventory that must already exist.
+func (r *run) lockExisting(ctx context.Context) error {
+	if err := r.ensureClients(); err != nil {
+		return err
+	}
+	if err := r.lockAndLoad(ctx); err != nil {
+		return err
+	}
+	if !r.prev.Exists() {
+		return fmt.Errorf("inventory %s/%s not found", r.opts.InventoryNamespace, r.opts.Inventory)
+	}
+	return nil
+}
+
 // Delete removes every object an inventory tracks (except those annotated
 // prune: disabled, protected namespaces, and objects no longer labelled as
 // the inventory's), waits for them to be gone, and then removes the
@@ -100,14 +115,8 @@ func Delete(ctx context.Context, opts Options, connect Connector, obs Observer) 
 }
 
 func (r *run) deleteAll(ctx context.Context) error {
-	if err := r.ensureClients(); err != nil {
+	if err := r.lockExisting(ctx); err != nil {
 		return err
-	}
-	if err := r.lockAndLoad(ctx); err != nil {
-		return err
-	}
-	if !r.prev.Exists() {
-		return fmt.Errorf("inventory %s/%s not found", r.opts.InventoryNamespace, r.opts.Inventory)
 	}
 	// With an empty desired set every entry is stale.
 	r.objects = nil

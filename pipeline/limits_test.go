@@ -28,18 +28,11 @@ data:
   i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
 `
 
+// writeFiles writes files into a new folder and returns it.
 func writeFiles(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write(t, dir, files)
 	return dir
 }
 

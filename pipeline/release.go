@@ -43,14 +43,8 @@ func Release(ctx context.Context, opts Options, connect Connector, obs Observer)
 }
 
 func (r *run) releaseAll(ctx context.Context) error {
-	if err := r.ensureClients(); err != nil {
+	if err := r.lockExisting(ctx); err != nil {
 		return err
-	}
-	if err := r.lockAndLoad(ctx); err != nil {
-		return err
-	}
-	if !r.prev.Exists() {
-		return fmt.Errorf("inventory %s/%s not found", r.opts.InventoryNamespace, r.opts.Inventory)
 	}
 	r.readStale(ctx, r.previous)
 	var errs errorList
