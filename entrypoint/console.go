@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/term"
@@ -32,6 +33,9 @@ type console struct {
 	p      platform
 	color  bool
 	now    func() time.Time // GitLab sections carry Unix times
+	// unanswered counts the objects whose request got no answer: the
+	// first is printed, the rest are summed up at the end.
+	unanswered atomic.Int32
 }
 
 var _ pipeline.Observer = (*console)(nil)
@@ -102,9 +106,15 @@ func (c *console) ObjectDone(o result.Object) {
 	default:
 		action = c.paint("36", action)
 	}
+	if o.Unanswered && c.unanswered.Add(1) > 1 {
+		return // the summary says how many
+	}
 	line := fmt.Sprintf("  %s %s", o.Ref(), action)
 	if o.Error != "" {
 		line += ": " + o.Error
+	}
+	if o.Unanswered {
+		line += " (further objects without an answer are summed up at the end)"
 	}
 	c.printf("%s\n", line)
 }

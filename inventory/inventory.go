@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"time"
 
@@ -20,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/gantry-dev/gantry/kube"
 )
 
 // Labels and keys gantry puts on what it manages.
@@ -162,12 +165,7 @@ func (s *Store) Save(ctx context.Context, inv *Inventory) error {
 	if inv.ArtifactDigest != "" {
 		cm.Data[dataDigest] = inv.ArtifactDigest
 	}
-	var out *corev1.ConfigMap
-	if inv.resourceVersion == "" {
-		out, err = s.Client.CoreV1().ConfigMaps(inv.Namespace).Create(ctx, cm, metav1.CreateOptions{FieldManager: "gantry"})
-	} else {
-		out, err = s.Client.CoreV1().ConfigMaps(inv.Namespace).Update(ctx, cm, metav1.UpdateOptions{FieldManager: "gantry"})
-	}
+	out, err := s.write(ctx, cm)
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("writing inventory %s/%s: it was changed by someone else during this run: %w", inv.Namespace, inv.Name, err)
 	}
@@ -177,6 +175,54 @@ func (s *Store) Save(ctx context.Context, inv *Inventory) error {
 	inv.Entries = entries
 	inv.resourceVersion = out.ResourceVersion
 	return nil
+}
+
+// write creates or updates the inventory's ConfigMap. When the answer is
+// lost (the connection broke, the server restarted), the write may have
+// been stored or not: it reads the ConfigMap back, and sends the write
+// again only while the stored one is still the version it replaces,
+// until ctx ends.
+func (s *Store) write(ctx context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	cms := s.Client.CoreV1().ConfigMaps(cm.Namespace)
+	wait := 250 * time.Millisecond
+	for {
+		var out *corev1.ConfigMap
+		var err error
+		if cm.ResourceVersion == "" {
+			out, err = cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: "gantry"})
+		} else {
+			out, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: "gantry"})
+		}
+		if !kube.Unanswered(err) || ctx.Err() != nil {
+			return out, err
+		}
+		for {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, err
+			case <-t.C:
+			}
+			wait = min(2*wait, 2*time.Second)
+			stored, gerr := cms.Get(ctx, cm.Name, metav1.GetOptions{})
+			switch {
+			case gerr == nil && maps.Equal(stored.Data, cm.Data) && maps.Equal(stored.Labels, cm.Labels):
+				return stored, nil // the lost answer was a success
+			case gerr == nil && stored.ResourceVersion == cm.ResourceVersion,
+				apierrors.IsNotFound(gerr) && cm.ResourceVersion == "":
+				// not stored: send it again
+			case kube.Unanswered(gerr) && ctx.Err() == nil:
+				continue // the server is not back yet
+			case gerr != nil:
+				return nil, gerr
+			default:
+				// Someone else wrote it meanwhile.
+				return nil, apierrors.NewConflict(corev1.Resource("configmaps"), cm.Name, err)
+			}
+			break
+		}
+	}
 }
 
 // Delete removes the stored inventory.

@@ -8,7 +8,10 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/gantry-dev/gantry/kube"
 )
 
 // LockOptions tune Lock. The zero value is a good default.
@@ -76,7 +79,9 @@ func (s *Store) Lock(ctx context.Context, namespace, name, holder string, opts L
 				release, lost := s.keep(namespace, leaseName, lease, opts.Duration)
 				return release, lost, nil
 			}
-			if !apierrors.IsAlreadyExists(err) {
+			// An answer lost on the way back may hide a Lease that
+			// was created: the next look finds it ours.
+			if !apierrors.IsAlreadyExists(err) && !kube.Unanswered(err) {
 				return nil, nil, fmt.Errorf("locking inventory %s/%s: %w", namespace, name, err)
 			}
 		case err != nil:
@@ -97,7 +102,7 @@ func (s *Store) Lock(ctx context.Context, namespace, name, holder string, opts L
 					release, lost := s.keep(namespace, leaseName, lease, opts.Duration)
 					return release, lost, nil
 				}
-				if !apierrors.IsConflict(err) && ctx.Err() == nil {
+				if !apierrors.IsConflict(err) && !kube.Unanswered(err) && ctx.Err() == nil {
 					return nil, nil, fmt.Errorf("locking inventory %s/%s: %w", namespace, name, err)
 				}
 				break
@@ -145,6 +150,11 @@ func (s *Store) keep(namespace, leaseName string, lease *coordinationv1.Lease, d
 				ctx, cancel := context.WithTimeout(context.Background(), d/3)
 				updated, err := leases.Update(ctx, next, metav1.UpdateOptions{FieldManager: "gantry"})
 				cancel()
+				if apierrors.IsConflict(err) {
+					// A renewal whose answer was lost changed the
+					// version: still ours if the holder is.
+					updated, err = s.stillOurs(leases, leaseName, current, d/3)
+				}
 				if err != nil {
 					if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 						close(lost)
@@ -168,8 +178,30 @@ func (s *Store) keep(namespace, leaseName string, lease *coordinationv1.Lease, d
 		defer cancel()
 		// A lease that cannot be deleted (API unreachable) expires after its
 		// duration; a conflict means it is no longer ours.
-		_ = leases.Delete(ctx, leaseName, metav1.DeleteOptions{
-			Preconditions: &metav1.Preconditions{UID: &current.UID, ResourceVersion: &current.ResourceVersion},
-		})
+		del := func(l *coordinationv1.Lease) error {
+			return leases.Delete(ctx, leaseName, metav1.DeleteOptions{
+				Preconditions: &metav1.Preconditions{UID: &l.UID, ResourceVersion: &l.ResourceVersion},
+			})
+		}
+		if err := del(current); apierrors.IsConflict(err) {
+			if l, err := s.stillOurs(leases, leaseName, current, 10*time.Second); err == nil {
+				_ = del(l)
+			}
+		}
 	}, lost
+}
+
+// stillOurs reads the Lease again and returns it if its holder is still
+// the one of mine (same UID), else a conflict.
+func (s *Store) stillOurs(leases coordinationclient.LeaseInterface, leaseName string, mine *coordinationv1.Lease, timeout time.Duration) (*coordinationv1.Lease, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	l, err := leases.Get(ctx, leaseName, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if l.UID != mine.UID || ptr.Deref(l.Spec.HolderIdentity, "") != ptr.Deref(mine.Spec.HolderIdentity, "") {
+		return nil, apierrors.NewConflict(coordinationv1.Resource("leases"), leaseName, fmt.Errorf("held by %s now", ptr.Deref(l.Spec.HolderIdentity, "")))
+	}
+	return l, nil
 }

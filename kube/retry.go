@@ -3,9 +3,11 @@ package kube
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -31,10 +33,34 @@ func DefaultRetryPolicy() RetryPolicy {
 // while the answer to a write is read: it reads those whole) and
 // on 429, 502, 503 and 504 answers without Retry-After (client-go retries
 // those with it itself).
+//
+// Once one request has used up its attempts on connection errors, the
+// server is taken as unreachable: later requests fail at once with that
+// error (an *UnreachableError), instead of each waiting out its own
+// retries, except one every MaxBackoff, which tries once and, if it gets
+// through, ends the outage.
 type retryTransport struct {
 	next   http.RoundTripper
 	policy RetryPolicy
+
+	mu        sync.Mutex
+	down      *UnreachableError // nil while the server answers
+	lastProbe time.Time
 }
+
+// UnreachableError says that the API server did not answer a request
+// through all its retries; requests after it failed without being sent.
+type UnreachableError struct {
+	Host  string
+	Since time.Time
+	Err   error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("the API server at %s is unreachable: %v", e.Host, e.Err)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
 
 // WithRetries wraps rt so that idempotent requests are retried as policy
 // says.
@@ -42,13 +68,53 @@ func WithRetries(rt http.RoundTripper, policy RetryPolicy) http.RoundTripper {
 	return &retryTransport{next: rt, policy: policy}
 }
 
+// outage returns the outage in progress, unless this request is the one
+// that may probe whether it has ended.
+func (t *retryTransport) outage() (*UnreachableError, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.down == nil {
+		return nil, false
+	}
+	if time.Since(t.lastProbe) >= t.policy.MaxBackoff {
+		t.lastProbe = time.Now()
+		return nil, true
+	}
+	return t.down, false
+}
+
+// observe records how a request to the server went.
+func (t *retryTransport) observe(req *http.Request, answered bool, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case answered:
+		t.down = nil
+	case t.down == nil && req.Context().Err() == nil:
+		t.down = &UnreachableError{Host: req.URL.Scheme + "://" + req.URL.Host, Since: time.Now(), Err: err}
+		t.lastProbe = time.Now()
+	}
+}
+
 func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	down, probe := t.outage()
+	if down != nil {
+		return nil, down
+	}
+	if probe {
+		resp, err := t.next.RoundTrip(req)
+		t.observe(req, err == nil, err)
+		return resp, err
+	}
 	if !idempotent(req) || req.URL.Query().Get("watch") != "" || (req.Body != nil && req.Body != http.NoBody && req.GetBody == nil) {
 		return t.next.RoundTrip(req)
 	}
 	wait := t.policy.Backoff
 	for attempt := 1; ; attempt++ {
 		resp, err := t.next.RoundTrip(req)
+		if err == nil {
+			t.observe(req, true, nil)
+		}
 		if err == nil && !retryable(resp, nil) && req.Method != http.MethodGet && req.Method != http.MethodHead {
 			// A connection can also break while the answer is read:
 			// read it here, where the request can still be sent again.
@@ -65,6 +131,9 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			resp = nil
 		}
 		if attempt >= t.policy.Attempts || req.Context().Err() != nil || !retryable(resp, err) {
+			if err != nil && attempt >= t.policy.Attempts {
+				t.observe(req, false, err)
+			}
 			return resp, err
 		}
 		if resp != nil {

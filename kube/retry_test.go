@@ -2,13 +2,20 @@ package kube
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // A server that fails the first fails requests: with 503, or by dropping
@@ -116,5 +123,72 @@ func TestRetryStopsWithTheContext(t *testing.T) {
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("took %s", took)
+	}
+}
+
+func TestUnanswered(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{&url.Error{Op: "Patch", URL: "https://127.0.0.1:6443/api", Err: syscall.ECONNRESET}, true},
+		{fmt.Errorf("delete failed: %w", io.EOF), true},
+		{&UnreachableError{Host: "https://127.0.0.1:6443", Err: syscall.ECONNREFUSED}, true},
+		{errors.New("namespace shop does not exist and is not in the set"), false},
+		{apierrors.NewInternalError(errors.New("etcd timeout")), true},
+		{apierrors.NewTimeoutError("request did not complete", 1), true},
+		{apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, "x", errors.New("changed")), false},
+		{apierrors.NewBadRequest("invalid"), false},
+		{fmt.Errorf("writing: %w", context.DeadlineExceeded), false},
+		{context.Canceled, false},
+	} {
+		if got := Unanswered(c.err); got != c.want {
+			t.Errorf("Unanswered(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+// Once a request has used up its retries on a server that does not
+// answer, the requests after it fail at once with an *UnreachableError,
+// not each after its own retries; one request every MaxBackoff tries
+// again, and once it gets through the outage is over.
+func TestUnreachableServerFailsFastThenRecovers(t *testing.T) {
+	t.Parallel()
+	srv, served := flaky(t, 4, "drop", nil)
+	policy := RetryPolicy{Attempts: 4, Backoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond}
+	client := &http.Client{Transport: WithRetries(http.DefaultTransport, policy)}
+	get := func() error {
+		resp, err := client.Get(srv.URL)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	if err := get(); err == nil {
+		t.Fatal("the first request got through a server that drops every connection")
+	}
+	if n := served.Load(); n != 4 {
+		t.Fatalf("the first request was sent %d times, want 4", n)
+	}
+	for range 10 {
+		err := get()
+		var down *UnreachableError
+		if !errors.As(err, &down) {
+			t.Fatalf("a request during the outage: %v, want an *UnreachableError", err)
+		}
+		if !strings.Contains(err.Error(), srv.URL) {
+			t.Errorf("%q does not name the server", err)
+		}
+	}
+	if n := served.Load(); n != 4 {
+		t.Errorf("requests during the outage reached the server: %d in all, want 4", n)
+	}
+	time.Sleep(policy.MaxBackoff)
+	if err := get(); err != nil {
+		t.Fatalf("the probe after the outage: %v", err)
+	}
+	if err := get(); err != nil {
+		t.Fatalf("after the outage: %v", err)
 	}
 }

@@ -74,7 +74,7 @@ func (r *run) validationFailures(stage string) error {
 		if pl.kind == planFailed {
 			errs = append(errs, &ObjectError{Ref: ref(pl.obj), Source: pl.obj.Source, Err: pl.err})
 			o := resultObject(pl.obj.Unstructured, pl.obj.Source, stage, result.Failed)
-			o.Error = pl.err.Error()
+			setError(&o, pl.err, pl.err.Error())
 			r.record(o, true)
 		}
 	}
@@ -88,7 +88,7 @@ func (r *run) validationFailures(stage string) error {
 			r.record(o, false)
 		}
 	}
-	return fmt.Errorf("%d of %d objects failed validation, nothing was applied: %w", len(errs), len(r.plans), errors.Join(errs...))
+	return fmt.Errorf("%d of %d objects failed validation, nothing was applied: %w", len(errs), len(r.plans), joinErrors(errs))
 }
 
 // lockUnlessNew takes the inventory's lock and loads it, unless the
@@ -208,6 +208,11 @@ func (r *run) apply(ctx context.Context) error {
 			e := inventory.EntryFor(pl.obj.Unstructured)
 			entries[e.ID] = e
 			r.applied = append(r.applied, e)
+		} else if e := inventory.EntryFor(pl.obj.Unstructured); r.unanswered[e.ID] {
+			// It may have been written: listed, a later run applies or
+			// prunes it; a prune of an object that is not there is a
+			// no-op.
+			entries[e.ID] = e
 		}
 	}
 	// Prune saves the inventory next in any case; saving here as well only
@@ -262,8 +267,17 @@ func (r *run) applyGroup(ctx context.Context, group []*plan) error {
 			o := resultObject(pl.obj.Unstructured, pl.obj.Source, "apply", action)
 			o.Diff = pl.diff
 			if err != nil {
-				o.Action, o.Error = result.Failed, err.Error()
+				o.Action = result.Failed
+				setError(&o, err, err.Error())
 				errs.add(&ObjectError{Ref: ref(pl.obj), Source: pl.obj.Source, Err: err})
+				if writes(pl.kind) && kube.Unanswered(err) {
+					r.mu.Lock()
+					if r.unanswered == nil {
+						r.unanswered = map[string]bool{}
+					}
+					r.unanswered[inventory.EntryFor(pl.obj.Unstructured).ID] = true
+					r.mu.Unlock()
+				}
 			} else if action == result.Skipped {
 				o.Error = pl.reason
 			}
@@ -273,6 +287,12 @@ func (r *run) applyGroup(ctx context.Context, group []*plan) error {
 	}
 	_ = g.Wait()
 	return errs.err()
+}
+
+// writes reports whether carrying out a plan of this kind writes the
+// object.
+func writes(k planKind) bool {
+	return k == planCreate || k == planConfigure || k == planRecreate
 }
 
 // write carries out one plan.
@@ -332,7 +352,7 @@ func applyObject(ctx context.Context, c *kube.Clients, pl *plan) error {
 		}
 	}
 	if err := c.Apply(ctx, pl.obj.Unstructured, body, FieldManager, false, nil); err != nil {
-		return errors.New(apiMessage(err))
+		return withAPIMessage(err)
 	}
 	return nil
 }

@@ -132,7 +132,11 @@ type run struct {
 	store    *inventory.Store
 	// applied lists what this run's set holds in the cluster now.
 	applied []inventory.Entry
-	release func()
+	// unanswered holds the ids of objects whose write got no answer (the
+	// connection broke, the server answered 5xx): they may exist now, so
+	// the inventory lists them. Guarded by mu.
+	unanswered map[string]bool
+	release    func()
 	// deadlineCtx carries the one deadline of everything after the build.
 	deadlineCtx context.Context
 	// cleanup runs when the run ends (temporary folders).

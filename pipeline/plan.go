@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/gantry-dev/gantry/diffs"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/kube"
+	"github.com/gantry-dev/gantry/result"
 )
 
 // FieldManager is the server-side apply field manager gantry writes with.
@@ -494,10 +496,22 @@ func (p *planner) describe(err error, o *Object) error {
 	if isNamespaceNotFound(err, o) {
 		return fmt.Errorf("namespace %s does not exist and is not in the set", o.GetNamespace())
 	}
-	return errors.New(apiMessage(err))
+	return withAPIMessage(err)
 }
 
 // apiMessage is the API server's own message, which names the field.
+// withAPIMessage is err said as apiMessage says it, still unwrapping to
+// err (so that a refusal stays a refusal and a lost answer a lost answer).
+func withAPIMessage(err error) error { return &messageError{msg: apiMessage(err), err: err} }
+
+type messageError struct {
+	msg string
+	err error
+}
+
+func (e *messageError) Error() string { return e.msg }
+func (e *messageError) Unwrap() error { return e.err }
+
 func apiMessage(err error) string {
 	var status apierrors.APIStatus
 	if errors.As(err, &status) && status.Status().Message != "" {
@@ -560,7 +574,73 @@ func (l *errorList) add(err error) {
 	l.mu.Unlock()
 }
 
-func (l *errorList) err() error { return errors.Join(l.errs...) }
+func (l *errorList) err() error { return joinErrors(l.errs) }
+
+// NoAnswer is what a report says of an object whose request got no
+// answer; the run's error says once which server and how.
+const NoAnswer = "no answer from the API server"
+
+// setError records why an object failed: msg, or NoAnswer.
+func setError(o *result.Object, err error, msg string) {
+	if kube.ConnectionLost(err) {
+		o.Error, o.Unanswered = NoAnswer, true
+		return
+	}
+	o.Error = msg
+}
+
+// joinErrors joins per-object errors, except that objects cut off by an
+// API server that stopped answering are said once, together, not once
+// per object.
+func joinErrors(errs []error) error {
+	var kept []error
+	var lost []*ObjectError
+	for _, e := range errs {
+		var oe *ObjectError
+		if e != nil && errors.As(e, &oe) && kube.ConnectionLost(oe.Err) {
+			lost = append(lost, oe)
+			continue
+		}
+		kept = append(kept, e)
+	}
+	if len(lost) == 1 {
+		kept = append(kept, lost[0])
+	} else if len(lost) > 1 {
+		kept = append(kept, newServerLostError(lost))
+	}
+	return errors.Join(kept...)
+}
+
+// ServerLostError is the objects that an API server which stopped
+// answering left undone.
+type ServerLostError struct {
+	Refs []string
+	Err  error
+}
+
+func newServerLostError(lost []*ObjectError) *ServerLostError {
+	e := &ServerLostError{Err: lost[0].Err}
+	for _, oe := range lost {
+		e.Refs = append(e.Refs, oe.Ref)
+		var down *kube.UnreachableError
+		if errors.As(oe.Err, &down) {
+			e.Err = oe.Err // names the server and the first error
+		}
+	}
+	sort.Strings(e.Refs)
+	return e
+}
+
+func (e *ServerLostError) Error() string {
+	const named = 3
+	refs := strings.Join(e.Refs[:min(named, len(e.Refs))], ", ")
+	if len(e.Refs) > named {
+		refs += fmt.Sprintf(" and %d more", len(e.Refs)-named)
+	}
+	return fmt.Sprintf("%s; %d objects left undone (%s), each listed in the report", kube.DescribeLost(e.Err), len(e.Refs), refs)
+}
+
+func (e *ServerLostError) Unwrap() error { return e.Err }
 
 // ObjectError is a failure of one object, named first, with its file.
 type ObjectError struct {

@@ -165,7 +165,7 @@ func (r *run) provision(ctx context.Context, needs []*plan, lockLater bool) erro
 			live := &unstructured.Unstructured{}
 			err := r.clients.Apply(gctx, pl.obj.Unstructured, pl.body, FieldManager, false, live)
 			if err != nil {
-				pl.kind, pl.err = planFailed, errors.New(apiMessage(err))
+				pl.kind, pl.err = planFailed, withAPIMessage(err)
 				errs.add(&ObjectError{Ref: ref(pl.obj), Source: pl.obj.Source, Err: pl.err})
 				return nil
 			}
@@ -446,7 +446,7 @@ func deleteAndWait(ctx context.Context, c client.Client, u *unstructured.Unstruc
 	uid := u.GetUID()
 	err := c.Delete(ctx, u, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	if err != nil && !apierrors.IsNotFound(err) {
-		return errors.New(apiMessage(err))
+		return withAPIMessage(err)
 	}
 	return waitGone(ctx, c, u)
 }

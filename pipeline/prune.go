@@ -144,8 +144,9 @@ func (r *run) deleteStale(ctx context.Context, stale []inventory.Entry, stage st
 			err = r.clients.Client.Delete(gctx, v.live, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 			switch {
 			case err != nil && !apierrors.IsNotFound(err):
-				v.result.Action, v.result.Error = result.Failed, apiMessage(err)
-				keep(&ObjectError{Ref: v.result.Ref(), Err: fmt.Errorf("delete failed: %s", apiMessage(err))})
+				v.result.Action = result.Failed
+				setError(&v.result, err, apiMessage(err))
+				keep(&ObjectError{Ref: v.result.Ref(), Err: fmt.Errorf("delete failed: %w", err)})
 			default:
 				r.mu.Lock()
 				deleted = append(deleted, v.live)

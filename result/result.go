@@ -85,6 +85,10 @@ type Object struct {
 	Source string `json:"source,omitempty"`
 	// Error says why it failed or was skipped.
 	Error string `json:"error,omitempty"`
+	// Unanswered is set when the request that writes or deletes the
+	// object got no answer (the API server stopped answering): it may
+	// have been carried out or not; the next run finds out.
+	Unanswered bool `json:"unanswered,omitempty"`
 	// Diff is the unified diff of the change (live against desired), with
 	// server-managed fields removed and Secret values masked; empty when
 	// unchanged.
