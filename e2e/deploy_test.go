@@ -43,8 +43,14 @@ type gantryRun struct {
 // report, and returns what it printed and reported.
 func gantry(t *testing.T, args ...string) gantryRun {
 	t.Helper()
+	return gantryWith(t, env.Cluster.Kubeconfig, args...)
+}
+
+// gantryWith is gantry against the cluster that kubeconfig reaches.
+func gantryWith(t *testing.T, kubeconfig string, args ...string) gantryRun {
+	t.Helper()
 	report := filepath.Join(t.TempDir(), "report.json")
-	args = append(args, "--kubeconfig="+env.Cluster.Kubeconfig, "--report="+report)
+	args = append(args, "--kubeconfig="+kubeconfig, "--report="+report)
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
 	code := entrypoint.Run(context.Background(), args, []string{"HOME=" + os.Getenv("HOME")}, &stdout, &stderr)

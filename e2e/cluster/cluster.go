@@ -16,6 +16,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -56,6 +57,11 @@ type Options struct {
 	BinDir string
 	// Logf, when set, receives one line per step of start-up and teardown.
 	Logf func(format string, args ...any)
+	// ControlPlaneOnly starts etcd and kube-apiserver only (local
+	// provider): enough for tests that write objects but run no
+	// workloads, and quick to start. Namespaces cannot finish deleting
+	// without the controller manager.
+	ControlPlaneOnly bool
 }
 
 func (o Options) withDefaults() Options {
@@ -92,6 +98,12 @@ type Cluster struct {
 	DataDir string
 	// Processes lists what the local provider started; empty otherwise.
 	Processes []Process
+	// ServingCert and ServingKey are the API server's TLS certificate (for
+	// 127.0.0.1, signed by the cluster's CA) and key: a test proxy in front
+	// of the API server can serve with them (local provider only).
+	ServingCert, ServingKey string
+
+	apiServer *apiServerControl
 
 	stop     func(ctx context.Context) error
 	stopOnce sync.Once
@@ -108,6 +120,28 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	}
 	c.stopOnce.Do(func() { c.stopErr = c.stop(ctx) })
 	return c.stopErr
+}
+
+// ErrUnsupported says that a provider cannot do what was asked.
+var ErrUnsupported = errors.New("not supported by this cluster provider")
+
+// KillAPIServer kills kube-apiserver outright (SIGKILL, as a crash or an
+// out-of-memory kill does) and returns once it has exited. Local provider
+// only; others return ErrUnsupported.
+func (c *Cluster) KillAPIServer() error {
+	if c.apiServer == nil {
+		return fmt.Errorf("killing the API server: %w (%s)", ErrUnsupported, c.Provider)
+	}
+	return c.apiServer.kill()
+}
+
+// StartAPIServer starts kube-apiserver again, with the flags it first ran
+// with, and returns once it is ready. Local provider only.
+func (c *Cluster) StartAPIServer(ctx context.Context) error {
+	if c.apiServer == nil {
+		return fmt.Errorf("starting the API server: %w (%s)", ErrUnsupported, c.Provider)
+	}
+	return c.apiServer.start(ctx)
 }
 
 var providers = map[string]func() Provider{

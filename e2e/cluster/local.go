@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/mod/modfile"
@@ -90,7 +91,7 @@ func (*Local) Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}, etcdPort, etcdPeerPort); err != nil {
 		return nil, err
 	}
-	if err := lc.start("kube-apiserver", filepath.Join(binDir, "kube-apiserver"), []string{
+	api := &apiServerControl{lc: lc, bin: filepath.Join(binDir, "kube-apiserver"), port: apiPort, args: []string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -106,7 +107,8 @@ func (*Local) Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--allow-privileged=true",
 		"--profiling=false",
-	}, apiPort); err != nil {
+	}}
+	if err := lc.start("kube-apiserver", api.bin, api.args, apiPort); err != nil {
 		return nil, err
 	}
 
@@ -128,11 +130,13 @@ func (*Local) Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := lc.waitFor(ctx, "API server ready", func(ctx context.Context) (bool, error) {
-		body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err == nil && string(body) == "ok", nil
-	}); err != nil {
+	api.client = client
+	if err := api.waitReady(ctx); err != nil {
 		return nil, err
+	}
+	if opts.ControlPlaneOnly {
+		logf("control plane ready, kubeconfig %s", kubeconfig)
+		return lc.cluster(cfg, kubeconfig, certs, api), nil
 	}
 
 	kube := []string{
@@ -196,17 +200,88 @@ func (*Local) Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 	logf("cluster ready, kubeconfig %s", kubeconfig)
 
-	c = &Cluster{
-		Provider:   "local",
-		RESTConfig: cfg,
-		Kubeconfig: kubeconfig,
-		DataDir:    dir,
-		stop:       lc.stop,
+	return lc.cluster(cfg, kubeconfig, certs, api), nil
+}
+
+func (lc *localCluster) cluster(cfg *rest.Config, kubeconfig string, certs *pki, api *apiServerControl) *Cluster {
+	c := &Cluster{
+		Provider:    "local",
+		RESTConfig:  cfg,
+		Kubeconfig:  kubeconfig,
+		DataDir:     lc.dir,
+		ServingCert: certs.ServingCert,
+		ServingKey:  certs.ServingKey,
+		stop:        lc.stop,
+		apiServer:   api,
 	}
 	for _, p := range lc.procs {
 		c.Processes = append(c.Processes, Process{Name: p.name, PID: p.cmd.Process.Pid, Ports: p.ports})
 	}
-	return c, nil
+	return c
+}
+
+// apiServerControl kills and restarts kube-apiserver with the flags it
+// first ran with, for tests of what a crash in the middle of a run does.
+type apiServerControl struct {
+	lc       *localCluster
+	bin      string
+	args     []string
+	port     int
+	client   kubernetes.Interface
+	mu       sync.Mutex
+	restarts int
+}
+
+func (a *apiServerControl) waitReady(ctx context.Context) error {
+	return a.lc.waitFor(ctx, "API server ready", func(ctx context.Context) (bool, error) {
+		body, err := a.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil && string(body) == "ok", nil
+	})
+}
+
+func (a *apiServerControl) kill() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	lc := a.lc
+	lc.mu.Lock()
+	var victim *process
+	kept := lc.procs[:0]
+	for _, p := range lc.procs {
+		if p.name == "kube-apiserver" {
+			victim = p
+			continue
+		}
+		kept = append(kept, p)
+	}
+	lc.procs = kept
+	lc.mu.Unlock()
+	if victim == nil {
+		return errors.New("kube-apiserver is not running")
+	}
+	_ = syscall.Kill(-victim.cmd.Process.Pid, syscall.SIGKILL)
+	<-victim.done
+	lc.logf("killed kube-apiserver (pid %d)", victim.cmd.Process.Pid)
+	return nil
+}
+
+func (a *apiServerControl) start(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.restarts++
+	p, err := startProcess("kube-apiserver", a.bin, a.args, filepath.Join(a.lc.dir, fmt.Sprintf("kube-apiserver.%d.log", a.restarts)), a.port)
+	if err != nil {
+		return err
+	}
+	a.lc.mu.Lock()
+	a.lc.procs = append(a.lc.procs, p)
+	a.lc.mu.Unlock()
+	a.lc.logf("restarted kube-apiserver (pid %d)", p.cmd.Process.Pid)
+	if _, hasDeadline := ctx.Deadline(); !hasDeadline {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+	}
+	return a.waitReady(ctx)
 }
 
 // localCluster tracks what Start has started, so that a failed start and
