@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 
@@ -34,7 +35,12 @@ type apiProxy struct {
 	mu     sync.Mutex
 	counts map[string]int
 	hook   func(class string, n int, r *http.Request) proxyAction
+	// writes holds when each write (apply, delete, inventory write)
+	// went out and when its answer came back.
+	writes []span
 }
+
+type span struct{ from, to time.Time }
 
 // proxyAction is what the proxy does with one request: forward it (the
 // zero value), break it before or after the API server carried it out,
@@ -120,7 +126,13 @@ func newAPIProxy(t *testing.T, c *cluster.Cluster) *apiProxy {
 		case breakAfter:
 			r = r.WithContext(context.WithValue(r.Context(), afterKey{}, action))
 		}
+		from := time.Now()
 		rp.ServeHTTP(w, r)
+		if class == "apply" || class == "delete" || class == "inventory-write" {
+			p.mu.Lock()
+			p.writes = append(p.writes, span{from, time.Now()})
+			p.mu.Unlock()
+		}
 	}))
 	cert, err := tls.LoadX509KeyPair(c.ServingCert, c.ServingKey)
 	if err != nil {
@@ -147,6 +159,24 @@ func (p *apiProxy) setHook(hook func(class string, n int, r *http.Request) proxy
 	defer p.mu.Unlock()
 	p.hook = hook
 	p.counts = map[string]int{}
+	p.writes = nil
+}
+
+// writeSpan returns the time from the first write's request to the last
+// write's answer since the last setHook, and how many writes there were.
+func (p *apiProxy) writeSpan() (span, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var all span
+	for i, w := range p.writes {
+		if i == 0 || w.from.Before(all.from) {
+			all.from = w.from
+		}
+		if w.to.After(all.to) {
+			all.to = w.to
+		}
+	}
+	return all, len(p.writes)
 }
 
 // count returns how many requests of a class the proxy has seen since

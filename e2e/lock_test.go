@@ -1,0 +1,153 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gantry-dev/gantry/inventory"
+)
+
+// lockSet writes a set of one Namespace, 300 ConfigMaps holding value and
+// 30 that only this value's set has, and returns its folder and what it
+// wants.
+func lockSet(t *testing.T, ns, value string) (string, map[string]string) {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n", ns)
+	want := map[string]string{}
+	cm := func(name string) {
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n  namespace: %s\ndata:\n  value: %s\n", name, ns, value)
+		want[name] = value
+	}
+	for i := range 300 {
+		cm(fmt.Sprintf("cm-%03d", i))
+	}
+	for i := range 30 {
+		cm(fmt.Sprintf("only-%s-%02d", value, i))
+	}
+	dir := t.TempDir()
+	writeFile(t, dir+"/set.yaml", b.String())
+	return dir, want
+}
+
+// Two runs on one inventory, each applying its own version of the set with
+// prune, start at seeded offsets between 0 and 1.5 s apart, each through a
+// proxy of its own that notes when its writes go out and come back. Their
+// writes never overlap: the second waits for the first's Lease. Both
+// succeed, and the cluster and the inventory hold exactly the set of the
+// run that wrote last, with nothing of the other's left.
+func TestTwoRunsNeverInterleave(t *testing.T) {
+	c := ownControlPlane(t)
+	first, second := newAPIProxy(t, c), newAPIProxy(t, c)
+	client, err := kubernetes.NewForConfig(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := faultSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 0x10c4))
+	tries := 4
+	if soak() {
+		tries = 24
+	}
+	var waited, clean, overlaps int
+	for i := range tries {
+		offset := time.Duration(rng.IntN(1500)) * time.Millisecond
+		t.Run(fmt.Sprintf("%02d-offset-%s", i, offset), func(t *testing.T) {
+			ns := fmt.Sprintf("lock-%d-%02d", seed, i)
+			a, wantA := lockSet(t, ns, "a")
+			b, wantB := lockSet(t, ns, "b")
+			args := func(dir string) []string {
+				return []string{"apply", "--path=" + dir, "--inventory=locks", "--inventory-namespace=" + ns, "--timeout=2m"}
+			}
+			first.setHook(nil)
+			second.setHook(nil)
+			var wg sync.WaitGroup
+			var ra, rb gantryRun
+			wg.Go(func() { ra = gantryWith(t, first.kubeconfig, args(a)...) })
+			time.Sleep(offset)
+			wg.Go(func() { rb = gantryWith(t, second.kubeconfig, args(b)...) })
+			wg.Wait()
+			if ra.code != 0 || rb.code != 0 {
+				t.Fatalf("exits %d and %d, want both 0 (the later one waits)", ra.code, rb.code)
+			}
+			sa, na := first.writeSpan()
+			sb, nb := second.writeSpan()
+			if na == 0 || nb == 0 {
+				t.Fatalf("%d and %d writes: each run must write", na, nb)
+			}
+			if sa.from.Before(sb.to) && sb.from.Before(sa.to) {
+				overlaps++
+				t.Fatalf("the runs' writes overlap: %s–%s and %s–%s", sa.from.Format(time.StampMicro), sa.to.Format(time.StampMicro), sb.from.Format(time.StampMicro), sb.to.Format(time.StampMicro))
+			}
+			want, later := wantA, ra
+			if sb.from.After(sa.from) {
+				want, later = wantB, rb
+			}
+			if strings.Contains(later.stderr, "is locked by") {
+				waited++
+			}
+			if s := readFaultState(t, client, ns, "locks", want); !s.clean() {
+				t.Fatalf("after both runs: %s", s)
+			}
+			clean++
+		})
+	}
+	t.Logf("seed %d: interleavings tried %d, clean %d; the later run waited for the Lease in %d; overlapping writes %d", seed, tries, clean, waited, overlaps)
+}
+
+// A run killed outright (SIGKILL: a runner that loses its machine) in the
+// middle of its apply leaves its Lease behind. The next run says whom it
+// waits for, takes the Lease over once it has expired, and converges.
+func TestDeadHolderLeaseIsTakenOver(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	dir, want := lockSet(t, ns, "a")
+	args := []string{"apply", "--path=" + dir, "--inventory=dead", "--inventory-namespace=" + ns, "--timeout=2m"}
+	cmd := exec.Command(gantryBinary(t), append(args, "--kubeconfig="+env.Cluster.Kubeconfig)...)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		list, err := env.Client.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: inventory.NameLabel + "=dead"})
+		if err == nil && len(list.Items) >= 20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("the first run never got to its apply:\n%s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	lease, err := env.Client.CoordinationV1().Leases(ns).Get(ctx, inventory.ConfigMapName("dead"), metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil {
+		t.Fatalf("the killed run left no Lease (%v): nothing to take over", err)
+	}
+	t.Logf("killed run held the Lease as %q", *lease.Spec.HolderIdentity)
+
+	r := gantry(t, args...)
+	if r.code != 0 {
+		t.Fatalf("the next run: exit %d\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "is locked by "+*lease.Spec.HolderIdentity) {
+		t.Errorf("the next run does not say whom it waited for:\n%s", r.stderr)
+	}
+	if s := readFaultState(t, env.Client, ns, "dead", want); !s.clean() {
+		t.Fatalf("after the next run: %s", s)
+	}
+}
