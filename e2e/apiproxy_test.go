@@ -38,6 +38,8 @@ type apiProxy struct {
 	// writes holds when each write (apply, delete, inventory write)
 	// went out and when its answer came back.
 	writes []span
+	// closing ends the requests the proxy holds.
+	closing chan struct{}
 }
 
 type span struct{ from, to time.Time }
@@ -58,6 +60,7 @@ const (
 	breakBefore           // the request never reaches the API server
 	breakAfter            // it is carried out; its answer is lost
 	hold                  // never answered while the client waits
+	delay                 // do runs (it sleeps), then the request goes on
 )
 
 type afterKey struct{}
@@ -79,7 +82,7 @@ func newAPIProxy(t *testing.T, c *cluster.Cluster) *apiProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &apiProxy{counts: map[string]int{}}
+	p := &apiProxy{counts: map[string]int{}, closing: make(chan struct{})}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(upstream)
@@ -121,8 +124,15 @@ func newAPIProxy(t *testing.T, c *cluster.Cluster) *apiProxy {
 			if action.do != nil {
 				action.do()
 			}
-			<-r.Context().Done()
+			select {
+			case <-r.Context().Done():
+			case <-p.closing:
+			}
 			panic(http.ErrAbortHandler)
+		case delay:
+			if action.do != nil {
+				action.do()
+			}
 		case breakAfter:
 			r = r.WithContext(context.WithValue(r.Context(), afterKey{}, action))
 		}
@@ -141,7 +151,11 @@ func newAPIProxy(t *testing.T, c *cluster.Cluster) *apiProxy {
 	p.srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 	p.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	p.srv.StartTLS()
-	t.Cleanup(p.srv.Close)
+	t.Cleanup(func() {
+		close(p.closing)
+		p.srv.CloseClientConnections()
+		p.srv.Close()
+	})
 
 	kc, err := os.ReadFile(c.Kubeconfig)
 	if err != nil {

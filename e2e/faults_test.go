@@ -89,8 +89,9 @@ func (k killPoint) String() string {
 
 // The run that is broken re-applies a set of 1000 ConfigMaps and their
 // Namespace: 100 changed, 100 new, 100 removed (pruned), 800 as they
-// were. It sends about 1000 dry-runs, 200 applies, 100 deletes, two
-// inventory writes and two Lease writes (take and give back).
+// were. It sends about 1000 dry-runs, 200 applies, 100 deletes, three
+// inventory writes (before the apply, after it, after prune) and two Lease
+// writes (take and give back).
 const (
 	faultObjects = 1000
 	faultChanged = 100
@@ -114,8 +115,8 @@ func killPoints(seed uint64) []killPoint {
 	}
 	all = append(all,
 		killPoint{"inventory-write", 1, breakBefore, 0},
-		killPoint{"inventory-write", 1, breakAfter, 0},
 		killPoint{"inventory-write", 2, breakAfter, 0},
+		killPoint{"inventory-write", 3, breakAfter, 0},
 		killPoint{"lease-write", 1, breakAfter, 0},
 		killPoint{"lease-write", 2, breakBefore, 0},
 		// The server stays away longer than the retries last: the run

@@ -139,6 +139,11 @@ func TestDeadHolderLeaseIsTakenOver(t *testing.T) {
 		t.Fatalf("the killed run left no Lease (%v): nothing to take over", err)
 	}
 	t.Logf("killed run held the Lease as %q", *lease.Spec.HolderIdentity)
+	// The inventory lists what a run is about to write before it writes:
+	// even a run killed outright leaves nothing untracked.
+	if s := readFaultState(t, env.Client, ns, "dead", want); len(s.orphans) > 0 {
+		t.Errorf("the killed run left objects with the inventory's labels that it does not list: %v", s.orphans)
+	}
 
 	r := gantry(t, args...)
 	if r.code != 0 {

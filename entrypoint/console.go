@@ -153,6 +153,8 @@ func (c *console) summary(res *result.Result) {
 				what += ", signed"
 			}
 			parts = append(parts, what)
+		} else {
+			parts = append(parts, "nothing pushed")
 		}
 	}
 	for _, a := range actions {

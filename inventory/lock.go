@@ -132,7 +132,9 @@ func (s *Store) Lock(ctx context.Context, namespace, name, holder string, opts L
 // still ours).
 func (s *Store) keep(namespace, leaseName string, lease *coordinationv1.Lease, d time.Duration) (func(), <-chan struct{}) {
 	leases := s.Client.CoordinationV1().Leases(namespace)
-	stop := make(chan struct{})
+	// stopping ends the renewal in flight too: giving the lease back must
+	// not wait for a renewal that a stalled server never answers.
+	stopping, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	lost := make(chan struct{})
 	current := lease
@@ -142,19 +144,19 @@ func (s *Store) keep(namespace, leaseName string, lease *coordinationv1.Lease, d
 		defer t.Stop()
 		for {
 			select {
-			case <-stop:
+			case <-stopping.Done():
 				return
 			case <-t.C:
 				next := current.DeepCopy()
 				next.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
-				ctx, cancel := context.WithTimeout(context.Background(), d/3)
+				ctx, cancel := context.WithTimeout(stopping, d/3)
 				updated, err := leases.Update(ctx, next, metav1.UpdateOptions{FieldManager: "gantry"})
-				cancel()
 				if apierrors.IsConflict(err) {
 					// A renewal whose answer was lost changed the
 					// version: still ours if the holder is.
-					updated, err = s.stillOurs(leases, leaseName, current, d/3)
+					updated, err = s.stillOurs(ctx, leases, leaseName, current)
 				}
+				cancel()
 				if err != nil {
 					if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 						close(lost)
@@ -172,9 +174,11 @@ func (s *Store) keep(namespace, leaseName string, lease *coordinationv1.Lease, d
 			return
 		}
 		released = true
-		close(stop)
+		stop()
 		<-done
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		// A lease that is not given back expires after its duration: a
+		// server that stopped answering does not hold the run up longer.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		// A lease that cannot be deleted (API unreachable) expires after its
 		// duration; a conflict means it is no longer ours.
@@ -184,7 +188,7 @@ func (s *Store) keep(namespace, leaseName string, lease *coordinationv1.Lease, d
 			})
 		}
 		if err := del(current); apierrors.IsConflict(err) {
-			if l, err := s.stillOurs(leases, leaseName, current, 10*time.Second); err == nil {
+			if l, err := s.stillOurs(ctx, leases, leaseName, current); err == nil {
 				_ = del(l)
 			}
 		}
@@ -193,9 +197,7 @@ func (s *Store) keep(namespace, leaseName string, lease *coordinationv1.Lease, d
 
 // stillOurs reads the Lease again and returns it if its holder is still
 // the one of mine (same UID), else a conflict.
-func (s *Store) stillOurs(leases coordinationclient.LeaseInterface, leaseName string, mine *coordinationv1.Lease, timeout time.Duration) (*coordinationv1.Lease, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
+func (s *Store) stillOurs(ctx context.Context, leases coordinationclient.LeaseInterface, leaseName string, mine *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	l, err := leases.Get(ctx, leaseName, metav1.GetOptions{})
 	if err != nil {
 		return nil, err

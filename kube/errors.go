@@ -14,15 +14,16 @@ import (
 
 // Unanswered reports whether err leaves open whether the API server
 // carried out the request: the connection broke before the answer came
-// back, or the server answered with a 5xx, which it may send after the
-// write was stored. A 4xx is a refusal: nothing was written. The end of
-// the caller's own context is neither, nor is an error of gantry's own.
+// back, the caller stopped waiting (its deadline passed, it was
+// cancelled), or the server answered with a 5xx, which it may send after
+// the write was stored. A 4xx is a refusal: nothing was written. An error
+// of gantry's own is neither.
 func Unanswered(err error) bool {
 	var status apierrors.APIStatus
 	if err != nil && errors.As(err, &status) {
 		return status.Status().Code >= 500
 	}
-	return ConnectionLost(err)
+	return ConnectionLost(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
 // ConnectionLost reports whether err is a request that got no answer at

@@ -140,8 +140,8 @@ func TestUnanswered(t *testing.T) {
 		{apierrors.NewTimeoutError("request did not complete", 1), true},
 		{apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, "x", errors.New("changed")), false},
 		{apierrors.NewBadRequest("invalid"), false},
-		{fmt.Errorf("writing: %w", context.DeadlineExceeded), false},
-		{context.Canceled, false},
+		{fmt.Errorf("writing: %w", context.DeadlineExceeded), true},
+		{context.Canceled, true},
 	} {
 		if got := Unanswered(c.err); got != c.want {
 			t.Errorf("Unanswered(%v) = %v, want %v", c.err, got, c.want)

@@ -156,8 +156,9 @@ func (r *run) lockAndLoad(ctx context.Context) error {
 // apply writes the objects in stages: cluster definitions (CRDs,
 // Namespaces, ClusterRoles), then *Class kinds, then everything else, each
 // stage concurrently and established before the next. Only objects that
-// changed are written. Whatever happens, the inventory is saved with every
-// previous entry plus what was written, so nothing is forgotten.
+// changed are written. The inventory lists what is about to be written
+// before it is, and whatever happens, it is saved again with every previous
+// entry plus what was written (or may have been), so nothing is forgotten.
 func (r *run) apply(ctx context.Context) error {
 	var defs, classes, rest []*plan
 	for _, pl := range r.plans {
@@ -171,6 +172,27 @@ func (r *run) apply(ctx context.Context) error {
 		}
 	}
 	groups := [][]*plan{defs, classes, rest}
+
+	// Write ahead: the inventory lists every object about to be written
+	// before any is, so that a run that dies, or loses the API server, in
+	// the middle of the apply leaves nothing carrying the inventory's
+	// labels unlisted. What turns out not to be written is dropped again
+	// when the inventory is saved below.
+	ahead := map[string]inventory.Entry{}
+	for _, e := range r.previous {
+		ahead[e.ID] = e
+	}
+	for _, pl := range r.plans {
+		if pl.kind != planSkip && pl.kind != planFailed && pl.kind != planUnchanged {
+			e := inventory.EntryFor(pl.obj.Unstructured)
+			ahead[e.ID] = e
+		}
+	}
+	if !sameEntries(ahead, r.prev.Entries) {
+		if err := r.saveInventory(ctx, ahead); err != nil {
+			return fmt.Errorf("listing the objects about to be written in the inventory, before writing any: %w", err)
+		}
+	}
 
 	var applyErr error
 	for gi, group := range groups {
@@ -200,7 +222,7 @@ func (r *run) apply(ctx context.Context) error {
 	}
 
 	entries := map[string]inventory.Entry{}
-	for _, e := range r.prev.Entries {
+	for _, e := range r.previous {
 		entries[e.ID] = e
 	}
 	for _, pl := range r.plans {
@@ -452,7 +474,7 @@ func (r *run) saveInventory(ctx context.Context, entries map[string]inventory.En
 	inv.LastApplied = time.Now()
 	// Saving must not fail because the run's deadline just passed: losing
 	// the record of what was written is worse than a late write.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	sctx, cancel := graceContext(ctx, 5*time.Second)
 	defer cancel()
 	return r.store.Save(sctx, inv)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/result"
@@ -131,7 +132,9 @@ func (r *run) deleteAll(ctx context.Context) error {
 		}
 	}
 	if len(remaining) == 0 {
-		errs = append(errs, r.store.Delete(context.WithoutCancel(ctx), r.prev))
+		dctx, cancel := graceContext(ctx, 5*time.Second)
+		defer cancel()
+		errs = append(errs, r.store.Delete(dctx, r.prev))
 	} else {
 		entries := map[string]inventory.Entry{}
 		for _, e := range remaining {

@@ -500,3 +500,19 @@ func isUnknownKind(err error) bool {
 	var unknown *object.UnknownTypeError
 	return errors.As(err, &unknown)
 }
+
+// graceContext is for work that must still be done when the run's
+// deadline has passed or the run was cancelled: saving the inventory,
+// deleting what was provisioned, explaining a failure. It keeps ctx's
+// deadline, plus grace, while that is ahead; once ctx has ended, it
+// allows grace from now. A server that stopped answering then holds the
+// run up by grace at most, not for ever.
+func graceContext(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	end := time.Now().Add(grace)
+	if d, ok := ctx.Deadline(); ok && ctx.Err() == nil && d.Add(grace).After(end) {
+		end = d.Add(grace)
+	} else if !ok && ctx.Err() == nil {
+		end = time.Now().Add(max(grace, 30*time.Second))
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), end)
+}

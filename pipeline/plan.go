@@ -580,46 +580,75 @@ func (l *errorList) err() error { return joinErrors(l.errs) }
 // answer; the run's error says once which server and how.
 const NoAnswer = "no answer from the API server"
 
-// setError records why an object failed: msg, or NoAnswer.
+// Cut short is what a report says of an object whose request the run's
+// end cut short.
+const (
+	TimedOut  = "not done: the run's timeout passed"
+	Cancelled = "not done: the run was cancelled"
+)
+
+// setError records why an object failed: msg, or that its request got no
+// answer.
 func setError(o *result.Object, err error, msg string) {
-	if kube.ConnectionLost(err) {
+	switch {
+	case kube.ConnectionLost(err):
 		o.Error, o.Unanswered = NoAnswer, true
-		return
+	case errors.Is(err, context.DeadlineExceeded):
+		o.Error, o.Unanswered = TimedOut, true
+	case errors.Is(err, context.Canceled):
+		o.Error, o.Unanswered = Cancelled, true
+	default:
+		o.Error = msg
 	}
-	o.Error = msg
 }
 
 // joinErrors joins per-object errors, except that objects cut off by an
-// API server that stopped answering are said once, together, not once
-// per object.
+// API server that stopped answering, or by the run's end, are said once,
+// together, not once per object.
 func joinErrors(errs []error) error {
 	var kept []error
-	var lost []*ObjectError
+	var lost, timedOut, cancelled []*ObjectError
 	for _, e := range errs {
 		var oe *ObjectError
-		if e != nil && errors.As(e, &oe) && kube.ConnectionLost(oe.Err) {
+		switch {
+		case e == nil || !errors.As(e, &oe):
+			kept = append(kept, e)
+		case kube.ConnectionLost(oe.Err):
 			lost = append(lost, oe)
-			continue
+		case errors.Is(oe.Err, context.DeadlineExceeded):
+			timedOut = append(timedOut, oe)
+		case errors.Is(oe.Err, context.Canceled):
+			cancelled = append(cancelled, oe)
+		default:
+			kept = append(kept, e)
 		}
-		kept = append(kept, e)
 	}
-	if len(lost) == 1 {
-		kept = append(kept, lost[0])
-	} else if len(lost) > 1 {
-		kept = append(kept, newServerLostError(lost))
+	for _, group := range []struct {
+		objs []*ObjectError
+		why  string
+	}{{lost, ""}, {timedOut, "the run's timeout passed"}, {cancelled, "the run was cancelled"}} {
+		switch {
+		case len(group.objs) == 1:
+			kept = append(kept, group.objs[0])
+		case len(group.objs) > 1:
+			kept = append(kept, newServerLostError(group.objs, group.why))
+		}
 	}
 	return errors.Join(kept...)
 }
 
 // ServerLostError is the objects that an API server which stopped
-// answering left undone.
+// answering, or the run's end, left undone.
 type ServerLostError struct {
 	Refs []string
-	Err  error
+	// Why says what cut them off; empty: the server stopped answering,
+	// as Err says.
+	Why string
+	Err error
 }
 
-func newServerLostError(lost []*ObjectError) *ServerLostError {
-	e := &ServerLostError{Err: lost[0].Err}
+func newServerLostError(lost []*ObjectError, why string) *ServerLostError {
+	e := &ServerLostError{Err: lost[0].Err, Why: why}
 	for _, oe := range lost {
 		e.Refs = append(e.Refs, oe.Ref)
 		var down *kube.UnreachableError
@@ -637,7 +666,11 @@ func (e *ServerLostError) Error() string {
 	if len(e.Refs) > named {
 		refs += fmt.Sprintf(" and %d more", len(e.Refs)-named)
 	}
-	return fmt.Sprintf("%s; %d objects left undone (%s), each listed in the report", kube.DescribeLost(e.Err), len(e.Refs), refs)
+	why := e.Why
+	if why == "" {
+		why = kube.DescribeLost(e.Err)
+	}
+	return fmt.Sprintf("%s; %d objects left undone (%s), each listed in the report", why, len(e.Refs), refs)
 }
 
 func (e *ServerLostError) Unwrap() error { return e.Err }

@@ -313,7 +313,7 @@ func (r *run) rollback(ctx context.Context, created []*unstructured.Unstructured
 	if len(created) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	ctx, cancel := graceContext(ctx, 30*time.Second)
 	defer cancel()
 	if r.release != nil {
 		// The inventory's Lease may live in a namespace about to go.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/fluxcd/pkg/ssa"
 	"golang.org/x/sync/errgroup"
@@ -83,7 +84,9 @@ func (r *run) releaseAll(ctx context.Context) error {
 		to = "no field manager"
 	}
 	r.obs.Info(fmt.Sprintf("fields gantry owned now belong to %s; inventory %s/%s deleted", to, r.opts.InventoryNamespace, r.opts.Inventory))
-	return r.store.Delete(context.WithoutCancel(ctx), r.prev)
+	dctx, cancel := graceContext(ctx, 5*time.Second)
+	defer cancel()
+	return r.store.Delete(dctx, r.prev)
 }
 
 // releaseOne removes gantry's labels from one object and hands its

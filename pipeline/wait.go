@@ -79,6 +79,8 @@ func (r *run) wait(ctx context.Context) error {
 	last, timedOut := r.poll(ctx, set)
 
 	var errs []error
+	ectx, cancel := graceContext(ctx, 5*time.Second)
+	defer cancel()
 	for _, id := range set {
 		rs := last[id]
 		h := &result.Health{Status: status.UnknownStatus.String()}
@@ -86,7 +88,7 @@ func (r *run) wait(ctx context.Context) error {
 			h.Status = rs.Status.String()
 		}
 		if rs == nil || rs.Status != status.CurrentStatus {
-			h.Message = r.explain(context.WithoutCancel(ctx), id, rs)
+			h.Message = r.explain(ectx, id, rs)
 			errs = append(errs, fmt.Errorf("%s is %s: %s", fmtID(id), h.Status, h.Message))
 		}
 		if i, ok := r.byID[id.String()]; ok {
