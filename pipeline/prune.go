@@ -81,7 +81,7 @@ func (r *run) judge(ctx context.Context, e inventory.Entry) (*pruneVerdict, erro
 		return v, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", e.ID, err)
+		return nil, &ObjectError{Ref: fmtID(id), Err: fmt.Errorf("not read: %w", err)}
 	}
 	v.live = live
 	v.result = resultObject(live, "", "prune", result.Deleted)

@@ -103,7 +103,7 @@ func (r *run) releaseOne(ctx context.Context, e inventory.Entry) (*result.Object
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", e.ID, err)
+		return nil, &ObjectError{Ref: fmtID(id), Err: fmt.Errorf("not read: %w", err)}
 	}
 	o := resultObject(live, "", "release", result.Released)
 	labels := live.GetLabels()
