@@ -3,6 +3,7 @@
 
 SHELL := /usr/bin/env bash
 BIN   := $(CURDIR)/bin
+FIGURES := $(CURDIR)/.figures
 GO    ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/gantry-dev/gantry/entrypoint.Version=$(VERSION)
@@ -14,7 +15,7 @@ TOOLS     := $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/kwok-stages.yaml $(AGE_
 
 FLUX_BINS := $(BIN)/source-controller $(BIN)/kustomize-controller
 
-.PHONY: all bench bench-peers build image tools flux-tools fuzz test test-flux test-race test-short demo cluster docs lint release-prep clean help
+.PHONY: all bench bench-peers build image tools flux-tools fuzz test test-flux test-race test-short demo cluster docs lint vuln soak release-prep clean help
 
 all: build
 
@@ -54,6 +55,10 @@ $(BIN)/sops: hack/tools/sops/go.mod hack/tools/sops/go.sum
 $(BIN)/golangci-lint: hack/tools/golangci-lint/go.mod hack/tools/golangci-lint/go.sum
 	cd hack/tools/golangci-lint && $(GO) build -trimpath -ldflags '-s -w' -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
+# Not in TOOLS: only make vuln needs it.
+$(BIN)/govulncheck: hack/tools/govulncheck/go.mod hack/tools/govulncheck/go.sum
+	cd hack/tools/govulncheck && $(GO) build -trimpath -ldflags '-s -w' -o $@ golang.org/x/vuln/cmd/govulncheck
+
 $(BIN)/actionlint: hack/tools/actionlint/go.mod hack/tools/actionlint/go.sum
 	cd hack/tools/actionlint && $(GO) build -trimpath -ldflags '-s -w' -o $@ github.com/rhysd/actionlint/cmd/actionlint
 
@@ -79,10 +84,16 @@ bench-peers: $(BIN)/kapp
 $(BIN)/kapp: hack/tools/kapp/go.mod hack/tools/kapp/go.sum
 	cd hack/tools/kapp && $(GO) build -trimpath -ldflags '-s -w' -o $@ carvel.dev/kapp/cmd/kapp
 
-## test: every test, the cluster tests against the local control plane
+## test: every test, the cluster tests against the local control plane, four seeded kill points and interleavings; prints the reliability figures
 test: tools
 	@test -x $(BIN)/kustomize-controller || echo "make test: the hand-off to Flux's own controllers (TestFluxHandOff) is skipped; make test-flux builds them and runs it"
-	$(GO) test -count=1 -timeout 40m ./...
+	@rm -f $(FIGURES)
+	GANTRY_FIGURES=$(FIGURES) $(GO) test -count=1 -timeout 40m ./...
+	@echo "reliability figures (make test, seed $${GANTRY_FAULT_SEED:-1}):"; cat $(FIGURES); rm -f $(FIGURES)
+
+## soak: every kill point (24) and 24 interleavings of the fault suite, then each fuzz target for SOAK_FUZZTIME (default 2m); prints the figures
+soak: tools
+	hack/soak.sh
 
 ## test-flux: the hand-off to Flux, against Flux's own source-controller and kustomize-controller (v1.7.3) built from their modules
 test-flux: tools flux-tools
@@ -146,6 +157,10 @@ lint: $(BIN)/actionlint $(BIN)/golangci-lint
 	$(BIN)/golangci-lint run ./...
 	$(BIN)/actionlint .github/workflows/*.yaml
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## vuln: govulncheck (v1.9.0, pinned in hack/tools) on gantry and every dependency it calls; reads vuln.go.dev
+vuln: $(BIN)/govulncheck
+	$(BIN)/govulncheck ./...
 
 clean:
 	rm -rf $(BIN) dist

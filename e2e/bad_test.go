@@ -105,6 +105,12 @@ func TestBadInputCorpus(t *testing.T) {
 
 func runBadCase(t *testing.T, set string, c badCase) {
 	t.Helper()
+	figures.badInputs.Add(1)
+	defer func() {
+		if !t.Failed() {
+			figures.badRefused.Add(1)
+		}
+	}()
 	ns := env.Namespace(t)
 	args := append([]string{"apply", "--path=" + set, "--inventory=bad", "--inventory-namespace=" + ns,
 		"--substitute=NS=" + ns, "--wait=false", "--timeout=30s", "--kubeconfig=" + env.Cluster.Kubeconfig}, c.args...)

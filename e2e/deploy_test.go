@@ -29,7 +29,11 @@ import (
 
 var env = clustertest.New()
 
-func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+func TestMain(m *testing.M) {
+	code := env.Run(m)
+	writeFigures(faultSeedFromEnv())
+	os.Exit(code)
+}
 
 // gantryRun is the outcome of one gantry invocation.
 type gantryRun struct {

@@ -23,18 +23,22 @@ import (
 	"github.com/gantry-dev/gantry/inventory"
 )
 
-// faultSeed chooses the kill points; GANTRY_FAULT_SEED sets it, so that a
-// failure can be replayed.
+// faultSeed chooses the kill points and interleavings; GANTRY_FAULT_SEED
+// sets it, so that a failure can be replayed.
 func faultSeed(t *testing.T) uint64 {
-	seed := uint64(1)
 	if s := os.Getenv("GANTRY_FAULT_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
+		if _, err := strconv.ParseUint(s, 10, 64); err != nil {
 			t.Fatalf("GANTRY_FAULT_SEED=%q: %v", s, err)
 		}
-		seed = v
 	}
-	return seed
+	return faultSeedFromEnv()
+}
+
+func faultSeedFromEnv() uint64 {
+	if v, err := strconv.ParseUint(os.Getenv("GANTRY_FAULT_SEED"), 10, 64); err == nil {
+		return v
+	}
+	return 1
 }
 
 // soak reports whether the whole fault suite runs (make soak), not its
@@ -261,6 +265,7 @@ func TestAPIServerKilledMidRun(t *testing.T) {
 	points := killPoints(seed)
 	var survived, lost, orphans, failedRuns atomic.Int32
 	for i, kp := range points {
+		figures.killPoints.Add(1)
 		t.Run(kp.String(), func(t *testing.T) {
 			ns := fmt.Sprintf("kill-%d-%02d", seed, i)
 			a, b, want := faultSets(t, ns)
@@ -303,6 +308,7 @@ func TestAPIServerKilledMidRun(t *testing.T) {
 			after := readFaultState(t, client, ns, "faults", want)
 			t.Logf("after the broken run (exit %d): %s", broken.code, after)
 			orphans.Add(int32(len(after.orphans)))
+			figures.orphans.Add(int32(len(after.orphans)))
 			if len(after.orphans) > 0 {
 				t.Errorf("objects that carry the inventory's labels and are not listed in it after the broken run: %v", after.orphans)
 			}
@@ -322,10 +328,13 @@ func TestAPIServerKilledMidRun(t *testing.T) {
 			end := readFaultState(t, client, ns, "faults", want)
 			lost.Add(int32(len(end.lost)))
 			orphans.Add(int32(len(end.orphans)))
+			figures.lost.Add(int32(len(end.lost)))
+			figures.orphans.Add(int32(len(end.orphans)))
 			if !end.clean() {
 				t.Fatalf("after the next run: %s", end)
 			}
 			survived.Add(1)
+			figures.killSurvived.Add(1)
 		})
 	}
 	t.Logf("seed %d: kill points survived %d of %d (%d broken runs failed, then converged); objects lost %d; orphans %d",

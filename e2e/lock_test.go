@@ -62,6 +62,7 @@ func TestTwoRunsNeverInterleave(t *testing.T) {
 	var waited, clean, overlaps int
 	for i := range tries {
 		offset := time.Duration(rng.IntN(1500)) * time.Millisecond
+		figures.interleavings.Add(1)
 		t.Run(fmt.Sprintf("%02d-offset-%s", i, offset), func(t *testing.T) {
 			ns := fmt.Sprintf("lock-%d-%02d", seed, i)
 			a, wantA := lockSet(t, ns, "a")
@@ -87,6 +88,7 @@ func TestTwoRunsNeverInterleave(t *testing.T) {
 			}
 			if sa.from.Before(sb.to) && sb.from.Before(sa.to) {
 				overlaps++
+				figures.interleaved.Add(1)
 				t.Fatalf("the runs' writes overlap: %s–%s and %s–%s", sa.from.Format(time.StampMicro), sa.to.Format(time.StampMicro), sb.from.Format(time.StampMicro), sb.to.Format(time.StampMicro))
 			}
 			want, later := wantA, ra
@@ -96,7 +98,10 @@ func TestTwoRunsNeverInterleave(t *testing.T) {
 			if strings.Contains(later.stderr, "is locked by") {
 				waited++
 			}
-			if s := readFaultState(t, client, ns, "locks", want); !s.clean() {
+			s := readFaultState(t, client, ns, "locks", want)
+			figures.lost.Add(int32(len(s.lost)))
+			figures.orphans.Add(int32(len(s.orphans)))
+			if !s.clean() {
 				t.Fatalf("after both runs: %s", s)
 			}
 			clean++
@@ -141,7 +146,7 @@ func TestDeadHolderLeaseIsTakenOver(t *testing.T) {
 	t.Logf("killed run held the Lease as %q", *lease.Spec.HolderIdentity)
 	// The inventory lists what a run is about to write before it writes:
 	// even a run killed outright leaves nothing untracked.
-	if s := readFaultState(t, env.Client, ns, "dead", want); len(s.orphans) > 0 {
+	if s := readFaultState(t, env.Client, ns, "dead", want); figures.orphans.Add(int32(len(s.orphans))) > 0 {
 		t.Errorf("the killed run left objects with the inventory's labels that it does not list: %v", s.orphans)
 	}
 

@@ -83,14 +83,16 @@ func TestStalledAndSlowAPIServerEndAtTheTimeout(t *testing.T) {
 			if cut == 0 || done+cut != len(r.res.Objects) {
 				t.Errorf("%d created and %d cut short of %d objects in the report", done, cut, len(r.res.Objects))
 			}
-			if s := readFaultState(t, env.Client, ns, "stalled", nil); len(s.orphans) > 0 {
+			if s := readFaultState(t, env.Client, ns, "stalled", nil); figures.orphans.Add(int32(len(s.orphans))) > 0 {
 				t.Errorf("after the run that timed out: %s", s)
 			}
 			proxy.setHook(nil)
 			if again := gantry(t, args...); again.code != 0 {
 				t.Fatalf("the next run: exit %d\n%s", again.code, again.stderr)
 			}
-			if s := readFaultState(t, env.Client, ns, "stalled", want); !s.clean() {
+			s := readFaultState(t, env.Client, ns, "stalled", want)
+			figures.lost.Add(int32(len(s.lost)))
+			if !s.clean() {
 				t.Fatalf("after the next run: %s", s)
 			}
 		})

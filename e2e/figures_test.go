@@ -1,0 +1,52 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+)
+
+// figures are the reliability figures this package's tests measure. When
+// GANTRY_FIGURES names a file, the test binary appends them to it at the
+// end (make test and make soak print it); docs/reliability.md records
+// them with the command that produced them.
+var figures struct {
+	killPoints, killSurvived   atomic.Int32
+	interleavings, interleaved atomic.Int32
+	badInputs, badRefused      atomic.Int32
+	lost, orphans              atomic.Int32
+	secretScans, secretLeaks   atomic.Int32
+}
+
+// scanForSecrets counts one scan of text for secret values and returns
+// those it finds.
+func scanForSecrets(text string, secrets ...string) []string {
+	var found []string
+	for _, s := range secrets {
+		figures.secretScans.Add(1)
+		if s != "" && strings.Contains(text, s) {
+			figures.secretLeaks.Add(1)
+			found = append(found, s)
+		}
+	}
+	return found
+}
+
+
+func writeFigures(seed uint64) {
+	path := os.Getenv("GANTRY_FIGURES")
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "figures:", err)
+		return
+	}
+	defer f.Close()
+	fi := &figures
+	fmt.Fprintf(f, "e2e (seed %d): kill points survived %d of %d; interleavings tried %d, writes interleaved %d; bad inputs refused %d of %d; objects lost %d; orphans %d; secret scans %d, secrets leaked %d\n",
+		seed, fi.killSurvived.Load(), fi.killPoints.Load(), fi.interleavings.Load(), fi.interleaved.Load(),
+		fi.badRefused.Load(), fi.badInputs.Load(), fi.lost.Load(), fi.orphans.Load(), fi.secretScans.Load(), fi.secretLeaks.Load())
+}
