@@ -93,9 +93,9 @@ func (k killPoint) String() string {
 
 // The run that is broken re-applies a set of 1000 ConfigMaps and their
 // Namespace: 100 changed, 100 new, 100 removed (pruned), 800 as they
-// were. It sends about 1000 dry-runs, 200 applies, 100 deletes, three
-// inventory writes (before the apply, after it, after prune) and two Lease
-// writes (take and give back).
+// were. It sends about 1000 dry-runs, 200 applies, 100 deletes, two
+// inventory writes (before the apply, listing what it is about to write,
+// and after prune) and two Lease writes (take and give back).
 const (
 	faultObjects = 1000
 	faultChanged = 100
@@ -119,8 +119,8 @@ func killPoints(seed uint64) []killPoint {
 	}
 	all = append(all,
 		killPoint{"inventory-write", 1, breakBefore, 0},
+		killPoint{"inventory-write", 1, breakAfter, 0},
 		killPoint{"inventory-write", 2, breakAfter, 0},
-		killPoint{"inventory-write", 3, breakAfter, 0},
 		killPoint{"lease-write", 1, breakAfter, 0},
 		killPoint{"lease-write", 2, breakBefore, 0},
 		// The server stays away longer than the retries last: the run
@@ -297,10 +297,11 @@ func TestAPIServerKilledMidRun(t *testing.T) {
 				}}
 			})
 			broken := gantryWith(t, proxy.kubeconfig, args(b)...)
+			reached := proxy.count(kp.class)
 			proxy.setHook(nil)
 			restarted.Wait()
 			if !fired.Load() {
-				t.Fatalf("the run never reached %s (%d requests of that class)", kp, proxy.count(kp.class))
+				t.Fatalf("the run never reached %s (%d requests of that class)", kp, reached)
 			}
 			if broken.code != 0 {
 				failedRuns.Add(1)

@@ -33,7 +33,6 @@ func scanForSecrets(text string, secrets ...string) []string {
 	return found
 }
 
-
 func writeFigures(seed uint64) {
 	path := os.Getenv("GANTRY_FIGURES")
 	if path == "" {

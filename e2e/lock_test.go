@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -23,7 +24,7 @@ import (
 func lockSet(t *testing.T, ns, value string) (string, map[string]string) {
 	t.Helper()
 	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n", ns)
+	fmt.Fprintf(&b, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n  labels:\n    set: %s\n", ns, value)
 	want := map[string]string{}
 	cm := func(name string) {
 		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n  namespace: %s\ndata:\n  value: %s\n", name, ns, value)
@@ -42,10 +43,13 @@ func lockSet(t *testing.T, ns, value string) (string, map[string]string) {
 
 // Two runs on one inventory, each applying its own version of the set with
 // prune, start at seeded offsets between 0 and 1.5 s apart, each through a
-// proxy of its own that notes when its writes go out and come back. Their
-// writes never overlap: the second waits for the first's Lease. Both
+// proxy of its own that notes when its writes go out and come back. Both
 // succeed, and the cluster and the inventory hold exactly the set of the
-// run that wrote last, with nothing of the other's left.
+// run that wrote last, its Namespace included, with nothing of the other's
+// left. When the inventory's namespace exists, their writes never overlap:
+// the second waits for the first's Lease. In every other try it does not
+// exist yet: the Lease cannot be taken before its namespace is, so both
+// runs create it, and the run that gets the Lease writes it again.
 func TestTwoRunsNeverInterleave(t *testing.T) {
 	c := ownControlPlane(t)
 	first, second := newAPIProxy(t, c), newAPIProxy(t, c)
@@ -65,6 +69,12 @@ func TestTwoRunsNeverInterleave(t *testing.T) {
 		figures.interleavings.Add(1)
 		t.Run(fmt.Sprintf("%02d-offset-%s", i, offset), func(t *testing.T) {
 			ns := fmt.Sprintf("lock-%d-%02d", seed, i)
+			exists := i%2 == 0
+			if exists {
+				if _, err := client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
 			a, wantA := lockSet(t, ns, "a")
 			b, wantB := lockSet(t, ns, "b")
 			args := func(dir string) []string {
@@ -86,14 +96,17 @@ func TestTwoRunsNeverInterleave(t *testing.T) {
 			if na == 0 || nb == 0 {
 				t.Fatalf("%d and %d writes: each run must write", na, nb)
 			}
-			if sa.from.Before(sb.to) && sb.from.Before(sa.to) {
+			if exists && sa.from.Before(sb.to) && sb.from.Before(sa.to) {
 				overlaps++
 				figures.interleaved.Add(1)
 				t.Fatalf("the runs' writes overlap: %s–%s and %s–%s", sa.from.Format(time.StampMicro), sa.to.Format(time.StampMicro), sb.from.Format(time.StampMicro), sb.to.Format(time.StampMicro))
 			}
-			want, later := wantA, ra
-			if sb.from.After(sa.from) {
-				want, later = wantB, rb
+			want, later, value := wantA, ra, "a"
+			if sb.to.After(sa.to) {
+				want, later, value = wantB, rb, "b"
+			}
+			if n, err := client.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{}); err != nil || n.Labels["set"] != value {
+				t.Errorf("the Namespace is not the last run's (set=%s): %v %v", value, n.GetLabels(), err)
 			}
 			if strings.Contains(later.stderr, "is locked by") {
 				waited++

@@ -314,7 +314,7 @@ func (r *run) applyGroup(ctx context.Context, group []*plan) error {
 // writes reports whether carrying out a plan of this kind writes the
 // object.
 func writes(k planKind) bool {
-	return k == planCreate || k == planConfigure || k == planRecreate
+	return k == planCreate || k == planConfigure || k == planRecreate || k == planProvisioned
 }
 
 // write carries out one plan.
@@ -324,6 +324,11 @@ func (r *run) write(ctx context.Context, pl *plan) (result.Action, error) {
 	case planUnchanged:
 		return result.Unchanged, nil
 	case planProvisioned:
+		if pl.again {
+			if err := applyObject(ctx, r.clients, pl); err != nil {
+				return result.Failed, err
+			}
+		}
 		return result.Created, nil
 	case planSkip:
 		return result.Skipped, nil

@@ -109,6 +109,11 @@ type plan struct {
 	// offline: a deferred object that passed offline validation (diff
 	// reports it so; apply dry-runs it on the server as well).
 	offline bool
+	// again: a provisioned object written before the inventory's lock
+	// could be taken (it is the lock's own namespace); apply writes it
+	// once more under the lock, so that a run that raced for the lock
+	// cannot leave its version behind.
+	again bool
 }
 
 // planner dry-runs objects against the cluster.

@@ -183,7 +183,8 @@ func (r *run) provision(ctx context.Context, needs []*plan, lockLater bool) erro
 		err = r.waitEstablished(ctx, written, 25*time.Millisecond)
 	}
 	for _, pl := range written {
-		pl.kind = planProvisioned // apply reports it created, and writes it no more
+		pl.kind = planProvisioned // apply reports it created
+		pl.again = lockLater      // and writes it no more, unless it came before the lock
 	}
 	if err == nil && slices.ContainsFunc(needs, func(pl *plan) bool { return utils.IsCRD(pl.obj.Unstructured) }) {
 		// Discovery lists a new kind a moment after its CRD is
@@ -195,11 +196,18 @@ func (r *run) provision(ctx context.Context, needs []*plan, lockLater bool) erro
 			}
 		}
 	}
+	contended := false
 	if err == nil && lockLater {
 		err = r.lockAndLoad(ctx)
+		if err == nil && r.prev.Exists() {
+			// Another run wrote to the new namespace while this one
+			// waited for the Lease: what this one read before is stale.
+			contended = true
+			r.planner = r.newPlanner()
+		}
 	}
 	if err == nil {
-		r.replanDeferred(ctx, written)
+		r.replanDeferred(ctx, written, contended)
 		if err = r.validationFailures("validate"); err != nil {
 			return errors.Join(err, r.rollback(ctx, created))
 		}
@@ -251,7 +259,7 @@ func (r *run) waitDiscovered(ctx context.Context, provisioned []*plan) error {
 // replanDeferred dry-runs the deferred objects now that their Namespaces
 // and CRDs (provisioned) exist. Discovery can lag a moment behind an
 // established CRD.
-func (r *run) replanDeferred(ctx context.Context, provisioned []*plan) {
+func (r *run) replanDeferred(ctx context.Context, provisioned []*plan, contended bool) {
 	p := r.newPlanner()
 	namespaces := map[string]bool{}
 	kinds := map[schema.GroupKind]bool{}
@@ -272,7 +280,7 @@ func (r *run) replanDeferred(ctx context.Context, provisioned []*plan) {
 			// kind lives there yet, and a LIST would only wait for the API
 			// server to start caching a new kind.
 			u := pl.obj.Unstructured
-			if namespaces[u.GetNamespace()] || kinds[u.GroupVersionKind().GroupKind()] {
+			if !contended && (namespaces[u.GetNamespace()] || kinds[u.GroupVersionKind().GroupKind()]) {
 				p.listed[keyOf(u).group] = true
 			}
 		}
