@@ -67,8 +67,7 @@ func (p *PullRequestComment) Report(ctx context.Context, res *result.Result) err
 	}
 	page := p.Page
 	page.Marker = CommentMarker(res)
-	body, _ := Fit(res, page, CommentLimit)
-	body = p.Redact.String(body)
+	body := StickyBody(res, page, CommentLimit, p.Redact)
 
 	existing, err := p.find(ctx, client, me, page.Marker)
 	if err != nil {
@@ -78,8 +77,8 @@ func (p *PullRequestComment) Report(ctx context.Context, res *result.Result) err
 		_, _, err = client.Issues.CreateComment(ctx, p.Owner, p.Repo, p.Number, &github.IssueComment{Body: github.Ptr(body)})
 		return classify(err)
 	}
-	if existing.GetBody() == body {
-		return nil // nothing new to say: no write, no notification
+	if Unchanged(existing.GetBody(), body) {
+		return nil // nothing new to say (timings do not count): no write, no notification
 	}
 	_, _, err = client.Issues.EditComment(ctx, p.Owner, p.Repo, existing.GetID(), &github.IssueComment{Body: github.Ptr(body)})
 	return classify(err)

@@ -62,8 +62,7 @@ func (m *MergeRequestNote) Report(ctx context.Context, res *result.Result) error
 	}
 	page := m.Page
 	page.Marker = CommentMarker(res)
-	body, _ := Fit(res, page, NoteLimit)
-	body = m.Redact.String(body)
+	body := StickyBody(res, page, NoteLimit, m.Redact)
 
 	var existing *gitlab.Note
 	opts := &gitlab.ListMergeRequestNotesOptions{ListOptions: gitlab.ListOptions{PerPage: 100}}
@@ -86,8 +85,8 @@ func (m *MergeRequestNote) Report(ctx context.Context, res *result.Result) error
 	switch {
 	case existing == nil:
 		_, _, err = client.Notes.CreateMergeRequestNote(m.ProjectID, m.IID, &gitlab.CreateMergeRequestNoteOptions{Body: gitlab.Ptr(body)}, with)
-	case existing.Body == body:
-		return nil
+	case Unchanged(existing.Body, body):
+		return nil // nothing new to say (timings do not count)
 	default:
 		_, _, err = client.Notes.UpdateMergeRequestNote(m.ProjectID, m.IID, existing.ID, &gitlab.UpdateMergeRequestNoteOptions{Body: gitlab.Ptr(body)}, with)
 	}

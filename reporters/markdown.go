@@ -1,6 +1,7 @@
 package reporters
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"strings"
 	"time"
@@ -222,6 +223,30 @@ func Fit(res *result.Result, page Page, limit int) (string, Detail) {
 		}
 	}
 	return Markdown(res, page, CountsOnly), CountsOnly
+}
+
+// StickyBody renders res for a comment that is updated in place: Fit's
+// rendering, redacted, ending with a hidden key of its content without
+// what changes on every run (stage timings, the link to the run). A
+// comment that already carries the key says the same: Unchanged tells.
+func StickyBody(res *result.Result, page Page, limit int, redact *Redactor) string {
+	body, detail := Fit(res, page, limit)
+	stable := *res
+	stable.Stages = make([]result.Stage, len(res.Stages))
+	for i, s := range res.Stages {
+		s.Duration = 0
+		stable.Stages[i] = s
+	}
+	page.RunURL = ""
+	sum := sha256.Sum256([]byte(redact.String(Markdown(&stable, page, detail))))
+	return redact.String(body) + fmt.Sprintf("\n<!-- gantry-content %x -->\n", sum[:12])
+}
+
+// Unchanged reports whether an existing comment carries the same content
+// key as body.
+func Unchanged(existing, body string) bool {
+	i := strings.LastIndex(body, "<!-- gantry-content ")
+	return i >= 0 && strings.Contains(existing, strings.TrimSpace(body[i:]))
 }
 
 func actionNames() []string {
