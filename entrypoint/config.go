@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -253,16 +254,24 @@ func Load(args []string, env map[string]string, usage io.Writer) (*Config, error
 		c.AgeRecipients = r
 	}
 	if raw := vals["sops-age-key"].raw; strings.TrimSpace(raw) != "" {
-		c.Secrets = append(c.Secrets, raw)
-		ids, err := artifact.ParseIdentities(raw)
+		raw, err := keyText(raw)
+		var ids []age.Identity
+		if err == nil {
+			c.Secrets = append(c.Secrets, raw)
+			ids, err = artifact.ParseIdentities(raw)
+		}
 		if err != nil {
 			bad("sops-age-key", "%v", err)
 		}
 		c.SOPSIdentities = ids
 	}
 	if raw := vals["age-identities"].raw; strings.TrimSpace(raw) != "" {
-		c.Secrets = append(c.Secrets, raw)
-		ids, err := artifact.ParseIdentities(raw)
+		raw, err := keyText(raw)
+		var ids []age.Identity
+		if err == nil {
+			c.Secrets = append(c.Secrets, raw)
+			ids, err = artifact.ParseIdentities(raw)
+		}
 		if err != nil {
 			bad("age-identities", "%v", err)
 		}
@@ -513,4 +522,26 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
+}
+
+// keyText returns the key text an age identity input holds: the value
+// itself when it is key text (it starts with AGE-SECRET-KEY- or a PEM
+// header, or has several lines), else the content of the file it names
+// (relative to the working directory), as age's -i and kustomizer's
+// --age-identities take it. Errors never echo the value: it may be a
+// mistyped key.
+func keyText(raw string) (string, error) {
+	v := strings.TrimSpace(raw)
+	if strings.HasPrefix(strings.ToUpper(v), "AGE-SECRET-KEY-") || strings.HasPrefix(v, "-----BEGIN") || strings.Contains(v, "\n") {
+		return raw, nil
+	}
+	b, err := os.ReadFile(v)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // without the path, which might be a mistyped key
+		}
+		return "", fmt.Errorf("neither age key text (AGE-SECRET-KEY-1...) nor a file that can be read (%v)", err)
+	}
+	return string(b), nil
 }

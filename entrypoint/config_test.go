@@ -2,9 +2,14 @@ package entrypoint
 
 import (
 	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"filippo.io/age"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -198,5 +203,49 @@ func TestSigningInputs(t *testing.T) {
 	}
 	if _, err := Load(append(base, "--sign=gpg"), nil, io.Discard); err == nil || !strings.Contains(err.Error(), `"gpg" is not cosign or empty`) {
 		t.Errorf("unknown signer: %v", err)
+	}
+}
+
+// age-identities and sops-age-key take the key text or a file holding it
+// (age-keygen's output, comments included), through flags, INPUT_* and
+// GANTRY_* alike; a value that is neither fails without echoing it.
+func TestAgeKeysAsFiles(t *testing.T) {
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "keys.txt")
+	content := "# created: 2026-11-23T00:00:00Z\n# public key: " + id.Recipient().String() + "\n" + id.String() + "\n"
+	if err := os.WriteFile(keyFile, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+	}{
+		{"flag text", []string{"apply", "--inventory=x", "--path=" + dir, "--sops-age-key=" + id.String(), "--age-identities=" + id.String()}, nil},
+		{"flag file", []string{"apply", "--inventory=x", "--path=" + dir, "--sops-age-key=" + keyFile, "--age-identities=" + keyFile}, nil},
+		{"INPUT file", nil, map[string]string{"INPUT_COMMAND": "apply", "INPUT_INVENTORY": "x", "INPUT_PATH": dir, "INPUT_SOPS-AGE-KEY": keyFile, "INPUT_AGE-IDENTITIES": keyFile}},
+		{"GANTRY file", []string{"apply", "--inventory=x", "--path=" + dir}, map[string]string{"GANTRY_SOPS_AGE_KEY": keyFile, "GANTRY_AGE_IDENTITIES": keyFile}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(tc.args, tc.env, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(c.SOPSIdentities) != 1 || len(c.AgeIdentities) != 1 {
+				t.Fatalf("%d SOPS and %d age identities, want one each", len(c.SOPSIdentities), len(c.AgeIdentities))
+			}
+			if !slices.ContainsFunc(c.Secrets, func(s string) bool { return strings.Contains(s, id.String()) }) {
+				t.Error("the key read from the file is not masked")
+			}
+		})
+	}
+	mistyped := "AGE-SECRET-KEX-1QQQCANARY"
+	_, err = Load([]string{"apply", "--inventory=x", "--path=" + dir, "--sops-age-key=" + mistyped}, nil, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "sops-age-key") || strings.Contains(err.Error(), "CANARY") {
+		t.Errorf("a value that is neither a key nor a file: %v", err)
 	}
 }
