@@ -24,6 +24,13 @@ const (
 // renders a creation, a nil desired object a deletion. Both are left
 // untouched. The diff is empty when, sanitised, they are equal.
 func Object(ref string, live, desired *unstructured.Unstructured) (string, error) {
+	return Between(ref, "live", "desired", live, desired)
+}
+
+// Between is Object with the two sides labelled for what they are (two
+// artifacts, an artifact and a folder): the diff's headers read
+// <fromLabel>/<ref> and <toLabel>/<ref>.
+func Between(ref, fromLabel, toLabel string, live, desired *unstructured.Unstructured) (string, error) {
 	l, d := sanitize(live), sanitize(desired)
 	if isSecret(live) || isSecret(desired) {
 		maskSecrets(l, d)
@@ -39,7 +46,7 @@ func Object(ref string, live, desired *unstructured.Unstructured) (string, error
 	if before == after {
 		return "", nil
 	}
-	return udiff.Unified("live/"+ref, "desired/"+ref, before, after), nil
+	return udiff.Unified(fromLabel+"/"+ref, toLabel+"/"+ref, before, after), nil
 }
 
 func isSecret(u *unstructured.Unstructured) bool {

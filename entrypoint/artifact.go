@@ -14,6 +14,7 @@ import (
 	"github.com/gantry-dev/gantry/diffs"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/pipeline"
+	"github.com/gantry-dev/gantry/result"
 )
 
 // runArtifact runs the commands that only read or tag artifacts.
@@ -127,10 +128,23 @@ func diffArtifact(ctx context.Context, cfg *Config, client *artifact.Client, std
 	for id := range ids {
 		sorted = append(sorted, id)
 	}
-	sort.Strings(sorted)
+	// By kind, then namespace and name, as the diff of a cluster reads.
+	either := func(id string) *unstructured.Unstructured {
+		if u := a[id]; u != nil {
+			return u
+		}
+		return b[id]
+	}
+	sort.Slice(sorted, func(i, j int) bool {
+		x, y := either(sorted[i]), either(sorted[j])
+		return fmt.Sprint(x.GetKind(), "\x00", x.GetNamespace(), "\x00", x.GetName()) < fmt.Sprint(y.GetKind(), "\x00", y.GetNamespace(), "\x00", y.GetName())
+	})
+	label := func(source string) string { return strings.TrimPrefix(source, "oci://") }
 	changed := 0
 	for _, id := range sorted {
-		d, err := diffs.Object(id, a[id], b[id])
+		u := either(id)
+		ref := result.Ref(u.GroupVersionKind().Group, u.GetKind(), u.GetNamespace(), u.GetName())
+		d, err := diffs.Between(ref, label(cfg.Artifact), label(cfg.CompareTo), a[id], b[id])
 		if err != nil {
 			console.printf("gantry diff-artifact: %s: %v\n", id, err)
 			return ExitFailed

@@ -42,13 +42,18 @@ func TestDiffArtifact(t *testing.T) {
 	if code != ExitChanges {
 		t.Fatalf("changed: exit %d, want 3\n%s", code, stderr)
 	}
-	for _, want := range []string{"-  greeting: hello", "+  greeting: hi", "+  password: '*** (changed)'"} {
+	// The sides are labelled for what they are, and objects come by kind.
+	from, to := strings.TrimPrefix(ref, "oci://"), dir
+	for _, want := range []string{"--- " + from + "/ConfigMap/shop/settings", "+++ " + to + "/ConfigMap/shop/settings", "-  greeting: hello", "+  greeting: hi", "+  password: '*** (changed)'"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("diff lacks %q:\n%s", want, out)
 		}
 	}
 	if strings.Contains(out+stderr, "canary") {
 		t.Errorf("a Secret value was printed:\n%s", out)
+	}
+	if strings.Contains(out, "live/") || strings.Index(out, "ConfigMap/shop/settings") > strings.Index(out, "Secret/shop/creds") {
+		t.Errorf("sides mislabelled, or objects not sorted by kind:\n%s", out)
 	}
 	if !strings.Contains(stderr, "2 of 2 objects differ") {
 		t.Errorf("stderr: %s", stderr)
