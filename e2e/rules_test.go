@@ -300,6 +300,22 @@ func TestDiffExitCodes(t *testing.T) {
 	if c := counts(t, r); c[result.Configured] != 1 || c[result.Deleted] != 1 {
 		t.Errorf("diff counts %v, want 1 configured and 1 deleted (prune preview)", c)
 	}
+	// The diff itself is printed on stdout: each object's unified diff,
+	// by kind and name, then a summary line.
+	for _, want := range []string{"--- live/ConfigMap/" + ns + "/a", "-  k: v1", "+  k: v2", "--- live/ConfigMap/" + ns + "/b", "0 to create, 1 to change, 0 to recreate, 1 to delete, 0 unchanged\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("diff's stdout lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Index(r.stdout, "/a\n") > strings.Index(r.stdout, "/b\n") {
+		t.Errorf("objects not in order:\n%s", r.stdout)
+	}
+	for _, format := range []string{"json", "yaml"} {
+		out := gantry(t, append([]string{"diff", "--output=" + format}, base...)...).stdout
+		if !strings.Contains(out, `"action": "deleted"`) && !strings.Contains(out, "action: deleted") {
+			t.Errorf("--output=%s does not print the result:\n%s", format, out)
+		}
+	}
 	if r := gantry(t, append([]string{"diff"}, base...)...); r.code != entrypoint.ExitOK {
 		t.Errorf("diff without detailed-exitcode: exit %d, want 0", r.code)
 	}

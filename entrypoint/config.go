@@ -41,9 +41,11 @@ type Config struct {
 	// AllowRemoteBases lets kustomize fetch remote resources.
 	AllowRemoteBases bool
 	DetailedExitcode bool
-	Timeout          time.Duration
-	TargetNamespace  string
-	Patches          []string
+	// Output is what diff prints on stdout: text, json or yaml.
+	Output          string
+	Timeout         time.Duration
+	TargetNamespace string
+	Patches         []string
 	// Substitute is nil when no variables were given (substitution off).
 	Substitute     map[string]string
 	Kubeconfig     string
@@ -215,6 +217,7 @@ func Load(args []string, env map[string]string, usage io.Writer) (*Config, error
 		ReleaseTo:          strings.TrimSpace(vals["release-to"].raw),
 		AllowRemoteBases:   boolOf("allow-remote-bases"),
 		DetailedExitcode:   boolOf("detailed-exitcode"),
+		Output:             strings.TrimSpace(vals["output"].raw),
 		TargetNamespace:    str("target-namespace"),
 		Kubeconfig:         str("kubeconfig"),
 		Context:            str("context"),
@@ -276,6 +279,11 @@ func Load(args []string, env map[string]string, usage io.Writer) (*Config, error
 			bad("age-identities", "%v", err)
 		}
 		c.AgeIdentities = ids
+	}
+	switch c.Output {
+	case "text", "json", "yaml":
+	default:
+		bad("output", "%q: want text, json or yaml", c.Output)
 	}
 	switch c.Command {
 	case "push", "pull", "tag", "list", "inspect", "diff-artifact":
@@ -541,7 +549,7 @@ func keyText(raw string) (string, error) {
 		if errors.As(err, &pe) {
 			err = pe.Err // without the path, which might be a mistyped key
 		}
-		return "", fmt.Errorf("neither age key text (AGE-SECRET-KEY-1...) nor a file that can be read (%v)", err)
+		return "", fmt.Errorf("neither age key text (AGE-SECRET-KEY-1...) nor a file that can be read (%w)", err)
 	}
 	return string(b), nil
 }

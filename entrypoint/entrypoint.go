@@ -181,6 +181,11 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			opts.Prune = false
 		}
 		res = pipeline.Diff(ctx, opts, connect, console)
+		if res.Reason == result.ReasonSucceeded || res.Reason == result.ReasonProgressing {
+			if err := writeDiff(stdout, res, cfg.Output, p == githubActions, redact); err != nil {
+				console.warn("printing the diff: " + err.Error())
+			}
+		}
 	case "apply":
 		res = pipeline.Apply(ctx, opts, connect, console)
 	case "delete":

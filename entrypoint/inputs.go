@@ -65,6 +65,7 @@ var Inputs = []Input{
 	{Name: "max-objects", Default: "100000", Description: "The most objects one build may produce; more fail the build."},
 	{Name: "take-ownership", Default: "false", Bool: true, Description: "Take over objects that carry another gantry inventory's labels. Without it such objects fail validation, naming both inventories, and nothing is written."},
 	{Name: "allow-empty", Default: "false", Bool: true, Description: "Allow a build with no objects to prune everything the inventory holds."},
+	{Name: "output", Default: "text", Description: "For diff: what it prints on stdout. text: each changed object's unified diff (coloured on a terminal unless NO_COLOR is set), by kind, namespace and name, then a summary line; json or yaml: the result, as in the report. Secret values are masked in all three."},
 	{Name: "detailed-exitcode", Default: "false", Bool: true, Description: "With diff: exit 3 when there are changes."},
 	{Name: "report", Description: "Write the run's result as JSON to this path, and every diff next to it (same name, .diff). Default on GitHub and GitLab: .gantry/report.json in the working directory; elsewhere none."},
 	{Name: "summary", Default: "auto", Description: "Write the GitHub job summary: auto (when GITHUB_STEP_SUMMARY is set), true or false."},

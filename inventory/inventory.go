@@ -59,9 +59,20 @@ func EntryFor(u *unstructured.Unstructured) Entry {
 	return Entry{ID: object.UnstructuredToObjMetadata(u).String(), Version: u.GroupVersionKind().Version}
 }
 
-// Parse returns the identity of the entry's object.
+// Parse returns the identity of the entry's object. gantry writes ids as
+// Flux does (EntryFor); an id that is not written back the same way (one
+// edited by hand, such as a name with both ':' and '_' that the format
+// cannot tell apart) is refused, so that it cannot name one object when
+// read and another when written.
 func (e Entry) Parse() (object.ObjMetadata, error) {
-	return object.ParseObjMetadata(e.ID)
+	m, err := object.ParseObjMetadata(e.ID)
+	if err != nil {
+		return m, err
+	}
+	if m.String() != e.ID {
+		return object.ObjMetadata{}, fmt.Errorf("inventory id %q is not in the form gantry writes (%q)", e.ID, m.String())
+	}
+	return m, nil
 }
 
 // GroupVersionKind of the entry's object.

@@ -1,0 +1,103 @@
+package entrypoint
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"golang.org/x/term"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gantry-dev/gantry/reporters"
+	"github.com/gantry-dev/gantry/result"
+)
+
+// writeDiff prints what diff found on stdout. As text: the unified diff of
+// every object that would change, by kind, namespace and name, then one
+// summary line, as kubectl, flux and kapp print theirs. As json or yaml:
+// the result, as the report holds it. Secret values are masked in the
+// diffs already; redact masks the rest (decrypted and substituted values).
+// On GitHub the output is fenced so that no line of it runs as a workflow
+// command.
+func writeDiff(w io.Writer, res *result.Result, format string, fenced bool, redact *reporters.Redactor) error {
+	if fenced {
+		// The token is random: no line of the diff can end the fence.
+		token := "gantry-" + strings.ToLower(rand.Text())
+		if _, err := fmt.Fprintf(w, "::stop-commands::%s\n", token); err != nil {
+			return err
+		}
+		defer fmt.Fprintf(w, "::%s::\n", token)
+	}
+	switch format {
+	case "json", "yaml":
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err != nil {
+			return err
+		}
+		if format == "yaml" {
+			if b, err = yaml.JSONToYAML(b); err != nil {
+				return err
+			}
+		}
+		_, err = io.WriteString(w, redact.String(strings.TrimRight(string(b), "\n"))+"\n")
+		return err
+	}
+	var changed []result.Object
+	for _, o := range res.Objects {
+		if o.Diff != "" {
+			changed = append(changed, o)
+		}
+	}
+	sort.SliceStable(changed, func(i, j int) bool {
+		a, b := changed[i], changed[j]
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	color := false
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) && os.Getenv("NO_COLOR") == "" {
+		color = true
+	}
+	var b strings.Builder
+	for _, o := range changed {
+		for _, line := range strings.SplitAfter(strings.TrimRight(o.Diff, "\n")+"\n", "\n") {
+			if line == "" {
+				continue
+			}
+			b.WriteString(paintDiffLine(line, color))
+		}
+	}
+	c := res.Counts()
+	fmt.Fprintf(&b, "%d to create, %d to change, %d to recreate, %d to delete, %d unchanged\n",
+		c[result.Created], c[result.Configured], c[result.Recreated], c[result.Deleted], c[result.Unchanged])
+	_, err := io.WriteString(w, redact.String(b.String()))
+	return err
+}
+
+func paintDiffLine(line string, color bool) string {
+	if !color {
+		return line
+	}
+	code := ""
+	switch {
+	case strings.HasPrefix(line, "+++"), strings.HasPrefix(line, "---"):
+		code = "1"
+	case strings.HasPrefix(line, "@@"):
+		code = "36"
+	case strings.HasPrefix(line, "+"):
+		code = "32"
+	case strings.HasPrefix(line, "-"):
+		code = "31"
+	default:
+		return line
+	}
+	return "\x1b[" + code + "m" + strings.TrimSuffix(line, "\n") + "\x1b[0m\n"
+}
