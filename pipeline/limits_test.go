@@ -65,6 +65,21 @@ func TestYAMLBombRefused(t *testing.T) {
 			}
 		})
 	}
+	// An anchor that contains an alias of itself, hidden behind
+	// duplicate keys (found by FuzzManifestDecoding: kustomize recursed
+	// until the stack overflowed and the process died).
+	for name, data := range map[string]string{
+		"self":            "a: &a [*a]\n",
+		"behind dup keys": "  0: &b\n  0: &c [*b]\n  0: &d [*b,*b,*b,0000, 0*d,*d]",
+		"in a mapping":    "apiVersion: v1\nkind: ConfigMap\nmetadata: &m\n  name: x\n  labels: {loop: *m}\n",
+	} {
+		dir := writeFiles(t, map[string]string{"loop.yaml": data})
+		_, err := Build(BuildOptions{Path: dir, WorkDir: dir})
+		var limit *LimitError
+		if !errors.As(err, &limit) || !strings.Contains(err.Error(), "loop.yaml: a YAML anchor contains an alias of itself") {
+			t.Errorf("%s: got %v", name, err)
+		}
+	}
 	// Anchors and aliases in proportion, as people use them, build.
 	dir := writeFiles(t, map[string]string{"cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: &n shared\n  labels:\n    app: *n\ndata:\n  a: &v x\n  b: *v\n"})
 	objects, err := Build(BuildOptions{Path: dir, WorkDir: dir})

@@ -183,8 +183,7 @@ func (r *run) provision(ctx context.Context, needs []*plan, lockLater bool) erro
 		err = r.waitEstablished(ctx, written, 25*time.Millisecond)
 	}
 	for _, pl := range written {
-		pl.kind = planProvisioned // apply reports it created
-		pl.again = lockLater      // and writes it no more, unless it came before the lock
+		pl.kind = planProvisioned // apply reports it created, and writes it no more
 	}
 	if err == nil && slices.ContainsFunc(needs, func(pl *plan) bool { return utils.IsCRD(pl.obj.Unstructured) }) {
 		// Discovery lists a new kind a moment after its CRD is
@@ -204,6 +203,9 @@ func (r *run) provision(ctx context.Context, needs []*plan, lockLater bool) erro
 			// waited for the Lease: what this one read before is stale.
 			contended = true
 			r.planner = r.newPlanner()
+			for _, pl := range written {
+				pl.again = true // another run's version may have replaced it
+			}
 		}
 	}
 	if err == nil {
