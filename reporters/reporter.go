@@ -105,10 +105,30 @@ func (r *Redactor) String(s string) string {
 	return s
 }
 
-// writeFile writes content to path, creating its directory.
+// writeFile writes content to path, creating its directory. What it
+// creates belongs to the owner of the folder it is created in (see
+// matchOwner), so that a runner can remove a workspace that gantry, run
+// as root in a container, wrote into.
 func writeFile(path string, content []byte) error {
+	var created []string
+	existing := filepath.Dir(path)
+	for {
+		if _, err := os.Stat(existing); err == nil {
+			break
+		}
+		created = append(created, existing)
+		parent := filepath.Dir(existing)
+		if parent == existing {
+			break
+		}
+		existing = parent
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(path, content, 0o644)
+	if err := os.WriteFile(path, content, 0o644); err != nil {
+		return err
+	}
+	matchOwner(existing, append(created, path))
+	return nil
 }
