@@ -107,4 +107,8 @@ func TestBuildMasksDecryptedValues(t *testing.T) {
 	if !strings.Contains(stdout.String(), "API_URL: ***") || !strings.Contains(stdout.String(), "LOG_LEVEL: ***") {
 		t.Errorf("stdout:\n%s", stdout.String())
 	}
+	// A build says what it built, not counts of cluster actions.
+	if !strings.Contains(stderr.String(), "gantry build: 1 object, written to stdout\n") {
+		t.Errorf("stderr:\n%s", stderr.String())
+	}
 }

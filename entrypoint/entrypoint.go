@@ -173,6 +173,13 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 				console.printf("gantry: %v\n", err)
 				return ExitFailed
 			}
+			// A build writes nothing to a cluster: it says what it built.
+			what := "objects"
+			if len(objects) == 1 {
+				what = "object"
+			}
+			console.printf("gantry build: %d %s, written to stdout\n", len(objects), what)
+			return exitCode(res, cfg)
 		}
 		console.summary(res)
 		return exitCode(res, cfg)

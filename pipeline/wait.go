@@ -96,7 +96,11 @@ func (r *run) wait(ctx context.Context) error {
 		}
 	}
 	if len(errs) == 0 {
-		r.obs.Info(fmt.Sprintf("%d objects ready", len(set)))
+		if len(set) == 1 {
+			r.obs.Info("1 object ready")
+		} else {
+			r.obs.Info(fmt.Sprintf("%d objects ready", len(set)))
+		}
 		return nil
 	}
 	what := "not ready"
