@@ -41,10 +41,7 @@ type console struct {
 var _ pipeline.Observer = (*console)(nil)
 
 func newConsole(w io.Writer, redact *reporters.Redactor, p platform) *console {
-	color := false
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) && os.Getenv("NO_COLOR") == "" {
-		color = true
-	}
+	color := colorTerminal(w)
 	return &console{w: w, redact: redact, p: p, color: color, now: time.Now}
 }
 
@@ -189,11 +186,11 @@ const msRound = 1e6 // time.Millisecond, untyped for Round
 // value, a value decrypted from a SOPS file into a ConfigMap) is masked.
 func writeObjects(w io.Writer, objects []*pipeline.Object, fenced bool, redact *reporters.Redactor) error {
 	if fenced {
-		token := "gantry-" + strings.ToLower(rand.Text())
-		if _, err := fmt.Fprintf(w, "::stop-commands::%s\n", token); err != nil {
+		end, err := fence(w)
+		if err != nil {
 			return err
 		}
-		defer fmt.Fprintf(w, "::%s::\n", token)
+		defer end()
 	}
 	for i, o := range objects {
 		u := o.Unstructured
@@ -273,4 +270,22 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
+}
+
+// colorTerminal reports whether w is a terminal that may be coloured
+// (NO_COLOR unset).
+func colorTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd())) && os.Getenv("NO_COLOR") == ""
+}
+
+// fence stops GitHub's runner from reading what follows on w as workflow
+// commands, until end is called. The token is random: nothing written in
+// between can end the fence.
+func fence(w io.Writer) (end func(), err error) {
+	token := "gantry-" + strings.ToLower(rand.Text())
+	if _, err := fmt.Fprintf(w, "::stop-commands::%s\n", token); err != nil {
+		return nil, err
+	}
+	return func() { fmt.Fprintf(w, "::%s::\n", token) }, nil
 }

@@ -1,15 +1,12 @@
 package entrypoint
 
 import (
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 
-	"golang.org/x/term"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gantry-dev/gantry/reporters"
@@ -25,12 +22,11 @@ import (
 // command.
 func writeDiff(w io.Writer, res *result.Result, format string, fenced bool, redact *reporters.Redactor) error {
 	if fenced {
-		// The token is random: no line of the diff can end the fence.
-		token := "gantry-" + strings.ToLower(rand.Text())
-		if _, err := fmt.Fprintf(w, "::stop-commands::%s\n", token); err != nil {
+		end, err := fence(w)
+		if err != nil {
 			return err
 		}
-		defer fmt.Fprintf(w, "::%s::\n", token)
+		defer end()
 	}
 	switch format {
 	case "json", "yaml":
@@ -62,10 +58,7 @@ func writeDiff(w io.Writer, res *result.Result, format string, fenced bool, reda
 		}
 		return a.Name < b.Name
 	})
-	color := false
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) && os.Getenv("NO_COLOR") == "" {
-		color = true
-	}
+	color := colorTerminal(w)
 	var b strings.Builder
 	for _, o := range changed {
 		for _, line := range strings.SplitAfter(strings.TrimRight(o.Diff, "\n")+"\n", "\n") {

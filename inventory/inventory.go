@@ -207,32 +207,40 @@ func (s *Store) write(ctx context.Context, cm *corev1.ConfigMap) (*corev1.Config
 		if !kube.Unanswered(err) || ctx.Err() != nil {
 			return out, err
 		}
-		for {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+		// The answer was lost: read the ConfigMap back once the server
+		// answers again.
+		var stored *corev1.ConfigMap
+		gerr := err
+		for kube.Unanswered(gerr) {
+			if serr := sleep(ctx, wait); serr != nil {
 				return nil, err
-			case <-t.C:
 			}
 			wait = min(2*wait, 2*time.Second)
-			stored, gerr := cms.Get(ctx, cm.Name, metav1.GetOptions{})
-			switch {
-			case gerr == nil && maps.Equal(stored.Data, cm.Data) && maps.Equal(stored.Labels, cm.Labels):
-				return stored, nil // the lost answer was a success
-			case gerr == nil && stored.ResourceVersion == cm.ResourceVersion,
-				apierrors.IsNotFound(gerr) && cm.ResourceVersion == "":
-				// not stored: send it again
-			case kube.Unanswered(gerr) && ctx.Err() == nil:
-				continue // the server is not back yet
-			case gerr != nil:
-				return nil, gerr
-			default:
-				// Someone else wrote it meanwhile.
-				return nil, apierrors.NewConflict(corev1.Resource("configmaps"), cm.Name, err)
-			}
-			break
+			stored, gerr = cms.Get(ctx, cm.Name, metav1.GetOptions{})
 		}
+		switch {
+		case gerr == nil && maps.Equal(stored.Data, cm.Data) && maps.Equal(stored.Labels, cm.Labels):
+			return stored, nil // the lost answer was a success
+		case gerr == nil && stored.ResourceVersion == cm.ResourceVersion,
+			apierrors.IsNotFound(gerr) && cm.ResourceVersion == "":
+			// not stored: send it again
+		case gerr != nil:
+			return nil, gerr
+		default:
+			// Someone else wrote it meanwhile.
+			return nil, apierrors.NewConflict(corev1.Resource("configmaps"), cm.Name, err)
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -43,9 +43,10 @@ type retryTransport struct {
 	next   http.RoundTripper
 	policy RetryPolicy
 
-	mu        sync.Mutex
-	down      *UnreachableError // nil while the server answers
-	lastProbe time.Time
+	// down is nil while the server answers: then a request costs one
+	// atomic load here, no lock.
+	down      atomic.Pointer[UnreachableError]
+	lastProbe atomic.Int64 // unix nanoseconds
 }
 
 // UnreachableError says that the API server did not answer a request
@@ -71,28 +72,27 @@ func WithRetries(rt http.RoundTripper, policy RetryPolicy) http.RoundTripper {
 // outage returns the outage in progress, unless this request is the one
 // that may probe whether it has ended.
 func (t *retryTransport) outage() (*UnreachableError, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.down == nil {
+	down := t.down.Load()
+	if down == nil {
 		return nil, false
 	}
-	if time.Since(t.lastProbe) >= t.policy.MaxBackoff {
-		t.lastProbe = time.Now()
+	now, last := time.Now().UnixNano(), t.lastProbe.Load()
+	if now-last >= int64(t.policy.MaxBackoff) && t.lastProbe.CompareAndSwap(last, now) {
 		return nil, true
 	}
-	return t.down, false
+	return down, false
 }
 
 // observe records how a request to the server went.
 func (t *retryTransport) observe(req *http.Request, answered bool, err error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	switch {
 	case answered:
-		t.down = nil
-	case t.down == nil && req.Context().Err() == nil:
-		t.down = &UnreachableError{Host: req.URL.Scheme + "://" + req.URL.Host, Since: time.Now(), Err: err}
-		t.lastProbe = time.Now()
+		if t.down.Load() != nil {
+			t.down.Store(nil)
+		}
+	case req.Context().Err() == nil:
+		t.lastProbe.Store(time.Now().UnixNano())
+		t.down.CompareAndSwap(nil, &UnreachableError{Host: req.URL.Scheme + "://" + req.URL.Host, Since: time.Now(), Err: err})
 	}
 }
 

@@ -226,14 +226,20 @@ func (r *run) apply(ctx context.Context) error {
 		entries[e.ID] = e
 	}
 	for _, pl := range r.plans {
-		if o, ok := r.byID[object.UnstructuredToObjMetadata(pl.obj.Unstructured).String()]; ok && r.res.Objects[o].Action != result.Failed {
+		i, ok := r.byID[object.UnstructuredToObjMetadata(pl.obj.Unstructured).String()]
+		if !ok {
+			continue
+		}
+		switch o := r.res.Objects[i]; {
+		case o.Action != result.Failed:
 			e := inventory.EntryFor(pl.obj.Unstructured)
 			entries[e.ID] = e
 			r.applied = append(r.applied, e)
-		} else if e := inventory.EntryFor(pl.obj.Unstructured); r.unanswered[e.ID] {
+		case o.Unanswered && writes(pl.kind):
 			// It may have been written: listed, a later run applies or
 			// prunes it; a prune of an object that is not there is a
 			// no-op.
+			e := inventory.EntryFor(pl.obj.Unstructured)
 			entries[e.ID] = e
 		}
 	}
@@ -292,14 +298,6 @@ func (r *run) applyGroup(ctx context.Context, group []*plan) error {
 				o.Action = result.Failed
 				setError(&o, err, err.Error())
 				errs.add(&ObjectError{Ref: ref(pl.obj), Source: pl.obj.Source, Err: err})
-				if writes(pl.kind) && kube.Unanswered(err) {
-					r.mu.Lock()
-					if r.unanswered == nil {
-						r.unanswered = map[string]bool{}
-					}
-					r.unanswered[inventory.EntryFor(pl.obj.Unstructured).ID] = true
-					r.mu.Unlock()
-				}
 			} else if action == result.Skipped {
 				o.Error = pl.reason
 			}

@@ -132,11 +132,7 @@ type run struct {
 	store    *inventory.Store
 	// applied lists what this run's set holds in the cluster now.
 	applied []inventory.Entry
-	// unanswered holds the ids of objects whose write got no answer (the
-	// connection broke, the server answered 5xx): they may exist now, so
-	// the inventory lists them. Guarded by mu.
-	unanswered map[string]bool
-	release    func()
+	release func()
 	// deadlineCtx carries the one deadline of everything after the build.
 	deadlineCtx context.Context
 	// cleanup runs when the run ends (temporary folders).

@@ -504,7 +504,6 @@ func (p *planner) describe(err error, o *Object) error {
 	return withAPIMessage(err)
 }
 
-// apiMessage is the API server's own message, which names the field.
 // withAPIMessage is err said as apiMessage says it, still unwrapping to
 // err (so that a refusal stays a refusal and a lost answer a lost answer).
 func withAPIMessage(err error) error { return &messageError{msg: apiMessage(err), err: err} }
@@ -517,6 +516,7 @@ type messageError struct {
 func (e *messageError) Error() string { return e.msg }
 func (e *messageError) Unwrap() error { return e.err }
 
+// apiMessage is the API server's own message, which names the field.
 func apiMessage(err error) string {
 	var status apierrors.APIStatus
 	if errors.As(err, &status) && status.Status().Message != "" {
@@ -581,30 +581,39 @@ func (l *errorList) add(err error) {
 
 func (l *errorList) err() error { return joinErrors(l.errs) }
 
-// NoAnswer is what a report says of an object whose request got no
-// answer; the run's error says once which server and how.
-const NoAnswer = "no answer from the API server"
-
-// Cut short is what a report says of an object whose request the run's
-// end cut short.
+// What a report says of an object whose request got no answer: the
+// server stopped answering (the run's error says once which server and
+// how), or the run's end cut the request short.
 const (
+	NoAnswer  = "no answer from the API server"
 	TimedOut  = "not done: the run's timeout passed"
 	Cancelled = "not done: the run was cancelled"
 )
 
-// setError records why an object failed: msg, or that its request got no
-// answer.
-func setError(o *result.Object, err error, msg string) {
+// cutShort says what left err's request without an answer, as a report
+// says it of the object (NoAnswer, TimedOut, Cancelled), or "" when the
+// request was answered.
+func cutShort(err error) string {
 	switch {
 	case kube.ConnectionLost(err):
-		o.Error, o.Unanswered = NoAnswer, true
+		return NoAnswer
 	case errors.Is(err, context.DeadlineExceeded):
-		o.Error, o.Unanswered = TimedOut, true
+		return TimedOut
 	case errors.Is(err, context.Canceled):
-		o.Error, o.Unanswered = Cancelled, true
-	default:
-		o.Error = msg
+		return Cancelled
 	}
+	return ""
+}
+
+// setError records why an object failed: msg, or that its request got no
+// answer. Either way, Unanswered marks a write that may have been carried
+// out (a 5xx answer too: the server may have stored it first).
+func setError(o *result.Object, err error, msg string) {
+	o.Error = msg
+	if why := cutShort(err); why != "" {
+		o.Error = why
+	}
+	o.Unanswered = kube.Unanswered(err)
 }
 
 // joinErrors joins per-object errors, except that objects cut off by an
@@ -612,49 +621,38 @@ func setError(o *result.Object, err error, msg string) {
 // together, not once per object.
 func joinErrors(errs []error) error {
 	var kept []error
-	var lost, timedOut, cancelled []*ObjectError
+	groups := map[string][]*ObjectError{}
 	for _, e := range errs {
 		var oe *ObjectError
-		switch {
-		case e == nil || !errors.As(e, &oe):
-			kept = append(kept, e)
-		case kube.ConnectionLost(oe.Err):
-			lost = append(lost, oe)
-		case errors.Is(oe.Err, context.DeadlineExceeded):
-			timedOut = append(timedOut, oe)
-		case errors.Is(oe.Err, context.Canceled):
-			cancelled = append(cancelled, oe)
-		default:
-			kept = append(kept, e)
+		if e != nil && errors.As(e, &oe) {
+			if why := cutShort(oe.Err); why != "" {
+				groups[why] = append(groups[why], oe)
+				continue
+			}
 		}
+		kept = append(kept, e)
 	}
-	for _, group := range []struct {
-		objs []*ObjectError
-		why  string
-	}{{lost, ""}, {timedOut, "the run's timeout passed"}, {cancelled, "the run was cancelled"}} {
-		switch {
-		case len(group.objs) == 1:
-			kept = append(kept, group.objs[0])
-		case len(group.objs) > 1:
-			kept = append(kept, newServerLostError(group.objs, group.why))
+	for _, why := range []string{NoAnswer, TimedOut, Cancelled} {
+		switch objs := groups[why]; {
+		case len(objs) == 1:
+			kept = append(kept, objs[0])
+		case len(objs) > 1:
+			kept = append(kept, newUndoneError(objs))
 		}
 	}
 	return errors.Join(kept...)
 }
 
-// ServerLostError is the objects that an API server which stopped
-// answering, or the run's end, left undone.
-type ServerLostError struct {
+// UndoneError is the objects that an API server which stopped answering,
+// or the run's end, left undone, said once.
+type UndoneError struct {
 	Refs []string
-	// Why says what cut them off; empty: the server stopped answering,
-	// as Err says.
-	Why string
-	Err error
+	Err  error
 }
 
-func newServerLostError(lost []*ObjectError, why string) *ServerLostError {
-	e := &ServerLostError{Err: lost[0].Err, Why: why}
-	for _, oe := range lost {
+func newUndoneError(objs []*ObjectError) *UndoneError {
+	e := &UndoneError{Err: objs[0].Err}
+	for _, oe := range objs {
 		e.Refs = append(e.Refs, oe.Ref)
 		var down *kube.UnreachableError
 		if errors.As(oe.Err, &down) {
@@ -665,20 +663,23 @@ func newServerLostError(lost []*ObjectError, why string) *ServerLostError {
 	return e
 }
 
-func (e *ServerLostError) Error() string {
+func (e *UndoneError) Error() string {
 	const named = 3
 	refs := strings.Join(e.Refs[:min(named, len(e.Refs))], ", ")
 	if len(e.Refs) > named {
 		refs += fmt.Sprintf(" and %d more", len(e.Refs)-named)
 	}
-	why := e.Why
-	if why == "" {
-		why = kube.DescribeLost(e.Err)
+	why := kube.DescribeLost(e.Err)
+	switch cutShort(e.Err) {
+	case TimedOut:
+		why = "the run's timeout passed"
+	case Cancelled:
+		why = "the run was cancelled"
 	}
 	return fmt.Sprintf("%s; %d objects left undone (%s), each listed in the report", why, len(e.Refs), refs)
 }
 
-func (e *ServerLostError) Unwrap() error { return e.Err }
+func (e *UndoneError) Unwrap() error { return e.Err }
 
 // ObjectError is a failure of one object, named first, with its file.
 type ObjectError struct {
