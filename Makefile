@@ -11,11 +11,13 @@ export GANTRY_BIN_DIR := $(BIN)
 
 KUBE_BINS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kubectl
 AGE_BINS  := $(BIN)/age $(BIN)/age-keygen
-TOOLS     := $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/kwok-stages.yaml $(AGE_BINS) $(BIN)/cosign $(BIN)/sops $(BIN)/actionlint $(BIN)/tektoncheck
+# The local control plane: all that make demo and make cluster need.
+CLUSTER_TOOLS := $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/kwok-stages.yaml
+TOOLS     := $(CLUSTER_TOOLS) $(AGE_BINS) $(BIN)/cosign $(BIN)/sops $(BIN)/actionlint $(BIN)/tektoncheck
 
 FLUX_BINS := $(BIN)/source-controller $(BIN)/kustomize-controller
 
-.PHONY: all bench bench-peers build image tools flux-tools fuzz test test-flux test-race test-short demo cluster docs lint vuln soak release-prep clean help
+.PHONY: all bench bench-peers build image tools cluster-tools flux-tools fuzz test test-flux test-race test-short demo cluster docs lint vuln soak release-prep clean help
 
 all: build
 
@@ -26,6 +28,9 @@ build:
 ## tools: the local control plane (Kubernetes v1.36.3, etcd, kwok) the interop CLIs (age, cosign, sops), actionlint, tektoncheck from the Go module proxy, and a registry server (Debian docker-registry), into bin/
 tools: $(TOOLS)
 	@hack/install-registry.sh
+
+## cluster-tools: the local control plane only (Kubernetes v1.36.3, etcd, kwok), into bin/: what make demo and make cluster need
+cluster-tools: $(CLUSTER_TOOLS)
 
 # Each tool module under hack/tools pins its versions; a binary is rebuilt
 # only when its pins change, so a warm run takes seconds.
@@ -134,11 +139,11 @@ test-short:
 	$(GO) test -short ./...
 
 ## cluster: a local control plane until Ctrl-C; prints the KUBECONFIG to use
-cluster: tools
+cluster: cluster-tools
 	$(GO) run ./e2e/cmd/cluster up
 
 ## demo: the whole pipeline on examples/ against a local control plane
-demo: tools build
+demo: cluster-tools build
 	hack/demo.sh
 
 ## release-prep: point action.yml at the image of release VERSION (vX.Y.Z), before tagging it

@@ -54,10 +54,12 @@ func gantry(t *testing.T, args ...string) gantryRun {
 func gantryWith(t *testing.T, kubeconfig string, args ...string) gantryRun {
 	t.Helper()
 	report := filepath.Join(t.TempDir(), "report.json")
-	args = append(args, "--kubeconfig="+kubeconfig, "--report="+report)
+	// As variables, which every command reads; a flag would be refused by
+	// the commands that do not use it.
+	environ := []string{"HOME=" + os.Getenv("HOME"), "GANTRY_KUBECONFIG=" + kubeconfig, "GANTRY_REPORT=" + report}
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
-	code := entrypoint.Run(context.Background(), args, []string{"HOME=" + os.Getenv("HOME")}, &stdout, &stderr)
+	code := entrypoint.Run(context.Background(), args, environ, &stdout, &stderr)
 	r := gantryRun{code: code, stdout: stdout.String(), stderr: stderr.String(), took: time.Since(start)}
 	if b, err := os.ReadFile(report); err == nil {
 		r.res = &result.Result{}

@@ -140,7 +140,7 @@ func diffArtifact(ctx context.Context, cfg *Config, client *artifact.Client, std
 		return fmt.Sprint(x.GetKind(), "\x00", x.GetNamespace(), "\x00", x.GetName()) < fmt.Sprint(y.GetKind(), "\x00", y.GetNamespace(), "\x00", y.GetName())
 	})
 	label := func(source string) string { return strings.TrimPrefix(source, "oci://") }
-	changed := 0
+	changed, color := 0, colorTerminal(stdout)
 	for _, id := range sorted {
 		u := either(id)
 		ref := result.Ref(u.GroupVersionKind().Group, u.GetKind(), u.GetNamespace(), u.GetName())
@@ -151,7 +151,7 @@ func diffArtifact(ctx context.Context, cfg *Config, client *artifact.Client, std
 		}
 		if d != "" {
 			changed++
-			fmt.Fprint(stdout, console.redact.String(d))
+			fmt.Fprint(stdout, console.redact.String(paintDiff(d, color)))
 		}
 	}
 	console.printf("gantry diff-artifact: %d of %d objects differ between %s and %s\n", changed, len(sorted), cfg.Artifact, cfg.CompareTo)

@@ -2,7 +2,6 @@ package entrypoint
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -20,9 +19,6 @@ import (
 	"github.com/gantry-dev/gantry/artifact"
 	"github.com/gantry-dev/gantry/pipeline"
 )
-
-// Commands gantry knows.
-var commands = []string{"build", "diff", "apply", "delete", "release", "inventory", "push", "pull", "tag", "list", "inspect", "diff-artifact", "version"}
 
 // Config is the validated configuration of one run.
 type Config struct {
@@ -88,22 +84,6 @@ type value struct {
 	origin string // --flag, INPUT_X, GANTRY_X or default
 }
 
-// inputFlag keeps an input's raw text, so that every input is validated in
-// one place whatever its source; a bool input may be given bare (--prune).
-type inputFlag struct {
-	v      *string
-	isBool bool
-}
-
-func (f inputFlag) String() string {
-	if f.v == nil {
-		return ""
-	}
-	return *f.v
-}
-func (f inputFlag) Set(s string) error { *f.v = s; return nil }
-func (f inputFlag) IsBoolFlag() bool   { return f.isBool }
-
 // EnvName is an input's GitHub Actions variable: INPUT_ upper-cased, hyphens
 // kept.
 func (in Input) EnvName() string { return "INPUT_" + strings.ToUpper(in.Name) }
@@ -113,28 +93,8 @@ func (in Input) GantryEnvName() string {
 	return "GANTRY_" + strings.ToUpper(strings.ReplaceAll(in.Name, "-", "_"))
 }
 
-// resolve reads every input from args and env by precedence.
-func resolve(args []string, env map[string]string, usage io.Writer) (map[string]value, error) {
-	fs := flag.NewFlagSet("gantry", flag.ContinueOnError)
-	fs.SetOutput(usage)
-	flags := map[string]*string{}
-	for _, in := range Inputs {
-		v := new(string)
-		flags[in.Name] = v
-		fs.Var(inputFlag{v: v, isBool: in.Bool}, in.Name, in.Description)
-	}
-	var command string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		command, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q (settings are given as --name=value)", fs.Arg(0))
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+// resolve reads every input from the command line and env by precedence.
+func resolve(inv *invocation, env map[string]string) (map[string]value, error) {
 	// A GitHub Actions input gantry does not have is a typo in with:,
 	// which the runner passes on with a warning only; it is refused here,
 	// as an unknown flag is, rather than silently ignored.
@@ -155,13 +115,12 @@ func resolve(args []string, env map[string]string, usage io.Writer) (map[string]
 
 	out := map[string]value{}
 	for _, in := range Inputs {
+		raw, given := inv.flags[in.Name]
 		switch {
-		case set[in.Name]:
-			raw := *flags[in.Name]
-			if in.Bool && raw == "" {
-				raw = "true"
-			}
+		case given:
 			out[in.Name] = value{raw, "--" + in.Name}
+		case in.Name == "path" && inv.path != "":
+			out[in.Name] = value{inv.path, "the path argument"}
 		case env[in.EnvName()] != "":
 			out[in.Name] = value{env[in.EnvName()], in.EnvName()}
 		case env[in.GantryEnvName()] != "":
@@ -170,9 +129,7 @@ func resolve(args []string, env map[string]string, usage io.Writer) (map[string]
 			out[in.Name] = value{in.Default, "default"}
 		}
 	}
-	if command != "" {
-		out["command"] = value{command, "command line"}
-	}
+	out["command"] = value{inv.command, inv.origin}
 	return out, nil
 }
 
@@ -183,10 +140,24 @@ var (
 	secretName = regexp.MustCompile(`(?i)pass|pwd|secret|token|key|cred|auth|cert|private|salt`)
 )
 
-// Load resolves and validates the whole configuration. Every problem is
-// reported at once, each naming the input and where its value came from.
-func Load(args []string, env map[string]string, usage io.Writer) (*Config, error) {
-	vals, err := resolve(args, env, usage)
+// Load reads the command line and validates the whole configuration, as
+// configure does. Help, the version and completions are printed to stdout,
+// and Load then returns errHelp.
+func Load(args []string, env map[string]string, stdout io.Writer) (*Config, error) {
+	inv, err := parseCommandLine(args, env, stdout, stdout)
+	if err != nil {
+		return nil, err
+	}
+	if inv == nil {
+		return nil, errHelp
+	}
+	return configure(inv, env)
+}
+
+// configure resolves and validates the whole configuration. Every problem
+// is reported at once, each naming the input and where its value came from.
+func configure(inv *invocation, env map[string]string) (*Config, error) {
+	vals, err := resolve(inv, env)
 	if err != nil {
 		return nil, err
 	}

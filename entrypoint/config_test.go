@@ -105,7 +105,7 @@ func TestEveryProblemReportedAtOnce(t *testing.T) {
 func TestInventoryRequiredForApplyAndDelete(t *testing.T) {
 	t.Parallel()
 	for _, cmd := range []string{"apply", "delete"} {
-		_, err := Load([]string{cmd, "--path=" + t.TempDir()}, nil, io.Discard)
+		_, err := Load([]string{cmd}, map[string]string{"GANTRY_PATH": t.TempDir()}, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "inventory (from default): required for "+cmd) {
 			t.Errorf("%s: %v", cmd, err)
 		}
@@ -117,7 +117,7 @@ func TestInventoryRequiredForApplyAndDelete(t *testing.T) {
 
 func TestHealthChecksParsed(t *testing.T) {
 	t.Parallel()
-	c, err := Load([]string{"build", "--path=" + t.TempDir(), "--health-checks=Deployment/apps/web\n# comment\nClusterRole/view\nDeployment.apps/shop/api\n"}, nil, io.Discard)
+	c, err := Load([]string{"apply", t.TempDir(), "--inventory=x", "--health-checks=Deployment/apps/web\n# comment\nClusterRole/view", "--health-checks", "Deployment.apps/shop/api"}, nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

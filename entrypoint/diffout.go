@@ -20,7 +20,7 @@ import (
 // diffs already; redact masks the rest (decrypted and substituted values).
 // On GitHub the output is fenced so that no line of it runs as a workflow
 // command.
-func writeDiff(w io.Writer, res *result.Result, format string, fenced bool, redact *reporters.Redactor) error {
+func writeDiff(w io.Writer, res *result.Result, format string, fenced, color bool, redact *reporters.Redactor) error {
 	if fenced {
 		end, err := fence(w)
 		if err != nil {
@@ -58,21 +58,27 @@ func writeDiff(w io.Writer, res *result.Result, format string, fenced bool, reda
 		}
 		return a.Name < b.Name
 	})
-	color := colorTerminal(w)
 	var b strings.Builder
 	for _, o := range changed {
-		for _, line := range strings.SplitAfter(strings.TrimRight(o.Diff, "\n")+"\n", "\n") {
-			if line == "" {
-				continue
-			}
-			b.WriteString(paintDiffLine(line, color))
-		}
+		b.WriteString(paintDiff(o.Diff, color))
 	}
 	c := res.Counts()
 	fmt.Fprintf(&b, "%d to create, %d to change, %d to recreate, %d to delete, %d unchanged\n",
 		c[result.Created], c[result.Configured], c[result.Recreated], c[result.Deleted], c[result.Unchanged])
 	_, err := io.WriteString(w, redact.String(b.String()))
 	return err
+}
+
+// paintDiff colours a unified diff for a terminal: headers bold, hunks
+// cyan, additions green, removals red.
+func paintDiff(diff string, color bool) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(strings.TrimRight(diff, "\n")+"\n", "\n") {
+		if line != "" {
+			b.WriteString(paintDiffLine(line, color))
+		}
+	}
+	return b.String()
 }
 
 func paintDiffLine(line string, color bool) string {

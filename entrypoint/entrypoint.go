@@ -40,10 +40,6 @@ var discardControllerRuntimeLogs sync.Once
 // Run executes gantry with the given arguments and environment (as
 // os.Environ returns it) and returns the process exit code.
 func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && (args[0] == "version" || args[0] == "--version") {
-		fmt.Fprintf(stdout, "gantry %s\n", Version)
-		return ExitOK
-	}
 	discardControllerRuntimeLogs.Do(func() {
 		// controller-runtime's client logs through a global logger that
 		// warns when never set; gantry reports through its own result
@@ -58,7 +54,18 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		}
 	}
 	p := detectPlatform(env)
-	cfg, cfgErr := Load(args, env, stderr)
+	inv, err := parseCommandLine(args, env, stdout, stderr)
+	switch {
+	case err != nil:
+		fmt.Fprintf(stderr, "gantry: invalid command line: %v\n", err)
+		return ExitInvalid
+	case inv == nil: // help, version or completion, printed
+		return ExitOK
+	case inv.command == "version":
+		fmt.Fprintf(stdout, "gantry %s\n", Version)
+		return ExitOK
+	}
+	cfg, cfgErr := configure(inv, env)
 
 	// Every secret is known, and masked on GitHub, before anything else is
 	// printed.
@@ -99,11 +106,6 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		}
 		return ExitInvalid
 	}
-	if cfg.Command == "version" {
-		fmt.Fprintf(stdout, "gantry %s\n", Version)
-		return ExitOK
-	}
-
 	kopts := kube.Options{Kubeconfig: cfg.Kubeconfig, Context: cfg.Context, ServiceAccount: cfg.ServiceAccount, Concurrency: cfg.Concurrency}
 	connect := func() (*kube.Clients, error) {
 		rc, err := kube.RESTConfig(kopts)
@@ -189,7 +191,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		}
 		res = pipeline.Diff(ctx, opts, connect, console)
 		if res.Reason == result.ReasonSucceeded || res.Reason == result.ReasonProgressing {
-			if err := writeDiff(stdout, res, cfg.Output, p == githubActions, redact); err != nil {
+			if err := writeDiff(stdout, res, cfg.Output, p == githubActions, colorTerminal(stdout), redact); err != nil {
 				console.warn("printing the diff: " + err.Error())
 			}
 		}

@@ -10,6 +10,15 @@ type Input struct {
 	Description string
 	// Bool inputs may be given as a bare flag (--prune).
 	Bool bool
+	// Lines inputs take one value per line; as a flag they may also be
+	// repeated, one value each.
+	Lines bool
+	// Group is the heading a command's help lists the flag under; the
+	// others are listed with --help, under Other flags.
+	Group string
+	// For names the commands that read the input, space-separated. Only
+	// those take it as a flag; variables are read whatever the command.
+	For string
 	// Secret inputs hold credentials or values that must never be printed.
 	Secret bool
 	// ActionDefault, when set, is action.yml's default where it differs
@@ -17,63 +26,74 @@ type Input struct {
 	ActionDefault string
 }
 
+// Flag groups, in the order a command's help lists them.
+const (
+	groupSource    = "Source"
+	groupArtifact  = "Artifact"
+	groupSigning   = "Signing"
+	groupCluster   = "Cluster"
+	groupReporting = "Reporting"
+)
+
+var groups = []string{groupSource, groupCluster, groupArtifact, groupSigning, groupReporting}
+
 // Inputs is the one table of settings; action.yml and the reference docs
 // are checked against it.
 var Inputs = []Input{
-	{Name: "command", Default: "apply", Description: "What to run: build, diff, apply, delete, release, inventory, push, pull, tag, list, inspect or diff-artifact. On the command line it is the first argument."},
-	{Name: "path", Default: ".", Description: "Kustomize overlay, or a plain folder of manifests (as if a kustomization listed every .yaml, .yml and .json file below it, hidden files and folders such as .sops.yaml left out). With artifact, apply and diff build from path and push when path is given, and pull the artifact when it is not. For pull, the folder to write to."},
-	{Name: "artifact", Description: "OCI artifact, oci://registry/repository[:tag|@digest], in Flux's format: push builds and pushes it; pull, tag and inspect read it; list takes a repository; apply and diff pull it (or, with path, push it first); release prints the Flux OCIRepository and Kustomization that reconcile it."},
-	{Name: "artifact-path", Description: "For apply and diff from an artifact: the folder inside it to build, as Flux's Kustomization spec.path, for artifacts that hold several apps. Default: the artifact's root."},
-	{Name: "compare-to", Description: "For diff-artifact: the other side, an oci:// artifact or a folder to build. The artifact's objects are compared with it, object by object, Secret values masked."},
-	{Name: "tags", Description: "Extra tags, one per line: for push, added to the pushed artifact; for tag, the tags to add."},
-	{Name: "semver", Description: "For list: only tags matching this semver constraint, such as >=1.0.0 or 1.x."},
-	{Name: "registry-username", Description: "Registry user name. Default: the Docker config's credentials (DOCKER_CONFIG), and on GitHub the workflow token for ghcr.io."},
-	{Name: "registry-password", Secret: true, Description: "Registry password or token, with registry-username."},
-	{Name: "age-recipients", Description: "Encrypt pushed artifacts with age for these recipients: age1... or ssh-ed25519/ssh-rsa public keys, one per line. Encrypted artifacts are for gantry (Flux cannot decrypt them), and their digest differs on every push."},
-	{Name: "age-identities", Secret: true, Description: "age identities (AGE-SECRET-KEY-1... lines) or an OpenSSH private key, or the path of a file holding them (as age -i takes it), to decrypt encrypted artifacts on pull, apply and diff."},
-	{Name: "sign", Description: "Sign pushed artifacts: cosign, or empty for no signature. The digest is signed, never a tag. With cosign-key, with that key; without, keyless: an ephemeral key certified by Fulcio for the CI's OIDC identity (on GitHub: permissions: id-token: write), the signature recorded in Rekor."},
-	{Name: "cosign-key", Description: "The cosign private key: a file, env://VAR, or a KMS reference as cosign accepts it (awskms://, gcpkms://, azurekms://, hashivault://)."},
-	{Name: "cosign-password", Secret: true, Description: "The password of an encrypted cosign-key."},
-	{Name: "fulcio-url", Default: "https://fulcio.sigstore.dev", Description: "Fulcio, for keyless signing."},
-	{Name: "rekor-url", Default: "https://rekor.sigstore.dev", Description: "Rekor, for keyless signing."},
-	{Name: "verify", Description: "Verify artifacts before anything is pulled from them: cosign, or empty. With cosign-public-key, against that key; without, keyless: the certificate must chain to Fulcio's roots and name certificate-identity and certificate-oidc-issuer. An unsigned, wrongly signed or tampered artifact is refused and nothing is applied."},
-	{Name: "cosign-public-key", Description: "The cosign public key to verify with: a file, env://VAR or a KMS reference."},
-	{Name: "certificate-identity", Description: "For keyless verification: the signer the certificate must name, such as https://github.com/OWNER/REPO/.github/workflows/deploy.yml@refs/heads/main."},
-	{Name: "certificate-identity-regexp", Description: "For keyless verification: a regular expression the certificate's signer must match, instead of certificate-identity."},
-	{Name: "certificate-oidc-issuer", Description: "For keyless verification: the OIDC issuer the certificate must name, such as https://token.actions.githubusercontent.com."},
-	{Name: "certificate-oidc-issuer-regexp", Description: "For keyless verification: a regular expression the issuer must match, instead of certificate-oidc-issuer."},
-	{Name: "certificate-roots", Description: "For keyless verification against a private Fulcio: a PEM file of its root certificates (the transparency log is then not consulted). Default: the public Sigstore roots and Rekor keys, from Sigstore's TUF repository."},
-	{Name: "insecure-registry", Default: "false", Bool: true, Description: "Allow plain HTTP to the registry. Without it, only loopback registries are reached over HTTP."},
-	{Name: "inventory", Description: "Name of the inventory that records what was applied, for prune. Required for apply, delete and release."},
-	{Name: "inventory-namespace", Default: "default", Description: "Namespace of the inventory's ConfigMap and Lease."},
-	{Name: "prune", Default: "true", Bool: true, Description: "Delete objects that a previous run applied and this one no longer has."},
-	{Name: "wait", Default: "true", Bool: true, Description: "Wait until every applied object is ready (kstatus)."},
-	{Name: "timeout", Default: "5m", Description: "Bounds everything but the build: an artifact's push or pull, the inventory lock, validate, apply, prune and wait."},
-	{Name: "force", Default: "false", Bool: true, Description: "Recreate objects whose immutable fields changed. For prune and delete: also delete objects that Flux now applies, which are otherwise left alone."},
-	{Name: "release-to", Default: "kustomize-controller", Description: "For release: the field manager that takes over the fields gantry's field manager owns (Flux's kustomize-controller by default), so that its next apply can remove fields; empty leaves them unowned."},
-	{Name: "target-namespace", Description: "Set the namespace of every namespaced object."},
-	{Name: "patches", Description: "Extra patch files applied on top of the build, one path per line."},
-	{Name: "substitute", Secret: true, Description: "KEY=VALUE lines for ${KEY} and ${KEY:=default} substitution after the build. Substitution runs only when this is given (as in Flux); it is strict: a variable with neither value nor default is an error. Lines are never echoed in errors; the values of variables whose names suggest a secret (PASSWORD, TOKEN, SECRET, KEY, CRED, AUTH, CERT, PRIVATE, PWD, SALT) are masked in all output."},
-	{Name: "sops-age-key", Secret: true, Description: "age identities (AGE-SECRET-KEY-1... lines), or the path of a file holding them (such as age-keygen's output), that decrypt SOPS-encrypted files (manifests, patches, generator sources in every sops format) and objects at build time, as Flux does. An encrypted file without a key that opens it is an error naming the file; nothing encrypted is ever applied, and decrypted values are masked in all output."},
-	{Name: "kubeconfig", Description: "Path of a kubeconfig file. Default: $KUBECONFIG, then the in-cluster configuration."},
-	{Name: "context", Description: "The kubeconfig context to use."},
-	{Name: "service-account", Description: "namespace/name of a service account to impersonate, so that its RBAC bounds what the run may touch."},
-	{Name: "health-checks", Description: "Objects to wait for, one Kind/namespace/name (or Kind/name) per line; the kind may carry its group, as gantry prints it (Deployment.apps/shop/web). Default: everything applied."},
-	{Name: "concurrency", Default: "16", Description: "How many API requests gantry keeps in flight."},
-	{Name: "max-file-bytes", Default: "33554432", Description: "The largest file a build reads, in bytes (32 MiB; the largest CRDs people ship are a few MB). A larger file fails the build naming it, as does YAML whose aliases expand out of proportion (a YAML bomb), before it is parsed."},
-	{Name: "allow-remote-bases", Default: "false", Bool: true, Description: "Let kustomize fetch resources and components that are URLs (git or HTTP). Without it a build reads nothing but the workspace, and a remote entry fails it at once, naming the kustomization, with no network request."},
-	{Name: "max-objects", Default: "100000", Description: "The most objects one build may produce; more fail the build."},
-	{Name: "take-ownership", Default: "false", Bool: true, Description: "Take over objects that carry another gantry inventory's labels. Without it such objects fail validation, naming both inventories, and nothing is written."},
-	{Name: "allow-empty", Default: "false", Bool: true, Description: "Allow a build with no objects to prune everything the inventory holds."},
-	{Name: "output", Default: "text", Description: "For diff: what it prints on stdout. text: each changed object's unified diff (coloured on a terminal unless NO_COLOR is set), by kind, namespace and name, then a summary line; json or yaml: the result, as in the report. Secret values are masked in all three."},
-	{Name: "detailed-exitcode", Default: "false", Bool: true, Description: "With diff: exit 3 when there are changes."},
-	{Name: "report", Description: "Write the run's result as JSON to this path, and every diff next to it (same name, .diff). Default on GitHub and GitLab: .gantry/report.json in the working directory; elsewhere none."},
-	{Name: "summary", Default: "auto", Description: "Write the GitHub job summary: auto (when GITHUB_STEP_SUMMARY is set), true or false."},
-	{Name: "comment", Default: "auto", Description: "Keep one comment per inventory on the pull request (GitHub) or merge request (GitLab), updated in place: auto (on pull_request events and merge request pipelines), true or false. A comment that cannot be posted is a warning."},
-	{Name: "github-token", Secret: true, ActionDefault: "${{ github.token }}", Description: "Token for the pull request comment; needs pull-requests: write. The API is GITHUB_API_URL, so GitHub Enterprise Server works."},
-	{Name: "gitlab-token", Secret: true, Description: "Project or group access token (api scope) for the merge request note; CI_JOB_TOKEN cannot post notes. The API is CI_API_V4_URL."},
-	{Name: "dotenv", Description: "Write the scalar outputs as a dotenv file (GANTRY_<OUTPUT>=value) for artifacts:reports:dotenv. Default on GitLab: gantry.env; elsewhere none."},
-	{Name: "tekton-results", Description: "Directory for Tekton step results. Default: /tekton/results when it exists."},
-	{Name: "source", Description: "Where the configuration comes from, recorded in the inventory and in artifacts (org.opencontainers.image.source). Default: the repository URL on GitHub and GitLab, else path."},
-	{Name: "revision", Description: "The revision being deployed, recorded in the inventory. Default: GITHUB_SHA or CI_COMMIT_SHA."},
+	{Name: "command", ActionDefault: "apply", Description: "What to run: build, diff, apply, delete, release, inventory, push, pull, tag, list, inspect or diff-artifact. On the command line it is the first argument (gantry apply); gantry --help lists them, and gantry <command> --help gives the flags of each."},
+	{Name: "path", Group: groupSource, For: "build diff apply push pull", Default: ".", Description: "Kustomize overlay, or a plain folder of manifests (as if a kustomization listed every .yaml, .yml and .json file below it, hidden files and folders such as .sops.yaml left out). With artifact, apply and diff build from path and push when path is given, and pull the artifact when it is not. For pull, the folder to write to."},
+	{Name: "artifact", Group: groupArtifact, For: "diff apply release push pull tag list inspect diff-artifact", Description: "OCI artifact, oci://registry/repository[:tag|@digest], in Flux's format: push builds and pushes it; pull, tag and inspect read it; list takes a repository; apply and diff pull it (or, with path, push it first); release prints the Flux OCIRepository and Kustomization that reconcile it."},
+	{Name: "artifact-path", Group: groupArtifact, For: "diff apply release", Description: "For apply and diff from an artifact: the folder inside it to build, as Flux's Kustomization spec.path, for artifacts that hold several apps. Default: the artifact's root."},
+	{Name: "compare-to", Group: groupArtifact, For: "diff-artifact", Description: "For diff-artifact: the other side, an oci:// artifact or a folder to build. The artifact's objects are compared with it, object by object, Secret values masked."},
+	{Name: "tags", Group: groupArtifact, For: "diff apply push tag", Lines: true, Description: "Extra tags, one per line: for push, added to the pushed artifact; for tag, the tags to add."},
+	{Name: "semver", Group: groupArtifact, For: "list", Description: "For list: only tags matching this semver constraint, such as >=1.0.0 or 1.x."},
+	{Name: "registry-username", Group: groupArtifact, For: "diff apply release push pull tag list inspect diff-artifact", Description: "Registry user name. Default: the Docker config's credentials (DOCKER_CONFIG), and on GitHub the workflow token for ghcr.io."},
+	{Name: "registry-password", Group: groupArtifact, For: "diff apply release push pull tag list inspect diff-artifact", Secret: true, Description: "Registry password or token, with registry-username."},
+	{Name: "age-recipients", Group: groupArtifact, For: "diff apply push", Lines: true, Description: "Encrypt pushed artifacts with age for these recipients: age1... or ssh-ed25519/ssh-rsa public keys, one per line. Encrypted artifacts are for gantry (Flux cannot decrypt them), and their digest differs on every push."},
+	{Name: "age-identities", Group: groupArtifact, For: "diff apply pull diff-artifact", Secret: true, Description: "age identities (AGE-SECRET-KEY-1... lines) or an OpenSSH private key, or the path of a file holding them (as age -i takes it), to decrypt encrypted artifacts on pull, apply and diff."},
+	{Name: "sign", Group: groupSigning, For: "diff apply push", Description: "Sign pushed artifacts: cosign, or empty for no signature. The digest is signed, never a tag. With cosign-key, with that key; without, keyless: an ephemeral key certified by Fulcio for the CI's OIDC identity (on GitHub: permissions: id-token: write), the signature recorded in Rekor."},
+	{Name: "cosign-key", Group: groupSigning, For: "diff apply push", Description: "The cosign private key: a file, env://VAR, or a KMS reference as cosign accepts it (awskms://, gcpkms://, azurekms://, hashivault://)."},
+	{Name: "cosign-password", Group: groupSigning, For: "diff apply push", Secret: true, Description: "The password of an encrypted cosign-key."},
+	{Name: "fulcio-url", Group: groupSigning, For: "diff apply push", Default: "https://fulcio.sigstore.dev", Description: "Fulcio, for keyless signing."},
+	{Name: "rekor-url", Group: groupSigning, For: "diff apply push", Default: "https://rekor.sigstore.dev", Description: "Rekor, for keyless signing."},
+	{Name: "verify", Group: groupSigning, For: "diff apply release pull inspect diff-artifact", Description: "Verify artifacts before anything is pulled from them: cosign, or empty. With cosign-public-key, against that key; without, keyless: the certificate must chain to Fulcio's roots and name certificate-identity and certificate-oidc-issuer. An unsigned, wrongly signed or tampered artifact is refused and nothing is applied."},
+	{Name: "cosign-public-key", Group: groupSigning, For: "diff apply release pull inspect diff-artifact", Description: "The cosign public key to verify with: a file, env://VAR or a KMS reference."},
+	{Name: "certificate-identity", Group: groupSigning, For: "diff apply release pull inspect diff-artifact", Description: "For keyless verification: the signer the certificate must name, such as https://github.com/OWNER/REPO/.github/workflows/deploy.yml@refs/heads/main."},
+	{Name: "certificate-identity-regexp", Group: groupSigning, For: "diff apply release pull inspect diff-artifact", Description: "For keyless verification: a regular expression the certificate's signer must match, instead of certificate-identity."},
+	{Name: "certificate-oidc-issuer", Group: groupSigning, For: "diff apply release pull inspect diff-artifact", Description: "For keyless verification: the OIDC issuer the certificate must name, such as https://token.actions.githubusercontent.com."},
+	{Name: "certificate-oidc-issuer-regexp", Group: groupSigning, For: "diff apply release pull inspect diff-artifact", Description: "For keyless verification: a regular expression the issuer must match, instead of certificate-oidc-issuer."},
+	{Name: "certificate-roots", Group: groupSigning, For: "diff apply release pull inspect diff-artifact", Description: "For keyless verification against a private Fulcio: a PEM file of its root certificates (the transparency log is then not consulted). Default: the public Sigstore roots and Rekor keys, from Sigstore's TUF repository."},
+	{Name: "insecure-registry", Group: groupArtifact, For: "diff apply release push pull tag list inspect diff-artifact", Default: "false", Bool: true, Description: "Allow plain HTTP to the registry. Without it, only loopback registries are reached over HTTP."},
+	{Name: "inventory", Group: groupCluster, For: "diff apply delete release inventory", Description: "Name of the inventory that records what was applied, for prune. Required for apply, delete and release."},
+	{Name: "inventory-namespace", Group: groupCluster, For: "diff apply delete release inventory", Default: "default", Description: "Namespace of the inventory's ConfigMap and Lease."},
+	{Name: "prune", Group: groupCluster, For: "diff apply release", Default: "true", Bool: true, Description: "Delete objects that a previous run applied and this one no longer has."},
+	{Name: "wait", Group: groupCluster, For: "apply", Default: "true", Bool: true, Description: "Wait until every applied object is ready (kstatus)."},
+	{Name: "timeout", For: "diff apply delete release inventory push pull tag list inspect diff-artifact", Default: "5m", Description: "Bounds everything but the build: an artifact's push or pull, the inventory lock, validate, apply, prune and wait."},
+	{Name: "force", Group: groupCluster, For: "diff apply delete", Default: "false", Bool: true, Description: "Recreate objects whose immutable fields changed. For prune and delete: also delete objects that Flux now applies, which are otherwise left alone."},
+	{Name: "release-to", Group: groupCluster, For: "release", Default: "kustomize-controller", Description: "For release: the field manager that takes over the fields gantry's field manager owns (Flux's kustomize-controller by default), so that its next apply can remove fields; empty leaves them unowned."},
+	{Name: "target-namespace", Group: groupSource, For: "build diff apply push", Description: "Set the namespace of every namespaced object."},
+	{Name: "patches", Group: groupSource, For: "build diff apply push", Lines: true, Description: "Extra patch files applied on top of the build, one path per line."},
+	{Name: "substitute", Group: groupSource, For: "build diff apply push", Lines: true, Secret: true, Description: "KEY=VALUE lines for ${KEY} and ${KEY:=default} substitution after the build. Substitution runs only when this is given (as in Flux); it is strict: a variable with neither value nor default is an error. Lines are never echoed in errors; the values of variables whose names suggest a secret (PASSWORD, TOKEN, SECRET, KEY, CRED, AUTH, CERT, PRIVATE, PWD, SALT) are masked in all output."},
+	{Name: "sops-age-key", Group: groupSource, For: "build diff apply release push diff-artifact", Secret: true, Description: "age identities (AGE-SECRET-KEY-1... lines), or the path of a file holding them (such as age-keygen's output), that decrypt SOPS-encrypted files (manifests, patches, generator sources in every sops format) and objects at build time, as Flux does. An encrypted file without a key that opens it is an error naming the file; nothing encrypted is ever applied, and decrypted values are masked in all output."},
+	{Name: "kubeconfig", Group: groupCluster, For: "diff apply delete release inventory", Description: "Path of a kubeconfig file. Default: $KUBECONFIG, then the in-cluster configuration."},
+	{Name: "context", Group: groupCluster, For: "diff apply delete release inventory", Description: "The kubeconfig context to use."},
+	{Name: "service-account", Group: groupCluster, For: "diff apply delete release inventory", Description: "namespace/name of a service account to impersonate, so that its RBAC bounds what the run may touch."},
+	{Name: "health-checks", Group: groupCluster, For: "apply", Lines: true, Description: "Objects to wait for, one Kind/namespace/name (or Kind/name) per line; the kind may carry its group, as gantry prints it (Deployment.apps/shop/web). Default: everything applied."},
+	{Name: "concurrency", Group: groupCluster, For: "diff apply delete release inventory", Default: "16", Description: "How many API requests gantry keeps in flight."},
+	{Name: "max-file-bytes", Group: groupSource, For: "build diff apply push", Default: "33554432", Description: "The largest file a build reads, in bytes (32 MiB; the largest CRDs people ship are a few MB). A larger file fails the build naming it, as does YAML whose aliases expand out of proportion (a YAML bomb), before it is parsed."},
+	{Name: "allow-remote-bases", Group: groupSource, For: "build diff apply push", Default: "false", Bool: true, Description: "Let kustomize fetch resources and components that are URLs (git or HTTP). Without it a build reads nothing but the workspace, and a remote entry fails it at once, naming the kustomization, with no network request."},
+	{Name: "max-objects", Group: groupSource, For: "build diff apply push", Default: "100000", Description: "The most objects one build may produce; more fail the build."},
+	{Name: "take-ownership", Group: groupCluster, For: "diff apply", Default: "false", Bool: true, Description: "Take over objects that carry another gantry inventory's labels. Without it such objects fail validation, naming both inventories, and nothing is written."},
+	{Name: "allow-empty", Group: groupCluster, For: "diff apply", Default: "false", Bool: true, Description: "Allow a build with no objects to prune everything the inventory holds."},
+	{Name: "output", Group: groupReporting, For: "diff", Default: "text", Description: "For diff: what it prints on stdout. text: each changed object's unified diff (coloured on a terminal unless NO_COLOR is set), by kind, namespace and name, then a summary line; json or yaml: the result, as in the report. Secret values are masked in all three."},
+	{Name: "detailed-exitcode", Group: groupReporting, For: "diff diff-artifact", Default: "false", Bool: true, Description: "With diff: exit 3 when there are changes."},
+	{Name: "report", Group: groupReporting, For: "diff apply delete release push", Description: "Write the run's result as JSON to this path, and every diff next to it (same name, .diff). Default on GitHub and GitLab: .gantry/report.json in the working directory; elsewhere none."},
+	{Name: "summary", Group: groupReporting, For: "diff apply delete release push", Default: "auto", Description: "Write the GitHub job summary: auto (when GITHUB_STEP_SUMMARY is set), true or false."},
+	{Name: "comment", Group: groupReporting, For: "diff apply delete release push", Default: "auto", Description: "Keep one comment per inventory on the pull request (GitHub) or merge request (GitLab), updated in place: auto (on pull_request events and merge request pipelines), true or false. A comment that cannot be posted is a warning."},
+	{Name: "github-token", Group: groupReporting, For: "diff apply delete release push", Secret: true, ActionDefault: "${{ github.token }}", Description: "Token for the pull request comment; needs pull-requests: write. The API is GITHUB_API_URL, so GitHub Enterprise Server works."},
+	{Name: "gitlab-token", Group: groupReporting, For: "diff apply delete release push", Secret: true, Description: "Project or group access token (api scope) for the merge request note; CI_JOB_TOKEN cannot post notes. The API is CI_API_V4_URL."},
+	{Name: "dotenv", Group: groupReporting, For: "diff apply delete release push", Description: "Write the scalar outputs as a dotenv file (GANTRY_<OUTPUT>=value) for artifacts:reports:dotenv. Default on GitLab: gantry.env; elsewhere none."},
+	{Name: "tekton-results", Group: groupReporting, For: "diff apply delete release push", Description: "Directory for Tekton step results. Default: /tekton/results when it exists."},
+	{Name: "source", Group: groupReporting, For: "diff apply push", Description: "Where the configuration comes from, recorded in the inventory and in artifacts (org.opencontainers.image.source). Default: the repository URL on GitHub and GitLab, else path."},
+	{Name: "revision", Group: groupReporting, For: "diff apply push", Description: "The revision being deployed, recorded in the inventory. Default: GITHUB_SHA or CI_COMMIT_SHA."},
 }

@@ -1,0 +1,149 @@
+package entrypoint
+
+import "slices"
+
+// command documents one of gantry's commands for its help.
+type command struct {
+	Name  string
+	Group string // commandsDeploy, commandsArtifact or commandsOther
+	Short string
+	Long  string
+	// Example lines, each a shell command, with a comment above it.
+	Example string
+	// PathArg: the command takes path as an optional argument, as
+	// kustomize build takes its folder.
+	PathArg bool
+}
+
+const (
+	commandsDeploy   = "deploy"
+	commandsArtifact = "artifact"
+	commandsOther    = "other"
+)
+
+// commandTable lists gantry's commands in the order its help shows them.
+var commandTable = []command{
+	{Name: "build", Group: commandsDeploy, PathArg: true,
+		Short: "Build the configuration and print its objects",
+		Long: `Build a kustomize overlay or a plain folder of manifests, decrypt what SOPS
+encrypted, substitute variables and print the objects as YAML on stdout,
+Secret values masked. Nothing is read from or written to a cluster.`,
+		Example: `  # What a kustomize overlay builds to
+  gantry build deploy/overlays/prod
+
+  # With the variables a deploy substitutes
+  gantry build deploy --substitute 'IMAGE_TAG=1.4.2'`},
+	{Name: "diff", Group: commandsDeploy, PathArg: true,
+		Short: "Show what apply would change, validated by the cluster",
+		Long: `Build the configuration and ask the cluster, through server-side dry-runs, what
+apply would create, change, recreate and, with an inventory, prune. Each
+changed object's diff is printed on stdout, Secret values masked, then a
+summary line. Nothing is written to the cluster.`,
+		Example: `  # Before a push: what would change in the cluster
+  gantry diff deploy/overlays/prod --inventory shop
+
+  # For a script: exit 3 when something would change
+  gantry diff deploy --inventory shop --detailed-exitcode
+
+  # The result as JSON
+  gantry diff deploy --inventory shop --output json`},
+	{Name: "apply", Group: commandsDeploy, PathArg: true,
+		Short: "Validate, apply, prune and wait for the configuration",
+		Long: `Build the configuration, validate every object against the cluster (a
+server-side dry-run) before writing any, apply with server-side apply, prune
+what a previous run applied and this one no longer has, and wait until every
+object is ready. The inventory (a ConfigMap) records what was applied; a
+Lease keeps two runs on one inventory from overlapping. With artifact, the
+configuration is pushed as an OCI artifact first, or pulled from one when no
+path is given.`,
+		Example: `  # Deploy an overlay, recorded in the inventory "shop"
+  gantry apply deploy/overlays/prod --inventory shop
+
+  # Deploy what an artifact holds, verified with cosign first
+  gantry apply --artifact oci://ghcr.io/acme/shop:1.4.2 --inventory shop \
+    --verify cosign --cosign-public-key cosign.pub
+
+  # Without waiting, and keeping what the configuration no longer has
+  gantry apply deploy --inventory shop --wait=false --prune=false`},
+	{Name: "delete", Group: commandsDeploy,
+		Short: "Delete every object an inventory records, then the inventory",
+		Long: `Delete every object the inventory records (but those annotated prune:
+disabled), wait until they are gone, then delete the inventory and its
+Lease. Objects that Flux now applies are left alone unless --force is given.`,
+		Example: `  # Tear down what gantry deployed as "shop"
+  gantry delete --inventory shop`},
+	{Name: "release", Group: commandsDeploy,
+		Short: "Hand an inventory's objects over to Flux and forget them",
+		Long: `Take gantry's labels off every object the inventory records, hand gantry's
+field ownership to another field manager (Flux's kustomize-controller by
+default), and delete the inventory and its Lease. The objects stay. With
+artifact, print the OCIRepository and Kustomization that reconcile it.`,
+		Example: `  # Hand "shop" over to Flux, and print the Flux objects for its artifact
+  gantry release --inventory shop --artifact oci://ghcr.io/acme/shop:1.4.2`},
+	{Name: "inventory", Group: commandsDeploy,
+		Short: "List inventories, or the objects one records",
+		Long: `Without --inventory, list the inventories of a namespace with their object
+count, revision and time of the last apply. With it, list the objects that
+inventory records.`,
+		Example: `  # The inventories in the default namespace
+  gantry inventory
+
+  # What "shop" records
+  gantry inventory --inventory shop`},
+	{Name: "push", Group: commandsArtifact, PathArg: true,
+		Short: "Build the configuration and push it as an OCI artifact",
+		Long: `Build the configuration and push the built objects as an OCI artifact in
+Flux's format, which Flux's source-controller can pull. The artifact may be
+signed with cosign and encrypted with age.`,
+		Example: `  # Push, tagged with the version and "latest"
+  gantry push deploy --artifact oci://ghcr.io/acme/shop:1.4.2 --tags latest
+
+  # Signed with a cosign key
+  gantry push deploy --artifact oci://ghcr.io/acme/shop:1.4.2 \
+    --sign cosign --cosign-key cosign.key`},
+	{Name: "pull", Group: commandsArtifact, PathArg: true,
+		Short: "Pull an artifact's files into a folder",
+		Long: `Pull an artifact into an empty or new folder, verified first when --verify is
+given, decrypted when it is age-encrypted.`,
+		Example: `  # Pull into ./shop
+  gantry pull shop --artifact oci://ghcr.io/acme/shop:1.4.2`},
+	{Name: "tag", Group: commandsArtifact,
+		Short: "Add tags to an artifact",
+		Example: `  # Promote a build to production
+  gantry tag --artifact oci://ghcr.io/acme/shop:1.4.2 --tags production`},
+	{Name: "list", Group: commandsArtifact,
+		Short: "List a repository's tags, digests and revisions",
+		Example: `  # Every 1.x tag
+  gantry list --artifact oci://ghcr.io/acme/shop --semver 1.x`},
+	{Name: "inspect", Group: commandsArtifact,
+		Short: "Show an artifact's digest, annotations, layers and signatures",
+		Example: `  # Is it signed, and can Flux read it?
+  gantry inspect --artifact oci://ghcr.io/acme/shop:1.4.2
+
+  # Verify its signature too
+  gantry inspect --artifact oci://ghcr.io/acme/shop:1.4.2 --verify cosign --cosign-public-key cosign.pub`},
+	{Name: "diff-artifact", Group: commandsArtifact,
+		Short: "Compare an artifact with another artifact or a folder",
+		Long: `Build both sides and print, object by object, what differs between the
+artifact and the other side, Secret values masked.`,
+		Example: `  # What a release changes compared with the one before
+  gantry diff-artifact --artifact oci://ghcr.io/acme/shop:1.4.2 \
+    --compare-to oci://ghcr.io/acme/shop:1.4.1
+
+  # Compare an artifact with the folder it came from
+  gantry diff-artifact --artifact oci://ghcr.io/acme/shop:1.4.2 --compare-to deploy`},
+	{Name: "version", Group: commandsOther,
+		Short: "Print gantry's version"},
+}
+
+// commands are the names of commandTable.
+var commands = func() []string {
+	var names []string
+	for _, c := range commandTable {
+		names = append(names, c.Name)
+	}
+	return names
+}()
+
+// CommandNames are gantry's commands, in the order its help lists them.
+func CommandNames() []string { return slices.Clone(commands) }
