@@ -1,5 +1,7 @@
 # gantry's container image: a static binary on a minimal base with CA
-# certificates. It runs as root, as GitHub requires of container actions.
+# certificates, and busybox for a shell: GitLab's Docker executor runs a
+# job's script through sh. It runs as root, as GitHub requires of container
+# actions. `make image` assembles the same layout without a Docker engine.
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -10,6 +12,10 @@ RUN CGO_ENABLED=0 go build -trimpath \
       -ldflags "-s -w -X github.com/gantry-dev/gantry/entrypoint.Version=${VERSION}" \
       -o /out/gantry .
 
+FROM busybox:1.37.0-musl AS shell
+
 FROM gcr.io/distroless/static-debian12
+COPY --from=shell /bin/busybox /bin/busybox
+RUN ["/bin/busybox", "--install", "-s", "/bin"]
 COPY --from=build /out/gantry /gantry
 ENTRYPOINT ["/gantry"]

@@ -17,7 +17,7 @@ TOOLS     := $(CLUSTER_TOOLS) $(AGE_BINS) $(BIN)/cosign $(BIN)/sops $(BIN)/actio
 
 FLUX_BINS := $(BIN)/source-controller $(BIN)/kustomize-controller
 
-.PHONY: all bench bench-peers build image tools cluster-tools flux-tools fuzz test test-flux test-race test-short demo cluster docs lint vuln soak release-prep clean help
+.PHONY: all bench bench-peers build image tools cluster-tools flux-tools fuzz test test-image test-flux test-race test-short demo cluster docs lint vuln soak release-prep clean help
 
 all: build
 
@@ -75,9 +75,14 @@ $(BIN)/kwok-stages.yaml: hack/tools/kwok/go.mod hack/tools/kwok/go.sum hack/tool
 	cd hack/tools/kwok && $(GO) run ./stages > $@.tmp && mv $@.tmp $@
 
 ## image: the container image as a tarball (docker load accepts it), built without a Docker engine
-image:
+image: $(BIN)/busybox
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/linux-amd64/gantry .
-	$(GO) run ./hack/image -binary dist/linux-amd64/gantry -out dist/gantry-image.tar -tag ghcr.io/gantry-dev/gantry:$(VERSION) -version $(VERSION)
+	$(GO) run ./hack/image -binary dist/linux-amd64/gantry -busybox $(BIN)/busybox -out dist/gantry-image.tar -tag ghcr.io/gantry-dev/gantry:$(VERSION) -version $(VERSION)
+
+# The image's shell: Debian's static busybox (GitLab's Docker executor runs
+# a job's script through sh).
+$(BIN)/busybox:
+	hack/get-busybox.sh $@
 
 ## bench: gantry against kubectl, kapp and the floor on a local control plane (see BENCHMARKS.md)
 bench: tools build bench-peers
@@ -92,6 +97,7 @@ $(BIN)/kapp: hack/tools/kapp/go.mod hack/tools/kapp/go.sum
 ## test: every test, the cluster tests against the local control plane, four seeded kill points and interleavings; prints the reliability figures
 test: tools
 	@test -x $(BIN)/kustomize-controller || echo "make test: the hand-off to Flux's own controllers (TestFluxHandOff) is skipped; make test-flux builds them and runs it"
+	@echo "make test: the container image tests (TestImage*) are skipped; make test-image runs them in a Docker engine"
 	@rm -f $(FIGURES)
 	GANTRY_FIGURES=$(FIGURES) $(GO) test -count=1 -timeout 40m ./...
 	@echo "reliability figures (make test, seed $${GANTRY_FAULT_SEED:-1}):"; cat $(FIGURES); rm -f $(FIGURES)
@@ -99,6 +105,13 @@ test: tools
 ## soak: every kill point (24) and 24 interleavings of the fault suite, then each fuzz target for SOAK_FUZZTIME (default 2m); prints the figures
 soak: tools
 	hack/soak.sh
+
+
+## test-image: the container image in a Docker engine, run as GitHub's runner runs a container action and as GitLab's Docker executor runs the template's jobs (needs a running dockerd; skips without one)
+test-image:
+	@docker version --format '{{.Server.Version}}' >/dev/null 2>&1 || { echo "make test-image: skipped: no Docker engine answers (docker version failed; start dockerd)"; exit 0; }; \
+	$(MAKE) --no-print-directory tools image && \
+	GANTRY_IMAGE=$(CURDIR)/dist/gantry-image.tar $(GO) test -count=1 -timeout 15m -run 'TestImage' -v ./e2e | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|SKIP|image_test' ; exit $${PIPESTATUS[0]}
 
 ## test-flux: the hand-off to Flux, against Flux's own source-controller and kustomize-controller (v1.7.3) built from their modules
 test-flux: tools flux-tools

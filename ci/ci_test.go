@@ -89,6 +89,9 @@ func TestTektonTask(t *testing.T) {
 	for _, in := range entrypoint.Inputs {
 		defaults[in.Name] = in.Default
 	}
+	// The task, like the action, runs apply unless told otherwise; on the
+	// command line the command is the first argument.
+	defaults["command"] = "apply"
 	env := map[string]string{}
 	for _, e := range tk.Spec.Steps[0].Env {
 		env[e.Name] = e.Value
