@@ -14,6 +14,7 @@ import (
 	"github.com/gantry-dev/gantry/diffs"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/pipeline"
+	"github.com/gantry-dev/gantry/reporters"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -32,6 +33,11 @@ func runArtifact(ctx context.Context, cfg *Config, client *artifact.Client, stdo
 		p, err := client.Pull(ctx, cfg.Artifact, cfg.Path)
 		if err != nil {
 			return fail(err)
+		}
+		// Run as root in a container, in a workspace the runner's user
+		// owns: what was pulled is that user's to read and remove.
+		if err := reporters.GiveTree(cfg.Path); err != nil {
+			console.warn("pulled files: " + err.Error())
 		}
 		fmt.Fprintf(stdout, "pulled %s (revision %s) into %s\n", p.URL, orNone(p.Revision), cfg.Path)
 	case "tag":

@@ -9,6 +9,7 @@ package reporters
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -130,5 +131,28 @@ func writeFile(path string, content []byte) error {
 		return err
 	}
 	matchOwner(existing, append(created, path))
+	return nil
+}
+
+// GiveTree gives dir and everything under it to the owner of the folder
+// dir is in, as writeFile does for one file: for what pull writes into a
+// workspace.
+func GiveTree(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	var paths []string
+	err = filepath.WalkDir(abs, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		paths = append(paths, p)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	matchOwner(filepath.Dir(abs), paths)
 	return nil
 }
