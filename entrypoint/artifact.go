@@ -2,6 +2,7 @@ package entrypoint
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gantry-dev/gantry/artifact"
 	"github.com/gantry-dev/gantry/diffs"
@@ -146,7 +148,8 @@ func diffArtifact(ctx context.Context, cfg *Config, client *artifact.Client, std
 		return fmt.Sprint(x.GetKind(), "\x00", x.GetNamespace(), "\x00", x.GetName()) < fmt.Sprint(y.GetKind(), "\x00", y.GetNamespace(), "\x00", y.GetName())
 	})
 	label := func(source string) string { return strings.TrimPrefix(source, "oci://") }
-	changed, color := 0, colorTerminal(stdout)
+	var objects []artifactDiff
+	counts := map[string]int{}
 	for _, id := range sorted {
 		u := either(id)
 		ref := result.Ref(u.GroupVersionKind().Group, u.GetKind(), u.GetNamespace(), u.GetName())
@@ -155,16 +158,68 @@ func diffArtifact(ctx context.Context, cfg *Config, client *artifact.Client, std
 			console.printf("gantry diff-artifact: %s: %v\n", id, err)
 			return ExitFailed
 		}
-		if d != "" {
-			changed++
-			fmt.Fprint(stdout, console.redact.String(paintDiff(d, color)))
+		o := artifactDiff{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), State: "same", Diff: console.redact.String(d)}
+		switch {
+		case a[id] == nil:
+			o.State = "only-compared"
+		case b[id] == nil:
+			o.State = "only-artifact"
+		case d != "":
+			o.State = "changed"
 		}
+		counts[o.State]++
+		objects = append(objects, o)
+	}
+	changed := len(sorted) - counts["same"]
+	if err := writeArtifactDiff(stdout, cfg, objects, counts, colorTerminal(stdout)); err != nil {
+		console.warn("printing the diff: " + err.Error())
 	}
 	console.printf("gantry diff-artifact: %d of %d objects differ between %s and %s\n", changed, len(sorted), cfg.Artifact, cfg.CompareTo)
 	if changed > 0 && cfg.DetailedExitcode {
 		return ExitChanges
 	}
 	return ExitOK
+}
+
+// artifactDiff is one object of diff-artifact's result: changed, only in
+// the artifact, only in what it is compared to, or the same.
+type artifactDiff struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Namespace  string `json:"namespace,omitempty"`
+	Name       string `json:"name"`
+	State      string `json:"state"`
+	Diff       string `json:"diff,omitempty"`
+}
+
+// writeArtifactDiff prints what diff-artifact found, as diff prints its
+// own: the diffs and a summary line, or the objects as JSON or YAML.
+// Secret values are masked in the diffs already.
+func writeArtifactDiff(w io.Writer, cfg *Config, objects []artifactDiff, counts map[string]int, color bool) error {
+	switch cfg.Output {
+	case "json", "yaml":
+		b, err := json.MarshalIndent(map[string]any{"artifact": cfg.Artifact, "compareTo": cfg.CompareTo, "objects": objects}, "", "  ")
+		if err != nil {
+			return err
+		}
+		if cfg.Output == "yaml" {
+			if b, err = yaml.JSONToYAML(b); err != nil {
+				return err
+			}
+		}
+		_, err = fmt.Fprintln(w, strings.TrimRight(string(b), "\n"))
+		return err
+	}
+	var b strings.Builder
+	for _, o := range objects {
+		if o.Diff != "" {
+			b.WriteString(paintDiff(o.Diff, color))
+		}
+	}
+	fmt.Fprintf(&b, "%d changed, %d only in %s, %d only in %s, %d the same\n", counts["changed"],
+		counts["only-artifact"], cfg.Artifact, counts["only-compared"], cfg.CompareTo, counts["same"])
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // fluxFormat says whether Flux's source-controller can consume an

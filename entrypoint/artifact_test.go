@@ -1,6 +1,7 @@
 package entrypoint
 
 import (
+	"encoding/json"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -33,7 +34,7 @@ func TestDiffArtifact(t *testing.T) {
 	if code, _, stderr := run("push", "--path="+dir, "--artifact="+ref); code != 0 {
 		t.Fatalf("push: exit %d\n%s", code, stderr)
 	}
-	if code, out, stderr := run("diff-artifact", "--artifact="+ref, "--compare-to="+dir, "--detailed-exitcode"); code != ExitOK || out != "" {
+	if code, out, stderr := run("diff-artifact", "--artifact="+ref, "--compare-to="+dir, "--detailed-exitcode"); code != ExitOK || out != "0 changed, 0 only in "+ref+", 0 only in "+dir+", 2 the same\n" {
 		t.Errorf("unchanged: exit %d\n%s%s", code, out, stderr)
 	}
 	write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: shop}\ndata:\n  greeting: hi\n")
@@ -57,6 +58,17 @@ func TestDiffArtifact(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "2 of 2 objects differ") {
 		t.Errorf("stderr: %s", stderr)
+	}
+	if !strings.HasSuffix(out, "\n2 changed, 0 only in "+ref+", 0 only in "+dir+", 0 the same\n") {
+		t.Errorf("no summary line at the end:\n%s", out)
+	}
+	// For machines: every object with its state, Secret values masked.
+	code, out, _ = run("diff-artifact", "--artifact="+ref, "--compare-to="+dir, "--output", "json")
+	var got struct {
+		Objects []struct{ Kind, Name, State, Diff string }
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || code != ExitOK || len(got.Objects) != 2 || got.Objects[0].State != "changed" || got.Objects[1].Kind != "Secret" || strings.Contains(out, "canary") {
+		t.Errorf("json: exit %d, %v:\n%s", code, err, out)
 	}
 	// Two artifacts.
 	ref2 := strings.Replace(ref, ":v1", ":v2", 1)
