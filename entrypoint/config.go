@@ -29,6 +29,8 @@ type Config struct {
 	Prune, Wait, Force bool
 	AllowEmpty         bool
 	TakeOwnership      bool
+	// ValidateAll dry-runs every object (validate: all).
+	ValidateAll bool
 	// ReleaseTo is the field manager release hands gantry's fields to.
 	ReleaseTo string
 	// MaxFileBytes and MaxObjects bound what one build may read.
@@ -250,6 +252,12 @@ func configure(inv *invocation, env map[string]string) (*Config, error) {
 			bad("age-identities", "%v", err)
 		}
 		c.AgeIdentities = ids
+	}
+	switch v := str("validate"); v {
+	case "changed", "all":
+		c.ValidateAll = v == "all"
+	default:
+		bad("validate", "%q: want changed or all", v)
 	}
 	switch c.Output {
 	case "text", "json", "yaml":

@@ -135,6 +135,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		Force:              cfg.Force,
 		AllowEmpty:         cfg.AllowEmpty,
 		TakeOwnership:      cfg.TakeOwnership,
+		ValidateAll:        cfg.ValidateAll,
 		ReleaseTo:          cfg.ReleaseTo,
 		Timeout:            cfg.Timeout,
 		HealthChecks:       cfg.HealthChecks,

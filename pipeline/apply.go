@@ -385,11 +385,17 @@ func applyObject(ctx context.Context, c *kube.Clients, pl *plan) error {
 // applyBody is the apply request for u. A CRD's conversion webhook CA
 // bundle that is not a valid certificate is dropped, as Flux does.
 func applyBody(u *unstructured.Unstructured) ([]byte, error) {
+	return kube.ApplyBody(appliedObject(u))
+}
+
+// appliedObject is u as gantry applies it: a CRD without the caBundle a
+// conversion webhook's controller fills in.
+func appliedObject(u *unstructured.Unstructured) *unstructured.Unstructured {
 	if utils.IsCRD(u) {
 		u = u.DeepCopy()
 		utils.RemoveCABundleFromCRD(u)
 	}
-	return kube.ApplyBody(u)
+	return u
 }
 
 // takeOverFromKubectl removes kubectl's last-applied annotation and hands

@@ -42,6 +42,10 @@ type Options struct {
 	// TakeOwnership lets the run take over objects that carry another
 	// inventory's labels; without it they fail validation.
 	TakeOwnership bool
+	// ValidateAll dry-runs every object, also those whose live state
+	// shows the apply would change nothing (see unchangedOnServer), so
+	// that admission re-checks each one on every run.
+	ValidateAll bool
 	// Timeout bounds everything but the build: the artifact's push or
 	// pull, waiting for the inventory's lock, validate, apply, prune and
 	// wait.

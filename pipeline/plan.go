@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
 	"github.com/fluxcd/pkg/ssa"
@@ -120,6 +121,11 @@ type plan struct {
 type planner struct {
 	clients *kube.Clients
 	force   bool
+	// validateAll dry-runs every object; without it, an object whose
+	// live state shows the apply would change nothing is not dry-run
+	// (unchangedOnServer), and fast counts those.
+	validateAll bool
+	fast        atomic.Int64
 	// live holds objects read by LIST; listed says which kinds and
 	// namespaces were listed (an object of a listed group that is not in
 	// live does not exist).
@@ -168,6 +174,7 @@ func (r *run) newPlanner() *planner {
 	p.owner = inventoryRef{namespace: r.opts.InventoryNamespace, name: r.opts.Inventory}
 	p.takeOwnership = r.opts.TakeOwnership
 	p.keepOwnerLabels = r.opts.Inventory == ""
+	p.validateAll = r.opts.ValidateAll
 	return p
 }
 
@@ -362,16 +369,22 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 		pl.kind, pl.reason = planDeferred, "its Namespace "+ns+" is applied in an earlier stage"
 		return pl
 	}
-	// The dry-run goes out first, while validate's LISTs may still be in
-	// flight: it writes nothing, and what it says is weighed below, after
-	// what the live object says.
 	var err error
 	if pl.body, err = applyBody(o.Unstructured); err != nil {
 		pl.kind, pl.err = planFailed, err
 		return pl
 	}
+	// With validate: all, the dry-run goes out first, while the LISTs may
+	// still be in flight: it writes nothing, and what it says is weighed
+	// below, after what the live object says. Otherwise the live object
+	// is read first: when it shows the apply would change nothing, no
+	// dry-run is needed.
 	dryRun := &unstructured.Unstructured{}
-	dryRunErr := p.clients.Apply(ctx, o.Unstructured, pl.body, FieldManager, true, dryRun)
+	var dryRunErr error
+	dryRunSent := p.validateAll
+	if dryRunSent {
+		dryRunErr = p.clients.Apply(ctx, o.Unstructured, pl.body, FieldManager, true, dryRun)
+	}
 
 	select {
 	case <-p.ready:
@@ -405,6 +418,14 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 	if pl.existing != nil && utils.AnyInMetadata(o.Unstructured, ifNotPresentSelector) {
 		pl.kind, pl.reason = planSkip, "exists, and is annotated ssa: IfNotPresent"
 		return pl
+	}
+	if !dryRunSent {
+		if pl.existing != nil && unchangedOnServer(appliedObject(o.Unstructured), pl.existing) {
+			p.fast.Add(1)
+			pl.existing = nil
+			return pl // planUnchanged
+		}
+		dryRunErr = p.clients.Apply(ctx, o.Unstructured, pl.body, FieldManager, true, dryRun)
 	}
 
 	err = dryRunErr

@@ -1,0 +1,57 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A re-apply that changes nothing sends no dry-run: the live objects say
+// it (validate: changed, the default). validate: all dry-runs every
+// object, and a change is dry-run and written as before.
+func TestUnchangedObjectsNeedNoDryRun(t *testing.T) {
+	t.Parallel()
+	env.Require(t)
+	proxy := newAPIProxy(t, env.Cluster)
+	ns := env.Namespace(t)
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := range 50 {
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c%02d, namespace: %s}\ndata: {n: \"%d\"}\n", i, ns, i)
+	}
+	fmt.Fprintf(&b, `---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: %s}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: registry.k8s.io/pause:3.10, ports: [{containerPort: 80}]}]
+`, ns)
+	writeFile(t, filepath.Join(dir, "set.yaml"), b.String())
+	run := func(extra ...string) gantryRun {
+		t.Helper()
+		proxy.setHook(func(string, int, *http.Request) proxyAction { return proxyAction{} })
+		r := gantryWith(t, proxy.kubeconfig, append([]string{"apply", dir, "--inventory=fast", "--inventory-namespace=" + ns, "--timeout=90s"}, extra...)...)
+		if r.code != 0 {
+			t.Fatalf("exit %d\n%s", r.code, r.stderr)
+		}
+		return r
+	}
+	run()
+	if r := run(); proxy.count("dry-run") != 0 || r.res.Counts()["unchanged"] != 51 || !strings.Contains(r.stderr, "51 of 51 objects unchanged by their live state") {
+		t.Errorf("no-op: %d dry-runs, want 0; counts %v\n%s", proxy.count("dry-run"), r.res.Counts(), r.stderr)
+	}
+	if r := run("--validate=all"); proxy.count("dry-run") != 51 || r.res.Counts()["unchanged"] != 51 {
+		t.Errorf("validate: all: %d dry-runs, want 51; counts %v", proxy.count("dry-run"), r.res.Counts())
+	}
+	replaceInFile(t, filepath.Join(dir, "set.yaml"), `data: {n: "7"}`, `data: {n: "seven"}`)
+	if r := run(); proxy.count("dry-run") != 1 || r.res.Counts()["configured"] != 1 {
+		t.Errorf("one change: %d dry-runs, want 1; counts %v", proxy.count("dry-run"), r.res.Counts())
+	}
+}
