@@ -38,7 +38,7 @@ func unchangedOnServer(desired, live *unstructured.Unstructured) bool {
 			return false
 		}
 		owned = &fieldpath.Set{}
-		if err := owned.FromJSON(bytes.NewReader(mf.FieldsV1.Raw)); err != nil {
+		if err := owned.FromJSON(mf.FieldsV1.GetRawReader()); err != nil {
 			return false
 		}
 	}
