@@ -249,7 +249,11 @@ func (b *bench) applyScenarios(ctx context.Context) []row {
 		changedDir, err := b.manifests(ns, true)
 		must(err)
 		args := func(cmd, path string) []string {
-			return []string{cmd, "--path=" + path, "--inventory=bench", "--inventory-namespace=" + ns, "--wait=false", "--timeout=5m"}
+			a := []string{cmd, "--path=" + path, "--inventory=bench", "--inventory-namespace=" + ns, "--timeout=5m"}
+			if cmd == "apply" {
+				a = append(a, "--wait=false")
+			}
+			return a
 		}
 		d, err = timed(func() error { return b.exec(b.gantry, args("apply", dir)...) })
 		must(err)
