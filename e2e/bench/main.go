@@ -116,7 +116,7 @@ func (b *bench) run() error {
 		rows = append(rows, b.buildScenario())
 	}
 	if b.only["memory"] {
-		rows = append(rows, b.memoryScenario(ctx))
+		rows = append(rows, b.memoryScenario(ctx)...)
 	}
 	// Last: its Deployments and pods leave the most behind.
 	if b.only["wait"] {
