@@ -105,7 +105,7 @@ func diffArtifact(ctx context.Context, cfg *Config, client *artifact.Client, std
 			}
 			dir = tmp
 		}
-		objs, err := pipeline.Build(pipeline.BuildOptions{Path: dir, WorkDir: dir, SOPSIdentities: cfg.SOPSIdentities, Decrypted: decrypted})
+		objs, err := pipeline.Build(pipeline.BuildOptions{Path: dir, WorkDir: dir, SOPSIdentities: cfg.SOPSIdentities, Decrypted: decrypted, NoOrigins: true})
 		if err != nil {
 			return nil, err
 		}

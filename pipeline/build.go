@@ -78,6 +78,14 @@ type BuildOptions struct {
 	// can mask them: a ConfigMap generated from an encrypted file, a diff,
 	// an error. It may be called from several goroutines.
 	Decrypted func(values []string)
+	// NoOrigins builds without recording the file each object came from
+	// (Object.Source stays empty), for a build whose objects are only
+	// printed. Recording them makes kustomize note every transformation
+	// on every object, which on an overlay of many components and image
+	// overrides costs several times the build itself. A failure found
+	// after kustomize (a SOPS leftover, a substitution, an object without
+	// a kind) builds once more with them, so that it names the file.
+	NoOrigins bool
 }
 
 // BuildError is a build failure; File names the file at fault when known.
@@ -109,28 +117,39 @@ func (e *BuildError) Unwrap() error { return e.Err }
 // that references the folder, so they apply after everything the user's
 // kustomization does.
 func Build(opts BuildOptions) ([]*Object, error) {
+	objects, afterKustomize, err := build(opts)
+	if err != nil && afterKustomize && opts.NoOrigins {
+		opts.NoOrigins = false
+		_, _, err = build(opts)
+	}
+	return objects, err
+}
+
+// build is Build; afterKustomize says an error was found in what kustomize
+// built, where the objects' files name it.
+func build(opts BuildOptions) (_ []*Object, afterKustomize bool, _ error) {
 	if opts.WorkDir == "" {
 		wd, err := os.Getwd()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		opts.WorkDir = wd
 	}
 	abs, err := filepath.Abs(opts.Path)
 	if err != nil {
-		return nil, &BuildError{File: opts.Path, Err: err}
+		return nil, false, &BuildError{File: opts.Path, Err: err}
 	}
 	info, err := os.Stat(abs)
 	if err != nil {
-		return nil, &BuildError{File: opts.Path, Err: fmt.Errorf("path not found")}
+		return nil, false, &BuildError{File: opts.Path, Err: fmt.Errorf("path not found")}
 	}
 	if !info.IsDir() {
-		return nil, &BuildError{File: opts.Path, Err: fmt.Errorf("not a directory")}
+		return nil, false, &BuildError{File: opts.Path, Err: fmt.Errorf("not a directory")}
 	}
 
 	if !opts.AllowRemoteBases {
 		if err := refuseRemote(abs, opts.WorkDir, map[string]bool{}); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	maxBytes := opts.MaxFileBytes
@@ -150,9 +169,9 @@ func Build(opts BuildOptions) ([]*Object, error) {
 	}
 	if err != nil {
 		if refused := sfs.refusal(); refused != nil {
-			return nil, refused
+			return nil, false, refused
 		}
-		return nil, err
+		return nil, false, err
 	}
 
 	maxObjects := opts.MaxObjects
@@ -160,7 +179,7 @@ func Build(opts BuildOptions) ([]*Object, error) {
 		maxObjects = DefaultMaxObjects
 	}
 	if len(built) > maxObjects {
-		return nil, &BuildError{File: opts.Path, Err: &LimitError{fmt.Sprintf("%d objects, over the limit of %d (max-objects)", len(built), maxObjects)}}
+		return nil, false, &BuildError{File: opts.Path, Err: &LimitError{fmt.Sprintf("%d objects, over the limit of %d (max-objects)", len(built), maxObjects)}}
 	}
 	// Converting is a JSON round trip per object (a third of a plain
 	// folder's build); it runs on every core.
@@ -178,23 +197,23 @@ func Build(opts BuildOptions) ([]*Object, error) {
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			return nil, &BuildError{File: opts.Path, Err: err}
+			return nil, true, &BuildError{File: opts.Path, Err: err}
 		}
 	}
 	if err := decryptBuilt(objects, sfs); err != nil {
-		return nil, err
+		return nil, true, err
 	}
 	if opts.Substitute != nil {
 		if err := substituteAll(objects, opts.Substitute); err != nil {
-			return nil, err
+			return nil, true, err
 		}
 	}
 	for _, o := range objects {
 		if o.GetKind() == "" || o.GetAPIVersion() == "" {
-			return nil, &BuildError{File: o.Source, Err: fmt.Errorf("object %q has no apiVersion or kind", o.GetName())}
+			return nil, true, &BuildError{File: o.Source, Err: fmt.Errorf("object %q has no apiVersion or kind", o.GetName())}
 		}
 	}
-	return objects, nil
+	return objects, false, nil
 }
 
 // sourced is a built resource and the file it came from, as displayed.
@@ -228,7 +247,10 @@ func buildKustomization(dir string, opts BuildOptions, sfs *sopsFS) ([]sourced, 
 		}
 		return nil, &BuildError{File: displayPath(file, nil, opts.WorkDir), Err: err}
 	}
-	fsys := trackingFS{FileSystem: sfs, file: file, content: withOriginTracking(content)}
+	var fsys filesys.FileSystem = sfs
+	if !opts.NoOrigins {
+		fsys = trackingFS{FileSystem: sfs, file: file, content: withOriginTracking(content)}
+	}
 	resMap, err := kustomizer().Run(fsys, root)
 	if err != nil {
 		return nil, &BuildError{File: displayPath(dir, nil, opts.WorkDir), Err: fmt.Errorf("kustomize build: %s", relPaths(err.Error(), nil, "", opts.WorkDir))}
@@ -427,10 +449,12 @@ func buildWrapped(abs string, opts BuildOptions, sfs *sopsFS, bounded *boundedFS
 		return nil, err
 	}
 	k := types.Kustomization{
-		TypeMeta:      types.TypeMeta{APIVersion: types.KustomizationVersion, Kind: types.KustomizationKind},
-		Resources:     []string{rel},
-		BuildMetadata: []string{types.OriginAnnotations},
-		Namespace:     opts.TargetNamespace,
+		TypeMeta:  types.TypeMeta{APIVersion: types.KustomizationVersion, Kind: types.KustomizationKind},
+		Resources: []string{rel},
+		Namespace: opts.TargetNamespace,
+	}
+	if !opts.NoOrigins {
+		k.BuildMetadata = []string{types.OriginAnnotations}
 	}
 	for i, p := range opts.Patches {
 		b, err := os.ReadFile(p)

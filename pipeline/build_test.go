@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -366,5 +367,35 @@ items: []
 		if string(got) != string(want) {
 			t.Errorf("%s:\n got %s\nwant %s", res.GetName(), got, want)
 		}
+	}
+}
+
+// A build without origins (what gantry build prints) gives the same
+// objects, with no file; a failure found after kustomize still names the
+// file, from a second build with them.
+func TestBuildWithoutOriginsNamesTheFileOnFailure(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	write(t, root, map[string]string{
+		"app/kustomization.yaml": "resources: [cm.yaml]\nimages: [{name: web, newTag: \"2\"}]\nnamePrefix: p-\n",
+		"app/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  a: ${A}\n",
+	})
+	opts := BuildOptions{Path: filepath.Join(root, "app"), WorkDir: root, Substitute: map[string]string{"A": "1"}}
+	with, err := Build(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.NoOrigins = true
+	without, err := Build(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(with) != 1 || len(without) != 1 || !reflect.DeepEqual(with[0].Object, without[0].Object) || without[0].Source != "" || with[0].Source != "app/cm.yaml" {
+		t.Errorf("with origins %v (%q), without %v (%q)", with[0].Object, with[0].Source, without[0].Object, without[0].Source)
+	}
+	opts.Substitute = map[string]string{}
+	_, err = Build(opts)
+	if err == nil || !strings.Contains(err.Error(), "app/cm.yaml: ConfigMap/p-c: variable ${A} not set") {
+		t.Errorf("error: %v", err)
 	}
 }

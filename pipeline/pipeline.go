@@ -214,6 +214,9 @@ func (r *run) execute(ctx context.Context, stages []stage) *result.Result {
 
 // Render runs only the build stage, for the build command.
 func Render(ctx context.Context, opts Options, obs Observer) ([]*Object, *result.Result) {
+	// The objects are only printed: their files are needed only to name
+	// one at fault.
+	opts.Build.NoOrigins = true
 	r := newRun("build", opts, nil, obs)
 	res := r.execute(ctx, []stage{r.buildStage()})
 	return r.objects, res

@@ -60,7 +60,7 @@ func main() {
 	flag.IntVar(&b.deployments, "deployments", 200, "Deployments (each with a Service) of the wait scenario")
 	flag.IntVar(&b.buildObjects, "build-objects", 5000, "resources of the build scenario's overlay")
 	flag.IntVar(&b.memoryObjects, "memory-objects", 10000, "ConfigMaps of the memory scenario")
-	only := flag.String("only", "apply,newset,prune,wait,build,memory,startup", "scenarios to run, comma-separated")
+	only := flag.String("only", "apply,newset,prune,wait,build,components,memory,startup", "scenarios to run, comma-separated")
 	flag.Parse()
 	b.only = map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
@@ -114,6 +114,9 @@ func (b *bench) run() error {
 	}
 	if b.only["build"] {
 		rows = append(rows, b.buildScenario())
+	}
+	if b.only["components"] {
+		rows = append(rows, b.componentsScenario())
 	}
 	if b.only["memory"] {
 		rows = append(rows, b.memoryScenario(ctx)...)
