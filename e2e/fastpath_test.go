@@ -44,7 +44,7 @@ spec:
 		return r
 	}
 	run()
-	if r := run(); proxy.count("dry-run") != 0 || r.res.Counts()["unchanged"] != 51 || !strings.Contains(r.stderr, "51 of 51 objects unchanged by their live state") {
+	if r := run(); proxy.count("dry-run") != 0 || r.res.Counts()["unchanged"] != 51 || !strings.Contains(r.stderr, "51 of 51 objects already hold every value gantry applies") {
 		t.Errorf("no-op: %d dry-runs, want 0; counts %v\n%s", proxy.count("dry-run"), r.res.Counts(), r.stderr)
 	}
 	if r := run("--validate=all"); proxy.count("dry-run") != 51 || r.res.Counts()["unchanged"] != 51 {

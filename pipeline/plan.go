@@ -370,10 +370,6 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 		return pl
 	}
 	var err error
-	if pl.body, err = applyBody(o.Unstructured); err != nil {
-		pl.kind, pl.err = planFailed, err
-		return pl
-	}
 	// With validate: all, the dry-run goes out first, while the LISTs may
 	// still be in flight: it writes nothing, and what it says is weighed
 	// below, after what the live object says. Otherwise the live object
@@ -383,6 +379,10 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 	var dryRunErr error
 	dryRunSent := p.validateAll
 	if dryRunSent {
+		if pl.body, err = applyBody(o.Unstructured); err != nil {
+			pl.kind, pl.err = planFailed, err
+			return pl
+		}
 		dryRunErr = p.clients.Apply(ctx, o.Unstructured, pl.body, FieldManager, true, dryRun)
 	}
 
@@ -424,6 +424,11 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 			p.fast.Add(1)
 			pl.existing = nil
 			return pl // planUnchanged
+		}
+		// The request body is made only for the objects that need it.
+		if pl.body, err = applyBody(o.Unstructured); err != nil {
+			pl.kind, pl.err = planFailed, err
+			return pl
 		}
 		dryRunErr = p.clients.Apply(ctx, o.Unstructured, pl.body, FieldManager, true, dryRun)
 	}

@@ -37,7 +37,7 @@ func (r *run) plan(ctx context.Context) error {
 	}
 	r.plans = r.planner.planAll(ctx, r.objects, r.opts.Concurrency)
 	if n := r.planner.fast.Load(); n > 0 {
-		r.obs.Info(fmt.Sprintf("%d of %d objects unchanged by their live state (every value gantry applies is there, none of its fields left out): not dry-run; validate: all dry-runs them too", n, len(r.objects)))
+		r.obs.Info(fmt.Sprintf("%d of %d objects already hold every value gantry applies: not dry-run (validate: all dry-runs them too)", n, len(r.objects)))
 	}
 	return r.validateOffline(ctx)
 }
