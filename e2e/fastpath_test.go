@@ -47,6 +47,10 @@ spec:
 	if r := run(); proxy.count("dry-run") != 0 || r.res.Counts()["unchanged"] != 51 || !strings.Contains(r.stderr, "51 of 51 objects already hold every value gantry applies") {
 		t.Errorf("no-op: %d dry-runs, want 0; counts %v\n%s", proxy.count("dry-run"), r.res.Counts(), r.stderr)
 	}
+	// Nor is the inventory written, or anything else but the Lease.
+	if n, apply, del := proxy.count("inventory-write"), proxy.count("apply"), proxy.count("delete"); n+apply+del != 0 {
+		t.Errorf("no-op: %d inventory writes, %d applies, %d deletes; want none", n, apply, del)
+	}
 	if r := run("--validate=all"); proxy.count("dry-run") != 51 || r.res.Counts()["unchanged"] != 51 {
 		t.Errorf("validate: all: %d dry-runs, want 51; counts %v", proxy.count("dry-run"), r.res.Counts())
 	}
