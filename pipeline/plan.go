@@ -126,6 +126,10 @@ type planner struct {
 	// (unchangedOnServer), and fast counts those.
 	validateAll bool
 	fast        atomic.Int64
+	// known are the inventory's entries: an object it does not list is
+	// most likely new, and its dry-run goes out at once, beside the LIST,
+	// rather than after it.
+	known map[string]bool
 	// live holds objects read by LIST; listed says which kinds and
 	// namespaces were listed (an object of a listed group that is not in
 	// live does not exist).
@@ -306,6 +310,18 @@ func (p *planner) get(ctx context.Context, k objectKey, into *unstructured.Unstr
 	return p.clients.Client.Get(ctx, client.ObjectKey{Namespace: k.group.namespace, Name: k.name}, into)
 }
 
+// knowing records the inventory's entries (see known); the inventory is
+// read after the planner is made, once its lock is held.
+func (p *planner) knowing(inv *inventory.Inventory) {
+	if inv == nil {
+		return
+	}
+	p.known = make(map[string]bool, len(inv.Entries))
+	for _, e := range inv.Entries {
+		p.known[e.ID] = true
+	}
+}
+
 // planAll dry-runs every object concurrently and returns the plans in the
 // objects' order.
 func (p *planner) planAll(ctx context.Context, objects []*Object, concurrency int) []*plan {
@@ -370,14 +386,14 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 		return pl
 	}
 	var err error
-	// With validate: all, the dry-run goes out first, while the LISTs may
-	// still be in flight: it writes nothing, and what it says is weighed
-	// below, after what the live object says. Otherwise the live object
-	// is read first: when it shows the apply would change nothing, no
-	// dry-run is needed.
+	// With validate: all, and for an object the inventory does not list,
+	// the dry-run goes out first, while the LISTs may still be in flight:
+	// it writes nothing, and what it says is weighed below, after what the
+	// live object says. Otherwise the live object is read first: when it
+	// shows the apply would change nothing, no dry-run is needed.
 	dryRun := &unstructured.Unstructured{}
 	var dryRunErr error
-	dryRunSent := p.validateAll
+	dryRunSent := p.validateAll || !p.known[inventory.EntryFor(o.Unstructured).ID]
 	if dryRunSent {
 		if pl.body, err = applyBody(o.Unstructured); err != nil {
 			pl.kind, pl.err = planFailed, err

@@ -35,6 +35,7 @@ func (r *run) plan(ctx context.Context) error {
 		// only if a dry-run defers something after all.
 		r.prepareOffline()
 	}
+	r.planner.knowing(r.prev)
 	r.plans = r.planner.planAll(ctx, r.objects, r.opts.Concurrency)
 	if n := r.planner.fast.Load(); n > 0 {
 		r.obs.Info(fmt.Sprintf("%d of %d objects already hold every value gantry applies: not dry-run (validate: all dry-runs them too)", n, len(r.objects)))
