@@ -122,6 +122,9 @@ type run struct {
 	artifactObjects []*Object
 	// pushing says that a push follows the build.
 	pushing bool
+	// lazyOrigins: the set was built without the objects' files, which
+	// resolveSources looks up once the run has something to name.
+	lazyOrigins bool
 	byID    map[string]int // object id -> index in res.Objects
 	plans   []*plan
 	// planner holds what validate read of the cluster (the LISTs), which
@@ -370,8 +373,43 @@ func (r *run) build() (objects, packed []*Object, err error) {
 			return packed, packed, nil
 		}
 	}
-	objects, err = Build(r.opts.Build)
+	opts := r.opts.Build
+	if (r.res.Command == "apply" || r.res.Command == "diff") && !r.pushing && !opts.NoOrigins {
+		// Files are looked up only when an object changes or fails
+		// (resolveSources): a run that changes nothing does not pay
+		// kustomize's origin tracking.
+		opts.NoOrigins, r.lazyOrigins = true, true
+	}
+	objects, err = Build(opts)
 	return objects, packed, err
+}
+
+// resolveSources gives the set's objects their files, with a second build
+// that records origins, when the run has an object that changes, fails or
+// is left alone to name. A run whose objects are all unchanged leaves them
+// without (their report entries then name no file). A second build that
+// fails (it read the same files a moment ago) leaves them without too.
+func (r *run) resolveSources() {
+	if !r.lazyOrigins {
+		return
+	}
+	if !slices.ContainsFunc(r.plans, func(pl *plan) bool { return pl.kind != planUnchanged }) {
+		return
+	}
+	r.lazyOrigins = false
+	opts := r.opts.Build
+	opts.NoOrigins = false
+	objects, err := Build(opts)
+	if err != nil {
+		return
+	}
+	files := make(map[string]string, len(objects))
+	for _, o := range objects {
+		files[inventory.EntryFor(o.Unstructured).ID] = o.Source
+	}
+	for _, o := range r.objects {
+		o.Source = files[inventory.EntryFor(o.Unstructured).ID]
+	}
 }
 
 // record sets an object's outcome in the result, replacing an earlier one.

@@ -40,7 +40,9 @@ func (r *run) plan(ctx context.Context) error {
 	if n := r.planner.fast.Load(); n > 0 {
 		r.obs.Info(fmt.Sprintf("%d of %d objects already hold every value gantry applies: not dry-run (validate: all dry-runs them too)", n, len(r.objects)))
 	}
-	return r.validateOffline(ctx)
+	err := r.validateOffline(ctx)
+	r.resolveSources()
+	return err
 }
 
 // validateOffline checks the deferred objects (those whose Namespace or CRD
