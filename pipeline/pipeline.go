@@ -125,8 +125,8 @@ type run struct {
 	// lazyOrigins: the set was built without the objects' files, which
 	// resolveSources looks up once the run has something to name.
 	lazyOrigins bool
-	byID    map[string]int // object id -> index in res.Objects
-	plans   []*plan
+	byID        map[string]int // object id -> index in res.Objects
+	plans       []*plan
 	// planner holds what validate read of the cluster (the LISTs), which
 	// prune reuses.
 	planner *planner
