@@ -70,6 +70,36 @@ func actionInputs(t *testing.T) map[string]string {
 	return out
 }
 
+// pullRequestRun is what GitHub's runner sets for a step of a
+// pull_request run (number 7 of acme/shop): home, workspace, event payload
+// and file-command folder as the step sees them, and the API's address.
+// Outputs go to commands/set_output_1, the summary to step_summary_1.
+func pullRequestRun(home, workspace, event, commands, api string) map[string]string {
+	return map[string]string{
+		"HOME":                    home,
+		"GITHUB_ACTIONS":          "true",
+		"CI":                      "true",
+		"GITHUB_WORKSPACE":        workspace,
+		"GITHUB_EVENT_NAME":       "pull_request",
+		"GITHUB_EVENT_PATH":       event,
+		"GITHUB_REPOSITORY":       "acme/shop",
+		"GITHUB_REPOSITORY_OWNER": "acme",
+		"GITHUB_SERVER_URL":       "https://github.com",
+		"GITHUB_API_URL":          api,
+		"GITHUB_GRAPHQL_URL":      api + "/graphql",
+		"GITHUB_RUN_ID":           "42",
+		"GITHUB_RUN_ATTEMPT":      "1",
+		"GITHUB_SHA":              "0123abcd0123abcd",
+		"GITHUB_REF":              "refs/pull/7/merge",
+		"GITHUB_REF_NAME":         "7/merge",
+		"GITHUB_OUTPUT":           filepath.Join(commands, "set_output_1"),
+		"GITHUB_STEP_SUMMARY":     filepath.Join(commands, "step_summary_1"),
+		"GITHUB_ENV":              filepath.Join(commands, "set_env_1"),
+		"GITHUB_PATH":             filepath.Join(commands, "add_path_1"),
+		"RUNNER_OS":               "Linux",
+	}
+}
+
 func canary(what string) string {
 	return "canary-" + what + "-" + strings.ToLower(rand.Text()[:10])
 }
@@ -171,28 +201,10 @@ spec:
 			"INPUT_GITHUB-TOKEN":        ghToken, // ${{ github.token }}, evaluated
 			"INPUT_DOTENV":              "gantry.env",
 			"INPUT_TEKTON-RESULTS":      "tekton-results",
-			"HOME":                      home,
-			"GITHUB_ACTIONS":            "true",
-			"CI":                        "true",
-			"GITHUB_WORKSPACE":          ws,
-			"GITHUB_EVENT_NAME":         "pull_request",
-			"GITHUB_EVENT_PATH":         event,
-			"GITHUB_REPOSITORY":         "acme/shop",
-			"GITHUB_REPOSITORY_OWNER":   "acme",
-			"GITHUB_SERVER_URL":         "https://github.com",
-			"GITHUB_API_URL":            srv.URL,
-			"GITHUB_GRAPHQL_URL":        srv.URL + "/graphql",
-			"GITHUB_RUN_ID":             "42",
-			"GITHUB_RUN_ATTEMPT":        "1",
-			"GITHUB_SHA":                "0123abcd0123abcd",
-			"GITHUB_REF":                "refs/pull/7/merge",
-			"GITHUB_REF_NAME":           "7/merge",
-			"GITHUB_OUTPUT":             outputs,
-			"GITHUB_STEP_SUMMARY":       summary,
-			"GITHUB_ENV":                filepath.Join(commands, "set_env_1"),
-			"GITHUB_PATH":               filepath.Join(commands, "add_path_1"),
-			"RUNNER_OS":                 "Linux",
 		} {
+			vars[k] = v
+		}
+		for k, v := range pullRequestRun(home, ws, event, commands, srv.URL) {
 			vars[k] = v
 		}
 		for k, v := range extra {

@@ -266,29 +266,11 @@ func TestImageAsGitHubContainerAction(t *testing.T) {
 			"INPUT_KUBECONFIG":          "kubeconfig",
 			"INPUT_TIMEOUT":             "90s",
 			"INPUT_GITHUB-TOKEN":        token,
-			"HOME":                      "/github/home",
-			"GITHUB_ACTIONS":            "true",
-			"CI":                        "true",
-			"GITHUB_WORKSPACE":          "/github/workspace",
-			"GITHUB_EVENT_NAME":         "pull_request",
-			"GITHUB_EVENT_PATH":         "/github/workflow/event.json",
-			"GITHUB_REPOSITORY":         "acme/shop",
-			"GITHUB_REPOSITORY_OWNER":   "acme",
-			"GITHUB_SERVER_URL":         "https://github.com",
-			"GITHUB_API_URL":            api,
-			"GITHUB_GRAPHQL_URL":        api + "/graphql",
-			"GITHUB_RUN_ID":             "42",
-			"GITHUB_RUN_ATTEMPT":        "1",
-			"GITHUB_SHA":                "0123abcd0123abcd",
-			"GITHUB_REF":                "refs/pull/7/merge",
-			"GITHUB_REF_NAME":           "7/merge",
-			"GITHUB_OUTPUT":             "/github/file_commands/set_output_1",
-			"GITHUB_STEP_SUMMARY":       "/github/file_commands/step_summary_1",
-			"GITHUB_ENV":                "/github/file_commands/set_env_1",
-			"GITHUB_PATH":               "/github/file_commands/add_path_1",
-			"RUNNER_OS":                 "Linux",
 			"RUNNER_TEMP":               "/home/runner/work/_temp",
 		} {
+			vars[k] = v
+		}
+		for k, v := range pullRequestRun("/github/home", "/github/workspace", "/github/workflow/event.json", "/github/file_commands", api) {
 			vars[k] = v
 		}
 		for k, v := range extra {

@@ -2,7 +2,6 @@ package entrypoint
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
 	"github.com/gantry-dev/gantry/artifact"
 	"github.com/gantry-dev/gantry/diffs"
@@ -198,16 +196,11 @@ type artifactDiff struct {
 func writeArtifactDiff(w io.Writer, cfg *Config, objects []artifactDiff, counts map[string]int, color bool) error {
 	switch cfg.Output {
 	case "json", "yaml":
-		b, err := json.MarshalIndent(map[string]any{"artifact": cfg.Artifact, "compareTo": cfg.CompareTo, "objects": objects}, "", "  ")
+		b, err := marshalAs(cfg.Output, map[string]any{"artifact": cfg.Artifact, "compareTo": cfg.CompareTo, "objects": objects})
 		if err != nil {
 			return err
 		}
-		if cfg.Output == "yaml" {
-			if b, err = yaml.JSONToYAML(b); err != nil {
-				return err
-			}
-		}
-		_, err = fmt.Fprintln(w, strings.TrimRight(string(b), "\n"))
+		_, err = io.WriteString(w, b)
 		return err
 	}
 	var b strings.Builder

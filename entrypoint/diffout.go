@@ -30,16 +30,11 @@ func writeDiff(w io.Writer, res *result.Result, format string, fenced, color boo
 	}
 	switch format {
 	case "json", "yaml":
-		b, err := json.MarshalIndent(res, "", "  ")
+		b, err := marshalAs(format, res)
 		if err != nil {
 			return err
 		}
-		if format == "yaml" {
-			if b, err = yaml.JSONToYAML(b); err != nil {
-				return err
-			}
-		}
-		_, err = io.WriteString(w, redact.String(strings.TrimRight(string(b), "\n"))+"\n")
+		_, err = io.WriteString(w, redact.String(b))
 		return err
 	}
 	var changed []result.Object
@@ -99,4 +94,18 @@ func paintDiffLine(line string, color bool) string {
 		return line
 	}
 	return "\x1b[" + code + "m" + strings.TrimSuffix(line, "\n") + "\x1b[0m\n"
+}
+
+// marshalAs renders v as indented JSON or as YAML, ending in one newline.
+func marshalAs(format string, v any) (string, error) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	if format == "yaml" {
+		if b, err = yaml.JSONToYAML(b); err != nil {
+			return "", err
+		}
+	}
+	return strings.TrimRight(string(b), "\n") + "\n", nil
 }

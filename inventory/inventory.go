@@ -212,7 +212,7 @@ func (s *Store) write(ctx context.Context, cm *corev1.ConfigMap) (*corev1.Config
 		var stored *corev1.ConfigMap
 		gerr := err
 		for kube.Unanswered(gerr) {
-			if serr := sleep(ctx, wait); serr != nil {
+			if serr := kube.Sleep(ctx, wait); serr != nil {
 				return nil, err
 			}
 			wait = min(2*wait, 2*time.Second)
@@ -230,17 +230,6 @@ func (s *Store) write(ctx context.Context, cm *corev1.ConfigMap) (*corev1.Config
 			// Someone else wrote it meanwhile.
 			return nil, apierrors.NewConflict(corev1.Resource("configmaps"), cm.Name, err)
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 

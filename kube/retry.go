@@ -140,7 +140,7 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 			resp.Body.Close()
 		}
-		if err := sleep(req.Context(), wait); err != nil {
+		if err := Sleep(req.Context(), wait); err != nil {
 			return nil, err
 		}
 		wait = min(2*wait, t.policy.MaxBackoff)
@@ -182,7 +182,8 @@ func retryable(resp *http.Response, err error) bool {
 	return false
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits d, or until ctx ends (its error then).
+func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

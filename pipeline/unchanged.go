@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"reflect"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,24 +54,13 @@ func unchangedOnServer(desired, live *unstructured.Unstructured) bool {
 	if md, ok := d["metadata"].(map[string]any); ok {
 		if ts, ok := md["creationTimestamp"]; ok && ts == nil {
 			// Written by many generators; the server ignores it.
-			d = shallowWithout(d, "metadata", shallowWithout(md, "creationTimestamp", nil))
+			md = maps.Clone(md)
+			delete(md, "creationTimestamp")
+			d = maps.Clone(d)
+			d["metadata"] = md
 		}
 	}
 	return sameMap(d, live.Object, owned)
-}
-
-// shallowWithout is m with key replaced by v, or removed when v is nil.
-func shallowWithout(m map[string]any, key string, v any) map[string]any {
-	c := make(map[string]any, len(m))
-	for k, x := range m {
-		c[k] = x
-	}
-	if v == nil {
-		delete(c, key)
-	} else {
-		c[key] = v
-	}
-	return c
 }
 
 // sameMap reports whether applying the map d, whose owned fields are s,

@@ -157,6 +157,7 @@ spec:
 		{name: "crd re-applied", base: widgetCRD, fast: true},
 		{name: "status changed by a controller", base: widget, interfere: `{"status":{"phase":"Ready"}}`, subresource: "status", fast: true},
 		{name: "a label another manager added", base: cm, interfere: `{"metadata":{"labels":{"other":"x"}}}`, fast: true},
+		{name: "creationTimestamp: null, as generators write it", base: strings.Replace(cm, "name: settings,", "name: settings, creationTimestamp: null,", 1), fast: true},
 
 		// Changes the fast path must see, or leave to the dry-run.
 		{name: "replicas changed", base: deploy, edit: replace("replicas: 2", "replicas: 3")},
