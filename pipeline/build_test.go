@@ -399,3 +399,40 @@ func TestBuildWithoutOriginsNamesTheFileOnFailure(t *testing.T) {
 		t.Errorf("error: %v", err)
 	}
 }
+
+// apply and diff build without origins; a second build, with them, is
+// needed only for what kustomize built: a folder of manifests names its
+// files in any case.
+func TestSecondBuildOnlyForKustomizations(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	write(t, root, map[string]string{
+		"plain/cm.yaml":                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n",
+		"app/kustomization.yaml":       "resources: [cm.yaml]\n",
+		"app/cm.yaml":                  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n",
+		"mixed/cm.yaml":                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: d\n",
+		"mixed/sub/kustomization.yaml": "resources: [cm.yaml]\n",
+		"mixed/sub/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n",
+	})
+	for dir, want := range map[string]bool{"plain": false, "app": true, "mixed": true} {
+		for _, command := range []string{"apply", "diff"} {
+			r := newRun(command, Options{Build: BuildOptions{Path: filepath.Join(root, dir), WorkDir: root}}, nil, nil)
+			objects, _, err := r.build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.lazyOrigins != want {
+				t.Errorf("%s of %s: second build needed %v, want %v", command, dir, r.lazyOrigins, want)
+			}
+			if !want && objects[0].Source != "plain/cm.yaml" {
+				t.Errorf("%s of %s: source %q", command, dir, objects[0].Source)
+			}
+		}
+	}
+	// A build asked for without origins (build, diff-artifact) never
+	// looks them up.
+	r := newRun("apply", Options{Build: BuildOptions{Path: filepath.Join(root, "app"), WorkDir: root, NoOrigins: true}}, nil, nil)
+	if _, _, err := r.build(); err != nil || r.lazyOrigins {
+		t.Errorf("NoOrigins given: lazy %v, %v", r.lazyOrigins, err)
+	}
+}

@@ -378,9 +378,13 @@ func (r *run) build() (objects, packed []*Object, err error) {
 		// Files are looked up only when an object changes or fails
 		// (resolveSources): a run that changes nothing does not pay
 		// kustomize's origin tracking.
-		opts.NoOrigins, r.lazyOrigins = true, true
+		opts.NoOrigins = true
 	}
 	objects, err = Build(opts)
+	// Manifests read as files name their file without origin tracking;
+	// only what kustomize built needs the second build.
+	r.lazyOrigins = opts.NoOrigins && !r.opts.Build.NoOrigins &&
+		slices.ContainsFunc(objects, func(o *Object) bool { return o.Source == "" })
 	return objects, packed, err
 }
 
