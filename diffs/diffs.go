@@ -5,6 +5,7 @@
 package diffs
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/aymanbagabas/go-udiff"
@@ -46,7 +47,39 @@ func Between(ref, fromLabel, toLabel string, live, desired *unstructured.Unstruc
 	if before == after {
 		return "", nil
 	}
+	if before == "" || after == "" {
+		return whole(fromLabel+"/"+ref, toLabel+"/"+ref, before, after), nil
+	}
 	return udiff.Unified(fromLabel+"/"+ref, toLabel+"/"+ref, before, after), nil
+}
+
+// whole is the unified diff of a creation or a deletion, where one side
+// is empty: one hunk of every line, as udiff writes it, without its
+// search for common lines (a third of a created object's diff).
+func whole(from, to, before, after string) string {
+	text, sign, hunk := after, "+", "@@ -0,0 +1%s @@\n"
+	if after == "" {
+		text, sign, hunk = before, "-", "@@ -1%s +0,0 @@\n"
+	}
+	n := strings.Count(text, "\n")
+	if !strings.HasSuffix(text, "\n") {
+		n++
+	}
+	count := ""
+	if n != 1 {
+		count = fmt.Sprintf(",%d", n)
+	}
+	var b strings.Builder
+	b.Grow(len(from) + len(to) + len(text) + n + 32)
+	fmt.Fprintf(&b, "--- %s\n+++ %s\n"+hunk, from, to, count)
+	for line := range strings.Lines(text) {
+		b.WriteString(sign)
+		b.WriteString(line)
+	}
+	if !strings.HasSuffix(text, "\n") {
+		b.WriteString("\n\\ No newline at end of file\n")
+	}
+	return b.String()
 }
 
 func isSecret(u *unstructured.Unstructured) bool {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aymanbagabas/go-udiff"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
@@ -203,6 +205,22 @@ func BenchmarkObjectCreated(b *testing.B) {
 	for b.Loop() {
 		if _, err := Object("ConfigMap/ns/cm-0001", nil, u); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// A creation's or deletion's diff is written without udiff's search for
+// common lines, and reads exactly as udiff writes it.
+func TestWholeObjectDiffAsUdiffWritesIt(t *testing.T) {
+	for _, text := range []string{"a: 1\n", "a: 1\nb: 2\n", "a: 1\nb:\n  - x\n  - y\n", "no newline", "a: 1\nlast", "\n", "a\n\nb\n"} {
+		for _, deleted := range []bool{false, true} {
+			before, after := "", text
+			if deleted {
+				before, after = text, ""
+			}
+			if got, want := whole("live/x", "desired/x", before, after), udiff.Unified("live/x", "desired/x", before, after); got != want {
+				t.Errorf("%q → %q:\ngot  %q\nwant %q", before, after, got, want)
+			}
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -50,11 +51,24 @@ func (c *Clients) Apply(ctx context.Context, u *unstructured.Unstructured, body 
 	return into.UnmarshalJSON(raw)
 }
 
+// RESTMapping is the mapper's mapping of gvk, remembered once found.
+func (c *Clients) RESTMapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	if m, ok := c.mappings.Load(gvk); ok {
+		return m.(*meta.RESTMapping), nil
+	}
+	m, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, err
+	}
+	c.mappings.Store(gvk, m)
+	return m, nil
+}
+
 // objectPath is u's URL path: /api/v1/... for the core group,
 // /apis/<group>/<version>/... for the others.
 func (c *Clients) objectPath(u *unstructured.Unstructured) (string, error) {
 	gvk := u.GroupVersionKind()
-	m, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	m, err := c.RESTMapping(gvk)
 	if err != nil {
 		return "", err
 	}

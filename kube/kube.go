@@ -49,6 +49,12 @@ type Clients struct {
 	openapiOnce  sync.Once
 	openapiPaths map[string]openapi.GroupVersion
 	openapiErr   error
+
+	// mappings caches the REST mappings requests are addressed with: the
+	// mapper's own lookup walks several mappers under locks, and a run
+	// asks it twice for every object. A kind it does not serve is not
+	// cached, so a CRD established later is found.
+	mappings sync.Map // schema.GroupVersionKind -> *meta.RESTMapping
 }
 
 // RESTConfig loads the configuration that opts describe.
