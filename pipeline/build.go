@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/api/konfig"
 	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/api/provider"
 	"sigs.k8s.io/kustomize/api/resource"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -327,22 +326,10 @@ func withOrigins(resources []*resource.Resource, root string, pathMap map[string
 // every new object against all earlier ones (quadratic; 20 s for 5000
 // objects here).
 func buildPlain(dir string, opts BuildOptions, sfs *sopsFS) ([]sourced, error) {
-	factory := provider.NewDefaultDepProvider().GetResourceFactory()
-	var out []sourced
-	seen := map[string]string{} // object id -> the file that defined it
-	add := func(items []sourced) error {
-		for _, it := range items {
-			id := it.res.CurId()
-			key := id.Gvk.String() + "|" + id.EffectiveNamespace() + "|" + id.Name
-			if first, dup := seen[key]; dup {
-				return &BuildError{File: it.source, Err: fmt.Errorf("%s/%s is defined twice, also in %s", id.Kind, id.Name, first)}
-			}
-			seen[key] = it.source
-			out = append(out, it)
-		}
-		return nil
-	}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	// The walk reads the files and builds the subfolders' kustomizations,
+	// in order; the files are parsed after it, on every core.
+	var parts []*manifestPart
+	walkErr := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -363,9 +350,7 @@ func buildPlain(dir string, opts BuildOptions, sfs *sopsFS) ([]sourced, error) {
 				if err != nil {
 					return err
 				}
-				if err := add(items); err != nil {
-					return err
-				}
+				parts = append(parts, &manifestPart{items: items})
 				return filepath.SkipDir
 			}
 			return nil
@@ -382,25 +367,35 @@ func buildPlain(dir string, opts BuildOptions, sfs *sopsFS) ([]sourced, error) {
 			}
 			return &BuildError{File: source, Err: err}
 		}
-		resources, err := factory.SliceFromBytes(b)
-		if err != nil {
-			return &BuildError{File: source, Err: err}
-		}
-		items := make([]sourced, 0, len(resources))
-		for _, res := range resources {
-			if v, ok := res.GetAnnotations()[konfig.IgnoredByKustomizeAnnotation]; ok && v != "false" {
-				continue // local configuration, as kustomize drops it
-			}
-			items = append(items, sourced{res: res, source: source})
-		}
-		return add(items)
+		parts = append(parts, &manifestPart{source: source, data: b, parse: true})
+		return nil
 	})
-	if err != nil {
-		var be *BuildError
-		if errors.As(err, &be) {
-			return nil, err
+	parseManifests(parts)
+
+	// The first failure in the folder's order wins: a file that does not
+	// parse comes before a later subfolder that does not build.
+	var out []sourced
+	seen := map[string]string{} // object id -> the file that defined it
+	for _, part := range parts {
+		if part.err != nil {
+			return nil, part.err
 		}
-		return nil, &BuildError{File: opts.Path, Err: err}
+		for _, it := range part.items {
+			id := it.res.CurId()
+			key := id.Gvk.String() + "|" + id.EffectiveNamespace() + "|" + id.Name
+			if first, dup := seen[key]; dup {
+				return nil, &BuildError{File: it.source, Err: fmt.Errorf("%s/%s is defined twice, also in %s", id.Kind, id.Name, first)}
+			}
+			seen[key] = it.source
+			out = append(out, it)
+		}
+	}
+	if walkErr != nil {
+		var be *BuildError
+		if errors.As(walkErr, &be) {
+			return nil, walkErr
+		}
+		return nil, &BuildError{File: opts.Path, Err: walkErr}
 	}
 	return out, nil
 }
