@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gantry-dev/gantry/entrypoint"
 )
 
 // A re-apply that changes nothing sends no dry-run: the live objects say
@@ -57,5 +59,44 @@ spec:
 	replaceInFile(t, filepath.Join(dir, "set.yaml"), `data: {n: "7"}`, `data: {n: "seven"}`)
 	if r := run(); proxy.count("dry-run") != 1 || r.res.Counts()["configured"] != 1 {
 		t.Errorf("one change: %d dry-runs, want 1; counts %v", proxy.count("dry-run"), r.res.Counts())
+	}
+}
+
+// What kustomize built is named by a second build, with origins, that runs
+// beside the requests once an object needs a dry-run: a change and a
+// failure name their files; a no-op does not pay for it.
+func TestOverlayRunsNameTheFilesOfWhatChanges(t *testing.T) {
+	t.Parallel()
+	env.Require(t)
+	ns := env.Namespace(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "kustomization.yaml"), "namespace: "+ns+"\nnamePrefix: p-\nresources: [a.yaml, b.yaml]\nlabels:\n- pairs: {app: shop}\n")
+	writeFile(t, filepath.Join(dir, "a.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {n: \"1\"}\n")
+	writeFile(t, filepath.Join(dir, "b.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\ndata: {n: \"1\"}\n")
+	run := func() gantryRun {
+		t.Helper()
+		return gantry(t, "apply", dir, "--inventory=named", "--inventory-namespace="+ns, "--timeout=90s")
+	}
+	sources := func(r gantryRun) map[string]string {
+		m := map[string]string{}
+		for _, o := range r.res.Objects {
+			m[o.Name] = o.Source
+		}
+		return m
+	}
+	if r := run(); r.code != 0 || !strings.HasSuffix(sources(r)["p-a"], "a.yaml") || !strings.HasSuffix(sources(r)["p-b"], "b.yaml") {
+		t.Fatalf("first apply: exit %d, sources %v\n%s", r.code, sources(r), r.stderr)
+	}
+	if r := run(); r.code != 0 || sources(r)["p-a"] != "" || sources(r)["p-b"] != "" {
+		t.Errorf("no-op: exit %d, sources %v; a run that changes nothing finds no files", r.code, sources(r))
+	}
+	replaceInFile(t, filepath.Join(dir, "b.yaml"), `n: "1"`, `n: "2"`)
+	if r := run(); r.code != 0 || r.res.Counts()["configured"] != 1 || !strings.HasSuffix(sources(r)["p-b"], "b.yaml") {
+		t.Errorf("one change: exit %d, counts %v, sources %v", r.code, r.res.Counts(), sources(r))
+	}
+	replaceInFile(t, filepath.Join(dir, "b.yaml"), `data: {n: "2"}`, `data: {n: [2]}`)
+	r := run()
+	if r.code != entrypoint.ExitFailed || !strings.HasSuffix(sources(r)["p-b"], "b.yaml") || !strings.Contains(r.stderr, "b.yaml") {
+		t.Errorf("a rejected object: exit %d, sources %v, its file not named\n%s", r.code, sources(r), r.stderr)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
@@ -70,10 +71,13 @@ func (r *run) refuseEmpty() error {
 // and its counts add up), and returns the failures joined.
 func (r *run) validationFailures(stage string) error {
 	var errs []error
+	if slices.ContainsFunc(r.plans, func(pl *plan) bool { return pl.kind == planFailed }) {
+		r.awaitSources() // the errors name the files
+	}
 	for _, pl := range r.plans {
 		if pl.kind == planFailed {
-			errs = append(errs, &ObjectError{Ref: ref(pl.obj), Source: pl.obj.Source, Err: pl.err})
-			o := resultObject(pl.obj.Unstructured, pl.obj.Source, stage, result.Failed)
+			errs = append(errs, &ObjectError{Ref: ref(pl.obj), Source: r.sourceOf(pl.obj), Err: pl.err})
+			o := resultObject(pl.obj.Unstructured, r.sourceOf(pl.obj), stage, result.Failed)
 			setError(&o, pl.err, pl.err.Error())
 			r.record(o, true)
 		}
@@ -83,7 +87,7 @@ func (r *run) validationFailures(stage string) error {
 	}
 	for _, pl := range r.plans {
 		if pl.kind != planFailed {
-			o := resultObject(pl.obj.Unstructured, pl.obj.Source, stage, result.Skipped)
+			o := resultObject(pl.obj.Unstructured, r.sourceOf(pl.obj), stage, result.Skipped)
 			o.Error = "not applied: other objects failed validation"
 			r.record(o, false)
 		}
@@ -292,12 +296,14 @@ func (r *run) applyGroup(ctx context.Context, group []*plan) error {
 	for _, pl := range group {
 		g.Go(func() error {
 			action, err := r.write(gctx, pl)
-			o := resultObject(pl.obj.Unstructured, pl.obj.Source, "apply", action)
+			o := resultObject(pl.obj.Unstructured, r.sourceOf(pl.obj), "apply", action)
 			o.Diff = pl.diff
 			if err != nil {
 				o.Action = result.Failed
 				setError(&o, err, err.Error())
-				errs.add(&ObjectError{Ref: ref(pl.obj), Source: pl.obj.Source, Err: err})
+				r.awaitSources()
+				o.Source = r.sourceOf(pl.obj)
+				errs.add(&ObjectError{Ref: ref(pl.obj), Source: o.Source, Err: err})
 			} else if action == result.Skipped {
 				o.Error = pl.reason
 			}

@@ -37,7 +37,7 @@ func (r *run) diff(ctx context.Context) error {
 	offline := 0
 	var errs []error
 	for _, pl := range r.plans {
-		o := resultObject(pl.obj.Unstructured, pl.obj.Source, "diff", result.Unchanged)
+		o := resultObject(pl.obj.Unstructured, r.sourceOf(pl.obj), "diff", result.Unchanged)
 		o.Diff = pl.diff
 		switch pl.kind {
 		case planDeferred:
@@ -56,7 +56,8 @@ func (r *run) diff(ctx context.Context) error {
 			o.Action, o.Error = result.Skipped, pl.reason
 		case planFailed:
 			o.Action, o.Error = result.Failed, pl.err.Error()
-			errs = append(errs, &ObjectError{Ref: ref(pl.obj), Source: pl.obj.Source, Err: pl.err})
+			r.awaitSources()
+			errs = append(errs, &ObjectError{Ref: ref(pl.obj), Source: r.sourceOf(pl.obj), Err: pl.err})
 		}
 		r.record(o, o.Action != result.Unchanged)
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
@@ -123,8 +124,9 @@ type run struct {
 	// pushing says that a push follows the build.
 	pushing bool
 	// lazyOrigins: the set was built without the objects' files, which
-	// resolveSources looks up once the run has something to name.
+	// findSources looks up once the run has something to name.
 	lazyOrigins bool
+	origins     origins
 	byID        map[string]int // object id -> index in res.Objects
 	plans       []*plan
 	// planner holds what validate read of the cluster (the LISTs), which
@@ -201,6 +203,7 @@ func (r *run) execute(ctx context.Context, stages []stage) *result.Result {
 	if r.release != nil {
 		r.release()
 	}
+	r.nameSources(ctx)
 	for _, f := range r.cleanup {
 		f()
 	}
@@ -376,7 +379,7 @@ func (r *run) build() (objects, packed []*Object, err error) {
 	opts := r.opts.Build
 	if (r.res.Command == "apply" || r.res.Command == "diff") && !r.pushing && !opts.NoOrigins {
 		// Files are looked up only when an object changes or fails
-		// (resolveSources): a run that changes nothing does not pay
+		// (findSources): a run that changes nothing does not pay
 		// kustomize's origin tracking.
 		opts.NoOrigins = true
 	}
@@ -385,34 +388,90 @@ func (r *run) build() (objects, packed []*Object, err error) {
 	// only what kustomize built needs the second build.
 	r.lazyOrigins = opts.NoOrigins && !r.opts.Build.NoOrigins &&
 		slices.ContainsFunc(objects, func(o *Object) bool { return o.Source == "" })
+	if r.lazyOrigins {
+		r.origins.done = make(chan struct{})
+	}
 	return objects, packed, err
 }
 
-// resolveSources gives the set's objects their files, with a second build
-// that records origins, when the run has an object that changes, fails or
-// is left alone to name. A run whose objects are all unchanged leaves them
-// without (their report entries then name no file). A second build that
-// fails (it read the same files a moment ago) leaves them without too.
-func (r *run) resolveSources() {
+// origins is the second build, with origin tracking, that names the files
+// of what kustomize built: each object's file by inventory entry ID.
+type origins struct {
+	start   sync.Once
+	started atomic.Bool
+	done    chan struct{} // closed once files is set
+	files   map[string]string
+}
+
+// findSources starts the second build in the background, when the set was
+// built without its files and the run has something to name: the first
+// object that needs a dry-run starts it, so that it runs beside the
+// requests that follow, and a run whose objects are all unchanged never
+// pays it. A second build that fails (it read the same files a moment
+// ago) names no file.
+func (r *run) findSources() {
 	if !r.lazyOrigins {
 		return
 	}
-	if !slices.ContainsFunc(r.plans, func(pl *plan) bool { return pl.kind != planUnchanged }) {
+	r.origins.start.Do(func() {
+		r.origins.started.Store(true)
+		go func() {
+			defer close(r.origins.done)
+			opts := r.opts.Build
+			opts.NoOrigins = false
+			objects, err := Build(opts)
+			if err != nil {
+				return
+			}
+			files := make(map[string]string, len(objects))
+			for _, o := range objects {
+				files[inventory.EntryFor(o.Unstructured).ID] = o.Source
+			}
+			r.origins.files = files
+		}()
+	})
+}
+
+// sourceOf is o's file: known from the build, or found by the second
+// build; empty while that is still running.
+func (r *run) sourceOf(o *Object) string {
+	if o.Source != "" || !r.origins.started.Load() {
+		return o.Source
+	}
+	select {
+	case <-r.origins.done:
+		return r.origins.files[inventory.EntryFor(o.Unstructured).ID]
+	default:
+		return ""
+	}
+}
+
+// awaitSources starts the second build if it has not started and waits
+// for it, for an error that names objects' files.
+func (r *run) awaitSources() {
+	if !r.lazyOrigins {
 		return
 	}
-	r.lazyOrigins = false
-	opts := r.opts.Build
-	opts.NoOrigins = false
-	objects, err := Build(opts)
-	if err != nil {
+	r.findSources()
+	<-r.origins.done
+}
+
+// nameSources gives the report's objects the files the second build found,
+// once it is done; a run that was cancelled does not wait for it.
+func (r *run) nameSources(ctx context.Context) {
+	if !r.origins.started.Load() {
 		return
 	}
-	files := make(map[string]string, len(objects))
-	for _, o := range objects {
-		files[inventory.EntryFor(o.Unstructured).ID] = o.Source
+	select {
+	case <-r.origins.done:
+	case <-ctx.Done():
+		return
 	}
 	for _, o := range r.objects {
-		o.Source = files[inventory.EntryFor(o.Unstructured).ID]
+		i, ok := r.byID[object.UnstructuredToObjMetadata(o.Unstructured).String()]
+		if ok && r.res.Objects[i].Source == "" {
+			r.res.Objects[i].Source = r.sourceOf(o)
+		}
 	}
 }
 

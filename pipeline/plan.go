@@ -126,6 +126,8 @@ type planner struct {
 	// (unchangedOnServer), and fast counts those.
 	validateAll bool
 	fast        atomic.Int64
+	// onDryRun is called before each dry-run.
+	onDryRun func()
 	// known are the inventory's entries: an object it does not list is
 	// most likely new, and its dry-run goes out at once, beside the LIST,
 	// rather than after it.
@@ -179,7 +181,15 @@ func (r *run) newPlanner() *planner {
 	p.takeOwnership = r.opts.TakeOwnership
 	p.keepOwnerLabels = r.opts.Inventory == ""
 	p.validateAll = r.opts.ValidateAll
+	p.onDryRun = r.findSources
 	return p
+}
+
+// dryRunning tells the run that an object is being dry-run: it may change.
+func (p *planner) dryRunning() {
+	if p.onDryRun != nil {
+		p.onDryRun()
+	}
 }
 
 func newPlanner(c *kube.Clients, objects []*Object, force bool) *planner {
@@ -395,6 +405,7 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 	var dryRunErr error
 	dryRunSent := p.validateAll || !p.known[inventory.EntryFor(o.Unstructured).ID]
 	if dryRunSent {
+		p.dryRunning()
 		if pl.body, err = applyBody(o.Unstructured); err != nil {
 			pl.kind, pl.err = planFailed, err
 			return pl
@@ -446,6 +457,7 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 			pl.kind, pl.err = planFailed, err
 			return pl
 		}
+		p.dryRunning()
 		dryRunErr = p.clients.Apply(ctx, o.Unstructured, pl.body, FieldManager, true, dryRun)
 	}
 

@@ -40,9 +40,10 @@ func (r *run) plan(ctx context.Context) error {
 	if n := r.planner.fast.Load(); n > 0 {
 		r.obs.Info(fmt.Sprintf("%d of %d objects already hold every value gantry applies: not dry-run (validate: all dry-runs them too)", n, len(r.objects)))
 	}
-	err := r.validateOffline(ctx)
-	r.resolveSources()
-	return err
+	if slices.ContainsFunc(r.plans, func(pl *plan) bool { return pl.kind != planUnchanged }) {
+		r.findSources() // something to name that no dry-run started
+	}
+	return r.validateOffline(ctx)
 }
 
 // validateOffline checks the deferred objects (those whose Namespace or CRD
@@ -172,7 +173,8 @@ func (r *run) provision(ctx context.Context, needs []*plan, lockLater bool) erro
 			err := r.clients.Apply(gctx, pl.obj.Unstructured, pl.body, FieldManager, false, live)
 			if err != nil {
 				pl.kind, pl.err = planFailed, withAPIMessage(err)
-				errs.add(&ObjectError{Ref: ref(pl.obj), Source: pl.obj.Source, Err: pl.err})
+				r.awaitSources()
+				errs.add(&ObjectError{Ref: ref(pl.obj), Source: r.sourceOf(pl.obj), Err: pl.err})
 				return nil
 			}
 			mu.Lock()
