@@ -73,9 +73,9 @@ func TestOverlayRunsNameTheFilesOfWhatChanges(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "kustomization.yaml"), "namespace: "+ns+"\nnamePrefix: p-\nresources: [a.yaml, b.yaml]\nlabels:\n- pairs: {app: shop}\n")
 	writeFile(t, filepath.Join(dir, "a.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {n: \"1\"}\n")
 	writeFile(t, filepath.Join(dir, "b.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\ndata: {n: \"1\"}\n")
-	run := func() gantryRun {
+	run := func(extra ...string) gantryRun {
 		t.Helper()
-		return gantry(t, "apply", dir, "--inventory=named", "--inventory-namespace="+ns, "--timeout=90s")
+		return gantry(t, append([]string{"apply", dir, "--inventory=named", "--inventory-namespace=" + ns, "--timeout=90s"}, extra...)...)
 	}
 	sources := func(r gantryRun) map[string]string {
 		m := map[string]string{}
@@ -89,6 +89,9 @@ func TestOverlayRunsNameTheFilesOfWhatChanges(t *testing.T) {
 	}
 	if r := run(); r.code != 0 || sources(r)["p-a"] != "" || sources(r)["p-b"] != "" {
 		t.Errorf("no-op: exit %d, sources %v; a run that changes nothing finds no files", r.code, sources(r))
+	}
+	if r := run("--validate=all"); r.code != 0 || sources(r)["p-a"] != "" || sources(r)["p-b"] != "" {
+		t.Errorf("no-op, validate: all: exit %d, sources %v; dry-running unchanged objects finds no files", r.code, sources(r))
 	}
 	replaceInFile(t, filepath.Join(dir, "b.yaml"), `n: "1"`, `n: "2"`)
 	if r := run(); r.code != 0 || r.res.Counts()["configured"] != 1 || !strings.HasSuffix(sources(r)["p-b"], "b.yaml") {

@@ -126,7 +126,9 @@ type planner struct {
 	// (unchangedOnServer), and fast counts those.
 	validateAll bool
 	fast        atomic.Int64
-	// onDryRun is called before each dry-run.
+	// onDryRun is called before the dry-run of an object that is likely
+	// to change: one the inventory does not list, or one whose live state
+	// did not show it unchanged.
 	onDryRun func()
 	// known are the inventory's entries: an object it does not list is
 	// most likely new, and its dry-run goes out at once, beside the LIST,
@@ -185,7 +187,8 @@ func (r *run) newPlanner() *planner {
 	return p
 }
 
-// dryRunning tells the run that an object is being dry-run: it may change.
+// dryRunning tells the run that an object likely to change is being
+// dry-run.
 func (p *planner) dryRunning() {
 	if p.onDryRun != nil {
 		p.onDryRun()
@@ -403,9 +406,12 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 	// shows the apply would change nothing, no dry-run is needed.
 	dryRun := &unstructured.Unstructured{}
 	var dryRunErr error
-	dryRunSent := p.validateAll || !p.known[inventory.EntryFor(o.Unstructured).ID]
+	known := p.known[inventory.EntryFor(o.Unstructured).ID]
+	dryRunSent := p.validateAll || !known
 	if dryRunSent {
-		p.dryRunning()
+		if !known {
+			p.dryRunning() // most likely new
+		}
 		if pl.body, err = applyBody(o.Unstructured); err != nil {
 			pl.kind, pl.err = planFailed, err
 			return pl
