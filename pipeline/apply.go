@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
@@ -71,13 +70,11 @@ func (r *run) refuseEmpty() error {
 // and its counts add up), and returns the failures joined.
 func (r *run) validationFailures(stage string) error {
 	var errs []error
-	if slices.ContainsFunc(r.plans, func(pl *plan) bool { return pl.kind == planFailed }) {
-		r.awaitSources() // the errors name the files
-	}
 	for _, pl := range r.plans {
 		if pl.kind == planFailed {
-			errs = append(errs, &ObjectError{Ref: ref(pl.obj), Source: r.sourceOf(pl.obj), Err: pl.err})
-			o := resultObject(pl.obj.Unstructured, r.sourceOf(pl.obj), stage, result.Failed)
+			oe := r.objectError(pl.obj, pl.err)
+			errs = append(errs, oe)
+			o := resultObject(pl.obj.Unstructured, oe.Source, stage, result.Failed)
 			setError(&o, pl.err, pl.err.Error())
 			r.record(o, true)
 		}
@@ -301,9 +298,9 @@ func (r *run) applyGroup(ctx context.Context, group []*plan) error {
 			if err != nil {
 				o.Action = result.Failed
 				setError(&o, err, err.Error())
-				r.awaitSources()
-				o.Source = r.sourceOf(pl.obj)
-				errs.add(&ObjectError{Ref: ref(pl.obj), Source: o.Source, Err: err})
+				oe := r.objectError(pl.obj, err)
+				o.Source = oe.Source
+				errs.add(oe)
 			} else if action == result.Skipped {
 				o.Error = pl.reason
 			}

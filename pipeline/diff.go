@@ -56,8 +56,7 @@ func (r *run) diff(ctx context.Context) error {
 			o.Action, o.Error = result.Skipped, pl.reason
 		case planFailed:
 			o.Action, o.Error = result.Failed, pl.err.Error()
-			r.awaitSources()
-			errs = append(errs, &ObjectError{Ref: ref(pl.obj), Source: r.sourceOf(pl.obj), Err: pl.err})
+			errs = append(errs, r.objectError(pl.obj, pl.err))
 		}
 		r.record(o, o.Action != result.Unchanged)
 	}

@@ -446,14 +446,14 @@ func (r *run) sourceOf(o *Object) string {
 	}
 }
 
-// awaitSources starts the second build if it has not started and waits
-// for it, for an error that names objects' files.
-func (r *run) awaitSources() {
-	if !r.lazyOrigins {
-		return
+// objectError is err of object o, naming o's file: it starts the second
+// build if it has not started, and waits for it.
+func (r *run) objectError(o *Object, err error) *ObjectError {
+	if r.lazyOrigins {
+		r.findSources()
+		<-r.origins.done
 	}
-	r.findSources()
-	<-r.origins.done
+	return &ObjectError{Ref: ref(o), Source: r.sourceOf(o), Err: err}
 }
 
 // nameSources gives the report's objects the files the second build found,

@@ -187,17 +187,10 @@ func (r *run) newPlanner() *planner {
 	return p
 }
 
-// dryRunning tells the run that an object likely to change is being
-// dry-run.
-func (p *planner) dryRunning() {
-	if p.onDryRun != nil {
-		p.onDryRun()
-	}
-}
-
 func newPlanner(c *kube.Clients, objects []*Object, force bool) *planner {
 	p := &planner{clients: c, force: force, crdKinds: map[schema.GroupKind]bool{}, namespaces: map[string]bool{},
-		live: map[objectKey]*unstructured.Unstructured{}, listed: map[groupKey]bool{}, ready: make(chan struct{})}
+		live: map[objectKey]*unstructured.Unstructured{}, listed: map[groupKey]bool{}, ready: make(chan struct{}),
+		onDryRun: func() {}}
 	close(p.ready)
 	for _, o := range objects {
 		if gk, ok := object.GetCRDGroupKind(o.Unstructured); ok {
@@ -406,17 +399,23 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 	// shows the apply would change nothing, no dry-run is needed.
 	dryRun := &unstructured.Unstructured{}
 	var dryRunErr error
-	known := p.known[inventory.EntryFor(o.Unstructured).ID]
-	dryRunSent := p.validateAll || !known
-	if dryRunSent {
-		if !known {
-			p.dryRunning() // most likely new
+	// sendDryRun makes the request body (only for the objects that need
+	// it) and dry-runs it; false when the body cannot be made.
+	sendDryRun := func(likelyChange bool) bool {
+		if likelyChange {
+			p.onDryRun()
 		}
 		if pl.body, err = applyBody(o.Unstructured); err != nil {
 			pl.kind, pl.err = planFailed, err
-			return pl
+			return false
 		}
 		dryRunErr = p.clients.Apply(ctx, o.Unstructured, pl.body, FieldManager, true, dryRun)
+		return true
+	}
+	known := p.known[inventory.EntryFor(o.Unstructured).ID]
+	dryRunSent := p.validateAll || !known
+	if dryRunSent && !sendDryRun(!known) {
+		return pl
 	}
 
 	select {
@@ -458,13 +457,9 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 			pl.existing = nil
 			return pl // planUnchanged
 		}
-		// The request body is made only for the objects that need it.
-		if pl.body, err = applyBody(o.Unstructured); err != nil {
-			pl.kind, pl.err = planFailed, err
+		if !sendDryRun(true) {
 			return pl
 		}
-		p.dryRunning()
-		dryRunErr = p.clients.Apply(ctx, o.Unstructured, pl.body, FieldManager, true, dryRun)
 	}
 
 	err = dryRunErr

@@ -173,8 +173,7 @@ func (r *run) provision(ctx context.Context, needs []*plan, lockLater bool) erro
 			err := r.clients.Apply(gctx, pl.obj.Unstructured, pl.body, FieldManager, false, live)
 			if err != nil {
 				pl.kind, pl.err = planFailed, withAPIMessage(err)
-				r.awaitSources()
-				errs.add(&ObjectError{Ref: ref(pl.obj), Source: r.sourceOf(pl.obj), Err: pl.err})
+				errs.add(r.objectError(pl.obj, pl.err))
 				return nil
 			}
 			mu.Lock()
