@@ -250,10 +250,11 @@ func (p *planner) findAbsent(ctx context.Context, concurrency int) {
 // LIST cheaper than a GET each.
 const listThreshold = 8
 
-// prefetch reads the live objects of every large group of keys with one
-// LIST instead of a GET per object; groups listed before are not listed
-// again. A LIST that fails (a kind whose CRD comes with the set, an account
-// that may get but not list) leaves its group to the per-object GETs.
+// prefetch reads the live objects of every large group of keys (see
+// readsByList) with one LIST instead of a GET per object; groups listed
+// before are not listed again. A LIST that fails (a kind whose CRD comes
+// with the set, an account that may get but not list) leaves its group to
+// the per-object GETs.
 func (p *planner) prefetch(ctx context.Context, keys []objectKey, concurrency int) {
 	groups := map[groupKey]int{}
 	for _, k := range keys {
@@ -263,7 +264,7 @@ func (p *planner) prefetch(ctx context.Context, keys []objectKey, concurrency in
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(concurrency, 1))
 	for gk, n := range groups {
-		if n < listThreshold || p.listed[gk] {
+		if !readsByList(gk.gvk.GroupKind(), n) || p.listed[gk] {
 			continue
 		}
 		g.Go(func() error {

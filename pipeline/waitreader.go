@@ -20,8 +20,9 @@ import (
 )
 
 // newStatusPoller polls with kstatus's Compute on each object alone, reading
-// the objects with one LIST per kind and namespace, all at once, before each
-// poll.
+// the objects before each poll, all at once: one LIST per kind and
+// namespace where the set has many, a GET each otherwise (see
+// readsByList).
 //
 // cli-utils' default poller also lists the ReplicaSets and Pods of every
 // Deployment, one LIST after the other, to attach them to the Deployment's
@@ -41,36 +42,52 @@ type gkNamespace struct {
 	namespace string
 }
 
+// readsByList reports whether n objects of kind gk in one namespace are
+// read with one LIST rather than a GET each. A LIST reads every object of
+// the kind there, the set's or not: it pays off only for many of the
+// set's own. CustomResourceDefinitions are never listed: a cluster may
+// serve hundreds, some of them megabytes, and a set brings a few.
+func readsByList(gk schema.GroupKind, n int) bool {
+	return n >= listThreshold && gk != crdGroupKind
+}
+
+var crdGroupKind = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
+
+// listed is what one read of a group found: the objects by name, and the
+// error of the LIST, or of each GET that failed other than not found.
 type listed struct {
 	byName map[string]*unstructured.Unstructured
 	err    error
+	errs   map[string]error
+	// someOnly: read by GETs, byName holds the set's objects only.
+	someOnly bool
 }
 
-// listReader is an engine.ClusterReader over the LISTs of the objects'
-// kinds and namespaces, refreshed by Sync.
+// listReader is an engine.ClusterReader over the objects of the set,
+// refreshed by Sync.
 type listReader struct {
 	client client.Reader
 	mapper meta.RESTMapper
 	groups []gkNamespace
+	names  map[gkNamespace][]string
 
 	mu    sync.RWMutex
 	cache map[gkNamespace]listed
 }
 
 func newListReader(c client.Reader, mapper meta.RESTMapper, ids object.ObjMetadataSet) (engine.ClusterReader, error) {
-	seen := map[gkNamespace]bool{}
-	r := &listReader{client: c, mapper: mapper}
+	r := &listReader{client: c, mapper: mapper, names: map[gkNamespace][]string{}}
 	for _, id := range ids {
 		g := gkNamespace{id.GroupKind, id.Namespace}
-		if !seen[g] {
-			seen[g] = true
+		if _, seen := r.names[g]; !seen {
 			r.groups = append(r.groups, g)
 		}
+		r.names[g] = append(r.names[g], id.Name)
 	}
 	return r, nil
 }
 
-// Sync lists every group concurrently. A group that cannot be listed keeps
+// Sync reads every group concurrently. A group that cannot be read keeps
 // its error, which Get returns for its objects.
 func (r *listReader) Sync(ctx context.Context) error {
 	cache := make(map[gkNamespace]listed, len(r.groups))
@@ -78,13 +95,40 @@ func (r *listReader) Sync(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
 	for _, gn := range r.groups {
-		g.Go(func() error {
-			l := r.list(gctx, gn)
-			mu.Lock()
+		if readsByList(gn.gk, len(r.names[gn])) {
+			g.Go(func() error {
+				l := r.list(gctx, gn)
+				mu.Lock()
+				cache[gn] = l
+				mu.Unlock()
+				return nil
+			})
+			continue
+		}
+		l := listed{byName: map[string]*unstructured.Unstructured{}, errs: map[string]error{}, someOnly: true}
+		cache[gn] = l
+		mapping, err := r.mapper.RESTMapping(gn.gk)
+		if err != nil {
+			l.err = err
 			cache[gn] = l
-			mu.Unlock()
-			return nil
-		})
+			continue
+		}
+		for _, name := range r.names[gn] {
+			g.Go(func() error {
+				u := &unstructured.Unstructured{}
+				u.SetGroupVersionKind(mapping.GroupVersionKind)
+				err := r.client.Get(gctx, client.ObjectKey{Namespace: gn.namespace, Name: name}, u)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					l.byName[name] = u
+				case !apierrors.IsNotFound(err):
+					l.errs[name] = err
+				}
+				return nil
+			})
+		}
 	}
 	_ = g.Wait()
 	if err := ctx.Err(); err != nil {
@@ -127,6 +171,9 @@ func (r *listReader) Get(_ context.Context, key client.ObjectKey, obj *unstructu
 	if l.err != nil {
 		return l.err
 	}
+	if err := l.errs[key.Name]; err != nil {
+		return err
+	}
 	u, ok := l.byName[key.Name]
 	if !ok {
 		return apierrors.NewNotFound(schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}, key.Name)
@@ -140,7 +187,7 @@ func (r *listReader) ListNamespaceScoped(_ context.Context, list *unstructured.U
 	r.mu.RLock()
 	l, ok := r.cache[gkNamespace{gvk.GroupKind(), namespace}]
 	r.mu.RUnlock()
-	if !ok {
+	if !ok || l.someOnly {
 		return fmt.Errorf("%s in namespace %q was not listed", gvk.GroupKind(), namespace)
 	}
 	if l.err != nil {

@@ -1,15 +1,22 @@
 package pipeline
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
 	"testing"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/gantry-dev/gantry/kube"
 )
@@ -53,5 +60,112 @@ func TestListReaderReadsWhatItListed(t *testing.T) {
 	}
 	if _, err := get(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, "x"); err == nil {
 		t.Error("a kind that was not listed: no error")
+	}
+}
+
+// The set's CRDs, and any kind of which the set has few in a namespace,
+// are read with a GET each; a LIST is only for many objects of one kind
+// in one namespace, and never for CRDs, however many. A GET that fails
+// fails its own object only.
+func TestListReaderListsOnlyLargeGroupsAndNeverCRDs(t *testing.T) {
+	t.Parallel()
+	crdGVK := schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
+	cmGVK := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{cmGVK.GroupVersion(), crdGVK.GroupVersion()})
+	mapper.Add(cmGVK, meta.RESTScopeNamespace)
+	mapper.Add(crdGVK, meta.RESTScopeRoot)
+	var objs []client.Object
+	var ids object.ObjMetadataSet
+	add := func(gvk schema.GroupVersionKind, namespace, name string, exists bool) {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		u.SetNamespace(namespace)
+		u.SetName(name)
+		if exists {
+			objs = append(objs, u)
+		}
+		ids = append(ids, object.ObjMetadata{GroupKind: gvk.GroupKind(), Namespace: namespace, Name: name})
+	}
+	for i := range listThreshold + 2 {
+		add(crdGVK, "", fmt.Sprintf("crd%d.example.com", i), true)
+	}
+	for i := range listThreshold {
+		add(cmGVK, "many", fmt.Sprintf("cm%d", i), true)
+	}
+	add(cmGVK, "few", "here", true)
+	add(cmGVK, "few", "forbidden", true)
+	add(cmGVK, "few", "gone", false)
+
+	var mu sync.Mutex
+	lists, gets := map[string]int{}, map[string]int{}
+	c := fake.NewClientBuilder().WithScheme(kube.Scheme()).WithRESTMapper(mapper).WithObjects(objs...).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				kind := obj.GetObjectKind().GroupVersionKind().Kind
+				mu.Lock()
+				gets[kind]++
+				mu.Unlock()
+				if key.Name == "forbidden" {
+					return apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, key.Name, errors.New("no"))
+				}
+				return c.Get(ctx, key, obj, opts...)
+			},
+			List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+				mu.Lock()
+				lists[list.GetObjectKind().GroupVersionKind().Kind]++
+				mu.Unlock()
+				return c.List(ctx, list, opts...)
+			},
+		}).Build()
+
+	r, err := newListReader(c, mapper, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]int{"ConfigMapList": 1}; !maps.Equal(lists, want) {
+		t.Errorf("LISTs %v, want %v", lists, want)
+	}
+	if want := map[string]int{"CustomResourceDefinition": listThreshold + 2, "ConfigMap": 3}; !maps.Equal(gets, want) {
+		t.Errorf("GETs %v, want %v", gets, want)
+	}
+	get := func(gvk schema.GroupVersionKind, namespace, name string) error {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		if err := r.Get(t.Context(), client.ObjectKey{Namespace: namespace, Name: name}, u); err != nil {
+			return err
+		}
+		if u.GetName() != name {
+			t.Errorf("%s/%s: read %q", namespace, name, u.GetName())
+		}
+		return nil
+	}
+	for _, id := range ids {
+		gvk := cmGVK
+		if id.GroupKind.Kind == crdGVK.Kind {
+			gvk = crdGVK
+		}
+		err := get(gvk, id.Namespace, id.Name)
+		switch id.Name {
+		case "forbidden":
+			if !apierrors.IsForbidden(err) {
+				t.Errorf("forbidden: want its own error, got %v", err)
+			}
+		case "gone":
+			if !apierrors.IsNotFound(err) {
+				t.Errorf("gone: want not found, got %v", err)
+			}
+		default:
+			if err != nil {
+				t.Errorf("%s/%s: %v", id.Namespace, id.Name, err)
+			}
+		}
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(cmGVK)
+	if err := r.ListNamespaceScoped(t.Context(), list, "few", labels.Everything()); err == nil {
+		t.Error("a group read by GETs answered a LIST with only the set's objects")
 	}
 }
