@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -204,13 +205,15 @@ func (r *run) apply(ctx context.Context) error {
 			applyErr = err
 			break
 		}
-		if gi < len(groups)-1 {
-			if err := r.waitEstablished(ctx, group, 200*time.Millisecond); err != nil {
-				applyErr = err
-				break
-			}
+		// The next stages wait only for what their objects need: a CRD
+		// of theirs established, their Namespace active. The wait stage
+		// checks everything else.
+		needed := neededBy(group, groups[gi+1:])
+		if err := r.waitEstablished(ctx, needed, 200*time.Millisecond); err != nil {
+			applyErr = err
+			break
 		}
-		if gi == 0 && hasCreatedCRD(group) {
+		if gi == 0 && hasCreatedCRD(needed) {
 			// The REST mapper remembers which kinds did not exist;
 			// a fresh one learns the new CRDs.
 			clients, err := kube.Connect(r.clients.Config)
@@ -433,6 +436,29 @@ func waitGone(ctx context.Context, c client.Client, u *unstructured.Unstructured
 		}
 		return false, nil
 	})
+}
+
+// neededBy returns the plans of group that objects of the later stages
+// depend on: the CRDs of their kinds and the Namespaces they are in.
+func neededBy(group []*plan, later [][]*plan) []*plan {
+	kinds := map[schema.GroupKind]bool{}
+	namespaces := map[string]bool{}
+	for _, stage := range later {
+		for _, pl := range stage {
+			kinds[pl.obj.GroupVersionKind().GroupKind()] = true
+			if ns := pl.obj.GetNamespace(); ns != "" {
+				namespaces[ns] = true
+			}
+		}
+	}
+	var needed []*plan
+	for _, pl := range group {
+		u := pl.obj.Unstructured
+		if gk, ok := object.GetCRDGroupKind(u); ok && kinds[gk] || utils.IsNamespace(u) && namespaces[u.GetName()] {
+			needed = append(needed, pl)
+		}
+	}
+	return needed
 }
 
 func hasCreatedCRD(group []*plan) bool {
