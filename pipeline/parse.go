@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"regexp"
 	"runtime"
+	"strings"
 	"sync"
 
 	"sigs.k8s.io/kustomize/api/konfig"
 	"sigs.k8s.io/kustomize/api/provider"
 	"sigs.k8s.io/kustomize/api/resource"
+	"sigs.k8s.io/kustomize/kyaml/kio"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
 
 // manifestPart is one entry of a plain folder, in the folder's order: a
@@ -49,7 +52,7 @@ func parseManifests(parts []*manifestPart) {
 		wg.Go(func() {
 			factory := provider.NewDefaultDepProvider().GetResourceFactory()
 			for pc := range next {
-				res, err := factory.SliceFromBytes(pc.data)
+				res, err := parseDocuments(factory, pc.data)
 				mu.Lock()
 				results[pc.part][pc.index] = res
 				if err != nil {
@@ -129,4 +132,68 @@ func splitManifest(data []byte, n int) [][]byte {
 		inside++
 	}
 	return append(pieces, data[start:])
+}
+
+// parseDocuments is factory.SliceFromBytes(data) without the cost of
+// kyaml's de-anchoring where it changes nothing. kio.FromBytes de-anchors
+// every document, and that copies every mapping at every depth: for a CRD
+// of a megabyte, nested twenty deep, it is most of the parse. A document
+// with no anchor, alias or merge key, nor a "<<" key (which de-anchoring
+// deletes), comes out of it unchanged, so only the other documents are
+// de-anchored. Whatever else SliceFromBytes does (a List to inline, a
+// document it refuses) is left to SliceFromBytes itself, so that the
+// objects and errors are kustomize's own.
+func parseDocuments(factory *resource.Factory, data []byte) ([]*resource.Resource, error) {
+	nodes, err := (&kio.ByteReader{OmitReaderAnnotations: true, Reader: bytes.NewReader(data)}).Read()
+	if err != nil {
+		return factory.SliceFromBytes(data)
+	}
+	for _, n := range nodes {
+		if !anchorFree(n.YNode()) {
+			if err := n.DeAnchor(); err != nil {
+				return factory.SliceFromBytes(data)
+			}
+		}
+		if strings.HasSuffix(n.GetKind(), "List") {
+			return factory.SliceFromBytes(data)
+		}
+	}
+	// ResourcesFromRNodes drops empty documents and refuses one without
+	// kind or name, as SliceFromBytes does. Local configuration is kept,
+	// as SliceFromBytes keeps it; the caller drops it.
+	local := factory.IncludeLocalConfigs
+	factory.IncludeLocalConfigs = true
+	defer func() { factory.IncludeLocalConfigs = local }()
+	return factory.ResourcesFromRNodes(nodes)
+}
+
+// anchorFree reports whether de-anchoring would leave n as it is: no node
+// defines an anchor, is an alias or a merge key, and no mapping has a "<<"
+// key (de-anchoring deletes it, merge tag or not).
+func anchorFree(n *yaml.Node) bool {
+	if n == nil {
+		return true
+	}
+	if n.Anchor != "" || n.Tag == yaml.MergeTag {
+		return false
+	}
+	switch n.Kind {
+	case yaml.ScalarNode:
+		return true
+	case yaml.MappingNode:
+		for i := 0; i < len(n.Content); i += 2 {
+			if n.Content[i].Value == "<<" {
+				return false
+			}
+		}
+	case yaml.DocumentNode, yaml.SequenceNode:
+	default: // an alias, or a kind de-anchoring refuses
+		return false
+	}
+	for _, c := range n.Content {
+		if !anchorFree(c) {
+			return false
+		}
+	}
+	return true
 }

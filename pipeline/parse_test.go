@@ -130,3 +130,96 @@ func TestParseErrorOfAPieceIsTheWholeFilesError(t *testing.T) {
 		t.Errorf("error %v, want all.yaml: %v", err, want)
 	}
 }
+
+// documents that de-anchoring changes, or that SliceFromBytes treats
+// specially: parseDocuments must give what it gives for each of them.
+var anchoredDocuments = []string{
+	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: merged-%d\n  labels: &l {a: b}\n  annotations:\n    <<: *l\n    c: d\n",
+	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: aliased-%d\ndata:\n  x: &v one\n  y: *v\n",
+	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: quoted-merge-%d\ndata:\n  \"<<\": kept?\n  z: \"1\"\n",
+	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: duplicate-%d\ndata:\n  k: first\n  k: second\n  j: \"2\"\n",
+	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: numeric-keys-%d\n  labels: {1: a, \"1\": b, x: c}\n",
+	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: local-%d\n  annotations: {config.kubernetes.io/local-config: \"true\"}\n",
+	"apiVersion: v1\nkind: ConfigMapList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: listed-%d}\n",
+	"apiVersion: v1\nkind: Pod\nmetadata:\n  name: nil-entry-%d\nspec:\n  containers:\n  -\n",
+	"apiVersion: v1\nmetadata:\n  name: no-kind-%d\n",
+	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: &n anchor-on-name-%d\ndata:\n  self: *n\n",
+	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: commented-%d # the name\n# a foot comment\ndata:\n  # a head comment\n  a: b\n",
+	"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: [bad-%d\n",
+	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tagged-%d\ndata:\n  a: !!str 1\n  b: !custom x\n",
+}
+
+// parseDocuments gives what kustomize's SliceFromBytes gives, object for
+// object and error for error, for random streams of ordinary and special
+// documents, and for every YAML file in the repository.
+func TestParseDocumentsIsSliceFromBytes(t *testing.T) {
+	t.Parallel()
+	factory := provider.NewDefaultDepProvider().GetResourceFactory()
+	same := func(t *testing.T, name string, data []byte) {
+		t.Helper()
+		want, wantErr := factory.SliceFromBytes(data)
+		got, err := parseDocuments(factory, data)
+		if fmt.Sprint(err) != fmt.Sprint(wantErr) {
+			t.Fatalf("%s: error %v, want %v", name, err, wantErr)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d objects, want %d", name, len(got), len(want))
+		}
+		for i := range want {
+			g, gErr := got[i].RNode.String()
+			w, wErr := want[i].RNode.String()
+			if g != w || fmt.Sprint(gErr) != fmt.Sprint(wErr) {
+				t.Fatalf("%s, object %d:\n%s (%v)\nwant:\n%s (%v)", name, i, g, gErr, w, wErr)
+			}
+			gy, gErr := got[i].AsYAML()
+			wy, wErr := want[i].AsYAML()
+			if string(gy) != string(wy) || fmt.Sprint(gErr) != fmt.Sprint(wErr) {
+				t.Fatalf("%s, object %d as YAML:\n%s (%v)\nwant:\n%s (%v)", name, i, gy, gErr, wy, wErr)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	all := append(append([]string(nil), trickyDocuments...), anchoredDocuments...)
+	for round := range 400 {
+		var b strings.Builder
+		for i := range 1 + rng.IntN(6) {
+			if i > 0 {
+				b.WriteString(separators[rng.IntN(len(separators))])
+			}
+			doc := all[rng.IntN(len(all))]
+			if strings.Contains(doc, "%d") {
+				doc = fmt.Sprintf(doc, i)
+			}
+			b.WriteString(doc)
+		}
+		same(t, fmt.Sprintf("round %d", round), []byte(b.String()))
+	}
+	files := 0
+	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() && (d.Name() == ".git" || d.Name() == "bin" || d.Name() == "node_modules") {
+			if err == nil {
+				err = filepath.SkipDir
+			}
+			return err
+		}
+		if ext := filepath.Ext(path); ext != ".yaml" && ext != ".yml" {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		// A YAML bomb is refused before any parse.
+		if checkAliases(data) == nil {
+			same(t, path, data)
+			files++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 50 {
+		t.Errorf("compared %d YAML files of the repository, expected more", files)
+	}
+}
