@@ -194,9 +194,13 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, _ error) {
 		})
 	}
 	wg.Wait()
-	for _, err := range errs {
+	for i, err := range errs {
 		if err != nil {
-			return nil, true, &BuildError{File: opts.Path, Err: err}
+			file := built[i].source
+			if file == "" {
+				file = opts.Path // found again with origins, when kustomize built it
+			}
+			return nil, true, &BuildError{File: file, Err: err}
 		}
 	}
 	if err := decryptBuilt(objects, sfs); err != nil {

@@ -127,7 +127,16 @@ func TestBuildErrorsNameTheFile(t *testing.T) {
 		files map[string]string
 		want  string
 	}{
-		"malformed yaml":              {map[string]string{"app/bad.yaml": "kind: [\n"}, "bad.yaml"},
+		"malformed yaml": {map[string]string{"app/bad.yaml": "kind: [\n"}, "bad.yaml"},
+		"a key twice, in a folder": {map[string]string{
+			"app/a.yaml":   "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n",
+			"app/dup.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: d\ndata:\n  k: one\n  k: two\n",
+		}, "app/dup.yaml: yaml: unmarshal errors"},
+		"a key twice, in a kustomization": {map[string]string{
+			"app/kustomization.yaml": "resources: [a.yaml, dup.yaml]\n",
+			"app/a.yaml":             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n",
+			"app/dup.yaml":           "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: d\ndata:\n  k: one\n  k: two\n",
+		}, "app/dup.yaml: yaml: unmarshal errors"},
 		"missing resource":            {map[string]string{"app/kustomization.yaml": "resources: [gone.yaml]\n"}, "gone.yaml"},
 		"unknown kustomization kind":  {map[string]string{"app/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomisation\nresources: [a.yaml]\n"}, "kind should be Kustomization or Component"},
 		"unknown kustomization field": {map[string]string{"app/kustomization.yaml": "resourcez: [a.yaml]\n"}, `unknown field "resourcez"`},
