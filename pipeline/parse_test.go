@@ -30,6 +30,19 @@ var trickyDocuments = []string{
 
 var separators = []string{"---\n", "---\n", "---\n", "--- # next\n", "---   \n", "---\n---\n"}
 
+// writeDocument appends the i-th document of a random stream: a separator
+// (but before the first) and one of docs, numbered i.
+func writeDocument(b *strings.Builder, rng *rand.Rand, docs []string, i int) {
+	if i > 0 {
+		b.WriteString(separators[rng.IntN(len(separators))])
+	}
+	doc := docs[rng.IntN(len(docs))]
+	if strings.Contains(doc, "%d") {
+		doc = fmt.Sprintf(doc, i)
+	}
+	b.WriteString(doc)
+}
+
 func parseWhole(t *testing.T, data []byte) ([]*resource.Resource, error) {
 	t.Helper()
 	return provider.NewDefaultDepProvider().GetResourceFactory().SliceFromBytes(data)
@@ -46,14 +59,7 @@ func TestSplitManifestParsesAsTheWhole(t *testing.T) {
 			b.WriteString("---\n") // a stream may open with a separator
 		}
 		for i := 0; b.Len() < 200<<10; i++ {
-			if i > 0 {
-				b.WriteString(separators[rng.IntN(len(separators))])
-			}
-			doc := trickyDocuments[rng.IntN(len(trickyDocuments))]
-			if strings.Contains(doc, "%d") {
-				doc = fmt.Sprintf(doc, i)
-			}
-			b.WriteString(doc)
+			writeDocument(&b, rng, trickyDocuments, i)
 		}
 		data := []byte(b.String())
 		whole, err := parseWhole(t, data)
@@ -183,14 +189,7 @@ func TestParseDocumentsIsSliceFromBytes(t *testing.T) {
 	for round := range 400 {
 		var b strings.Builder
 		for i := range 1 + rng.IntN(6) {
-			if i > 0 {
-				b.WriteString(separators[rng.IntN(len(separators))])
-			}
-			doc := all[rng.IntN(len(all))]
-			if strings.Contains(doc, "%d") {
-				doc = fmt.Sprintf(doc, i)
-			}
-			b.WriteString(doc)
+			writeDocument(&b, rng, all, i)
 		}
 		same(t, fmt.Sprintf("round %d", round), []byte(b.String()))
 	}
