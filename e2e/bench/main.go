@@ -41,7 +41,7 @@ import (
 type bench struct {
 	objects, reps, kubectlReps, workers int
 	deployments, buildObjects           int
-	memoryObjects                       int
+	memoryObjects, otherCRDs            int
 	only                                map[string]bool
 	gantry, kubectl, kapp               string
 	kubeconfig                          string
@@ -60,7 +60,8 @@ func main() {
 	flag.IntVar(&b.deployments, "deployments", 200, "Deployments (each with a Service) of the wait scenario")
 	flag.IntVar(&b.buildObjects, "build-objects", 5000, "resources of the build scenario's overlay")
 	flag.IntVar(&b.memoryObjects, "memory-objects", 10000, "ConfigMaps of the memory scenario")
-	only := flag.String("only", "apply,newset,prune,wait,build,components,memory,startup", "scenarios to run, comma-separated")
+	flag.IntVar(&b.otherCRDs, "other-crds", 40, "CRDs of 285 KB the cluster serves in the operator scenario")
+	only := flag.String("only", "apply,newset,prune,wait,build,components,memory,operator,startup", "scenarios to run, comma-separated")
 	flag.Parse()
 	b.only = map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
@@ -120,6 +121,9 @@ func (b *bench) run() error {
 	}
 	if b.only["memory"] {
 		rows = append(rows, b.memoryScenario(ctx)...)
+	}
+	if b.only["operator"] {
+		rows = append(rows, b.operatorScenario(ctx)...)
 	}
 	// Last: its Deployments and pods leave the most behind.
 	if b.only["wait"] {

@@ -28,6 +28,10 @@ func (b *bench) newSetScenarios(ctx context.Context) []row {
 		// kubectl applies dir as its users must: a CRD before its
 		// custom resources, which it cannot map until it is established.
 		kubectl func(dir, group string) error
+		// kappWait: kapp waits (it orders the CRD before its custom
+		// resources, but without waiting it does not wait for the CRD to
+		// be established, and fails when the API server is slower).
+		kappWait bool
 	}
 	kubectlApply := func(dir, _ string) error { return b.exec(b.kubectl, "apply", "--server-side", "-f", dir) }
 	crs := b.objects / 2
@@ -50,6 +54,7 @@ func (b *bench) newSetScenarios(ctx context.Context) []row {
 			write: func(dir, ns, group string) error {
 				return crdSet(dir, ns, group, crs)
 			},
+			kappWait: true,
 			kubectl: func(dir, group string) error {
 				if err := b.exec(b.kubectl, "apply", "--server-side", "-f", filepath.Join(dir, "crd.yaml")); err != nil {
 					return err
@@ -127,7 +132,7 @@ func (b *bench) newSetScenarios(ctx context.Context) []row {
 				dir := filepath.Join(b.work, "new", ns+"-"+fmt.Sprint(i))
 				b.must(s.write(dir, ns, group))
 				d, err = timed(func() error {
-					return b.exec(b.kapp, "deploy", "--yes", "--app=bench", "--namespace="+appNS, "--file="+dir, "--wait=false")
+					return b.exec(b.kapp, "deploy", "--yes", "--app=bench", "--namespace="+appNS, "--file="+dir, fmt.Sprintf("--wait=%t", s.kappWait))
 				})
 				b.must(err)
 				kp = append(kp, d)
