@@ -106,11 +106,12 @@ func (r *listReader) Sync(ctx context.Context) error {
 			continue
 		}
 		l := listed{byName: map[string]*unstructured.Unstructured{}, errs: map[string]error{}, someOnly: true}
-		cache[gn] = l
 		mapping, err := r.mapper.RESTMapping(gn.gk)
+		l.err = err
+		mu.Lock()
+		cache[gn] = l
+		mu.Unlock()
 		if err != nil {
-			l.err = err
-			cache[gn] = l
 			continue
 		}
 		for _, name := range r.names[gn] {
