@@ -30,10 +30,12 @@ import (
 // Deployments that made a poll cycle about 300 ms, most of the wait's
 // latency. Why a workload is not ready is explained from its Pods once, by
 // explain, not on every poll.
-func newStatusPoller(c client.Reader, mapper meta.RESTMapper) *polling.StatusPoller {
+func newStatusPoller(c client.Reader, mapper meta.RESTMapper, concurrency int) *polling.StatusPoller {
 	return polling.NewStatusPoller(c, mapper, polling.Options{
-		CustomStatusReaders:  []engine.StatusReader{statusreaders.NewGenericStatusReader(mapper, status.Compute)},
-		ClusterReaderFactory: engine.ClusterReaderFactoryFunc(newListReader),
+		CustomStatusReaders: []engine.StatusReader{statusreaders.NewGenericStatusReader(mapper, status.Compute)},
+		ClusterReaderFactory: engine.ClusterReaderFactoryFunc(func(c client.Reader, mapper meta.RESTMapper, ids object.ObjMetadataSet) (engine.ClusterReader, error) {
+			return newListReader(c, mapper, ids, concurrency)
+		}),
 	})
 }
 
@@ -70,13 +72,15 @@ type listReader struct {
 	mapper meta.RESTMapper
 	groups []gkNamespace
 	names  map[gkNamespace][]string
+	// concurrency bounds the reads in flight.
+	concurrency int
 
 	mu    sync.RWMutex
 	cache map[gkNamespace]listed
 }
 
-func newListReader(c client.Reader, mapper meta.RESTMapper, ids object.ObjMetadataSet) (engine.ClusterReader, error) {
-	r := &listReader{client: c, mapper: mapper, names: map[gkNamespace][]string{}}
+func newListReader(c client.Reader, mapper meta.RESTMapper, ids object.ObjMetadataSet, concurrency int) (engine.ClusterReader, error) {
+	r := &listReader{client: c, mapper: mapper, names: map[gkNamespace][]string{}, concurrency: max(concurrency, 1)}
 	for _, id := range ids {
 		g := gkNamespace{id.GroupKind, id.Namespace}
 		if _, seen := r.names[g]; !seen {
@@ -93,7 +97,7 @@ func (r *listReader) Sync(ctx context.Context) error {
 	cache := make(map[gkNamespace]listed, len(r.groups))
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
+	g.SetLimit(r.concurrency)
 	for _, gn := range r.groups {
 		if readsByList(gn.gk, len(r.names[gn])) {
 			g.Go(func() error {

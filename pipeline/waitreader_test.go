@@ -36,7 +36,7 @@ func TestListReaderReadsWhatItListed(t *testing.T) {
 		{GroupKind: schema.GroupKind{Kind: "ConfigMap"}, Namespace: "ns", Name: "gone"},
 		{GroupKind: schema.GroupKind{Group: "example.com", Kind: "Widget"}, Namespace: "ns", Name: "w"},
 	}
-	r, err := newListReader(c, mapper, ids)
+	r, err := newListReader(c, mapper, ids, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestListReaderListsOnlyLargeGroupsAndNeverCRDs(t *testing.T) {
 			},
 		}).Build()
 
-	r, err := newListReader(c, mapper, ids)
+	r, err := newListReader(c, mapper, ids, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
