@@ -1,13 +1,18 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/gantry-dev/gantry/entrypoint"
+	"github.com/gantry-dev/gantry/inventory"
 )
 
 // A re-apply that changes nothing sends no dry-run: the live objects say
@@ -101,5 +106,93 @@ func TestOverlayRunsNameTheFilesOfWhatChanges(t *testing.T) {
 	r := run()
 	if r.code != entrypoint.ExitFailed || !strings.HasSuffix(sources(r)["p-b"], "b.yaml") || !strings.Contains(r.stderr, "b.yaml") {
 		t.Errorf("a rejected object: exit %d, sources %v, its file not named\n%s", r.code, sources(r), r.stderr)
+	}
+}
+
+// A kind spread over many namespaces, one object in each, is read with
+// one LIST in all namespaces of the objects carrying the inventory's
+// labels, not a GET each; an object that has lost its labels is not
+// taken for absent: it is read with a GET and given them back.
+func TestSpreadKindIsReadByItsInventoryLabels(t *testing.T) {
+	t.Parallel()
+	env.Require(t)
+	proxy := newAPIProxy(t, env.Cluster)
+	ns := env.Namespace(t)
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: Namespace\nmetadata: {name: %[1]s-t%[2]d}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: tenant, namespace: %[1]s-t%[2]d}\ndata: {n: \"%[2]d\"}\n", ns, i)
+	}
+	writeFile(t, filepath.Join(dir, "tenants.yaml"), b.String())
+
+	type request struct{ method, path, query string }
+	var mu sync.Mutex
+	var requests []request
+	run := func() gantryRun {
+		t.Helper()
+		mu.Lock()
+		requests = nil
+		mu.Unlock()
+		proxy.setHook(func(_ string, _ int, r *http.Request) proxyAction {
+			mu.Lock()
+			requests = append(requests, request{r.Method, r.URL.Path, r.URL.RawQuery})
+			mu.Unlock()
+			return proxyAction{}
+		})
+		r := gantryWith(t, proxy.kubeconfig, "apply", dir, "--inventory=spread", "--inventory-namespace="+ns, "--timeout=90s", "--wait=false")
+		if r.code != 0 {
+			t.Fatalf("exit %d\n%s", r.code, r.stderr)
+		}
+		return r
+	}
+	// reads counts the LISTs of ConfigMaps in all namespaces selected by
+	// the inventory's labels, and the GETs of each tenant's ConfigMap.
+	reads := func() (lists int, gets []string) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range requests {
+			switch {
+			case r.method == http.MethodGet && r.path == "/api/v1/configmaps" && strings.Contains(r.query, "gantry.dev%2Finventory-name%3Dspread"):
+				lists++
+			case r.method == http.MethodGet && strings.HasSuffix(r.path, "/configmaps/tenant"):
+				gets = append(gets, r.path)
+			}
+		}
+		return lists, gets
+	}
+	defer func() {
+		if r := gantry(t, "delete", "--inventory=spread", "--inventory-namespace="+ns); r.code != 0 {
+			t.Errorf("delete: exit %d\n%s", r.code, r.stderr)
+		}
+	}()
+
+	run()
+	r := run()
+	if c := r.res.Counts(); c["unchanged"] != 20 {
+		t.Errorf("no-op: counts %v, want 20 unchanged", c)
+	}
+	if lists, gets := reads(); lists != 1 || len(gets) != 0 {
+		t.Errorf("no-op: %d labelled LISTs of ConfigMaps, want 1; GETs of %v, want none", lists, gets)
+	}
+
+	ctx := context.Background()
+	cms := env.Client.CoreV1().ConfigMaps(ns + "-t3")
+	cm, err := cms.Get(ctx, "tenant", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(cm.Labels, inventory.NameLabel)
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r = run()
+	if c := r.res.Counts(); c["unchanged"] != 19 || c["configured"] != 1 {
+		t.Errorf("after a label was removed: counts %v, want 19 unchanged and 1 configured", c)
+	}
+	if _, gets := reads(); len(gets) != 1 || !strings.Contains(gets[0], "/namespaces/"+ns+"-t3/") {
+		t.Errorf("after a label was removed: GETs of %v, want the unlabelled one's only", gets)
+	}
+	if cm, err := cms.Get(ctx, "tenant", metav1.GetOptions{}); err != nil || cm.Labels[inventory.NameLabel] != "spread" {
+		t.Errorf("the label is not back: %v, %v", cm.Labels, err)
 	}
 }

@@ -135,8 +135,8 @@ type planner struct {
 	// rather than after it.
 	known map[string]bool
 	// live holds objects read by LIST; listed says which kinds and
-	// namespaces were listed (an object of a listed group that is not in
-	// live does not exist).
+	// namespaces were listed whole (an object of a listed group that is
+	// not in live does not exist).
 	live   map[objectKey]*unstructured.Unstructured
 	listed map[groupKey]bool
 	// ready is closed when live and listed may be read.
@@ -252,13 +252,22 @@ const listThreshold = 8
 
 // prefetch reads the live objects of every large group of keys (see
 // readsByList) with one LIST instead of a GET per object; groups listed
-// before are not listed again. A LIST that fails (a kind whose CRD comes
-// with the set, an account that may get but not list) leaves its group to
-// the per-object GETs.
+// before are not listed again. A kind spread over many namespaces, a few
+// objects in each (a set of tenants' namespaces, say), is read with one
+// LIST in all namespaces of the objects that carry this run's inventory
+// labels; what that does not find (an object not labelled yet) is read
+// with a GET. A LIST that fails (a kind whose CRD comes with the set, an
+// account that may get but not list) leaves its objects to the GETs.
 func (p *planner) prefetch(ctx context.Context, keys []objectKey, concurrency int) {
 	groups := map[groupKey]int{}
 	for _, k := range keys {
 		groups[k.group]++
+	}
+	spread := map[schema.GroupVersionKind]int{}
+	for gk, n := range groups {
+		if gk.namespace != "" && !readsByList(gk.gvk.GroupKind(), n) && !p.listed[gk] {
+			spread[gk.gvk] += n
+		}
 	}
 	var mu sync.Mutex
 	g, ctx := errgroup.WithContext(ctx)
@@ -281,15 +290,36 @@ func (p *planner) prefetch(ctx context.Context, keys []objectKey, concurrency in
 			return nil
 		})
 	}
+	if p.owner.name != "" && !p.keepOwnerLabels {
+		labelled := client.MatchingLabels{inventory.NameLabel: p.owner.name, inventory.NamespaceLabel: p.owner.namespace}
+		for gvk, n := range spread {
+			if !readsByList(gvk.GroupKind(), n) {
+				continue
+			}
+			g.Go(func() error {
+				items, err := listKind(ctx, p.clients.Client, gvk, "", labelled)
+				if err != nil {
+					return nil // fall back to GETs
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for i := range items {
+					if k := keyOf(&items[i]); groups[k.group] > 0 {
+						p.live[k] = &items[i]
+					}
+				}
+				return nil
+			})
+		}
+	}
 	_ = g.Wait()
 }
 
 // listKind lists the objects of kind gvk in namespace (everywhere, or the
 // cluster-scoped ones, when it is empty), each with its kind set.
-func listKind(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, namespace string) ([]unstructured.Unstructured, error) {
+func listKind(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, namespace string, opts ...client.ListOption) ([]unstructured.Unstructured, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	var opts []client.ListOption
 	if namespace != "" {
 		opts = append(opts, client.InNamespace(namespace))
 	}
@@ -302,16 +332,17 @@ func listKind(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind,
 	return list.Items, nil
 }
 
-// get reads the live object of k, from the prefetched LIST when its group
-// was listed.
+// get reads the live object of k from what a LIST found, else (and when
+// its group was listed whole, the object does not exist) from the cluster.
 func (p *planner) get(ctx context.Context, k objectKey, into *unstructured.Unstructured) error {
-	if p.listed[k.group] && !p.forgotten[k] {
-		live, ok := p.live[k]
-		if !ok {
+	if !p.forgotten[k] {
+		if live, ok := p.live[k]; ok {
+			live.DeepCopyInto(into)
+			return nil
+		}
+		if p.listed[k.group] {
 			return apierrors.NewNotFound(schema.GroupResource{Group: k.group.gvk.Group, Resource: k.group.gvk.Kind}, k.name)
 		}
-		live.DeepCopyInto(into)
-		return nil
 	}
 	into.SetGroupVersionKind(k.group.gvk)
 	return p.clients.Client.Get(ctx, client.ObjectKey{Namespace: k.group.namespace, Name: k.name}, into)
