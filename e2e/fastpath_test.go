@@ -111,8 +111,9 @@ func TestOverlayRunsNameTheFilesOfWhatChanges(t *testing.T) {
 
 // A kind spread over many namespaces, one object in each, is read with
 // one LIST in all namespaces of the objects carrying the inventory's
-// labels, not a GET each; an object that has lost its labels is not
-// taken for absent: it is read with a GET and given them back.
+// labels, not a GET each, in validate and in the wait; an object that has
+// lost its labels is not taken for absent: it is read with a GET and
+// given them back.
 func TestSpreadKindIsReadByItsInventoryLabels(t *testing.T) {
 	t.Parallel()
 	env.Require(t)
@@ -128,7 +129,7 @@ func TestSpreadKindIsReadByItsInventoryLabels(t *testing.T) {
 	type request struct{ method, path, query string }
 	var mu sync.Mutex
 	var requests []request
-	run := func() gantryRun {
+	run := func(extra ...string) gantryRun {
 		t.Helper()
 		mu.Lock()
 		requests = nil
@@ -139,7 +140,7 @@ func TestSpreadKindIsReadByItsInventoryLabels(t *testing.T) {
 			mu.Unlock()
 			return proxyAction{}
 		})
-		r := gantryWith(t, proxy.kubeconfig, "apply", dir, "--inventory=spread", "--inventory-namespace="+ns, "--timeout=90s", "--wait=false")
+		r := gantryWith(t, proxy.kubeconfig, append([]string{"apply", dir, "--inventory=spread", "--inventory-namespace=" + ns, "--timeout=90s"}, extra...)...)
 		if r.code != 0 {
 			t.Fatalf("exit %d\n%s", r.code, r.stderr)
 		}
@@ -166,13 +167,18 @@ func TestSpreadKindIsReadByItsInventoryLabels(t *testing.T) {
 		}
 	}()
 
-	run()
-	r := run()
+	run("--wait=false")
+	r := run("--wait=false")
 	if c := r.res.Counts(); c["unchanged"] != 20 {
 		t.Errorf("no-op: counts %v, want 20 unchanged", c)
 	}
 	if lists, gets := reads(); lists != 1 || len(gets) != 0 {
 		t.Errorf("no-op: %d labelled LISTs of ConfigMaps, want 1; GETs of %v, want none", lists, gets)
+	}
+	// The wait reads them the same way.
+	run()
+	if lists, gets := reads(); lists < 2 || len(gets) != 0 {
+		t.Errorf("no-op with wait: %d labelled LISTs of ConfigMaps, want 2 or more; GETs of %v, want none", lists, gets)
 	}
 
 	ctx := context.Background()
@@ -185,7 +191,7 @@ func TestSpreadKindIsReadByItsInventoryLabels(t *testing.T) {
 	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	r = run()
+	r = run("--wait=false")
 	if c := r.res.Counts(); c["unchanged"] != 19 || c["configured"] != 1 {
 		t.Errorf("after a label was removed: counts %v, want 19 unchanged and 1 configured", c)
 	}

@@ -167,6 +167,15 @@ type inventoryRef struct{ namespace, name string }
 
 func (i inventoryRef) String() string { return i.namespace + "/" + i.name }
 
+// labelled selects the objects labelled with inventory i; nil when i
+// names none.
+func (i inventoryRef) labelled() client.MatchingLabels {
+	if i.name == "" {
+		return nil
+	}
+	return client.MatchingLabels{inventory.NameLabel: i.name, inventory.NamespaceLabel: i.namespace}
+}
+
 // ownerOf reads the inventory labels of a live object; ok is false when it
 // has none.
 func ownerOf(u *unstructured.Unstructured) (ref inventoryRef, ok bool) {
@@ -290,8 +299,7 @@ func (p *planner) prefetch(ctx context.Context, keys []objectKey, concurrency in
 			return nil
 		})
 	}
-	if p.owner.name != "" && !p.keepOwnerLabels {
-		labelled := client.MatchingLabels{inventory.NameLabel: p.owner.name, inventory.NamespaceLabel: p.owner.namespace}
+	if labelled := p.owner.labelled(); labelled != nil && !p.keepOwnerLabels {
 		for gvk, n := range spread {
 			if !readsByList(gvk.GroupKind(), n) {
 				continue

@@ -22,7 +22,8 @@ import (
 // newStatusPoller polls with kstatus's Compute on each object alone, reading
 // the objects before each poll, all at once: one LIST per kind and
 // namespace where the set has many, a GET each otherwise (see
-// readsByList).
+// readsByList), or for a kind spread over namespaces, one LIST in all of
+// them of the objects selector selects.
 //
 // cli-utils' default poller also lists the ReplicaSets and Pods of every
 // Deployment, one LIST after the other, to attach them to the Deployment's
@@ -30,11 +31,11 @@ import (
 // Deployments that made a poll cycle about 300 ms, most of the wait's
 // latency. Why a workload is not ready is explained from its Pods once, by
 // explain, not on every poll.
-func newStatusPoller(c client.Reader, mapper meta.RESTMapper, concurrency int) *polling.StatusPoller {
+func newStatusPoller(c client.Reader, mapper meta.RESTMapper, concurrency int, selector client.MatchingLabels) *polling.StatusPoller {
 	return polling.NewStatusPoller(c, mapper, polling.Options{
 		CustomStatusReaders: []engine.StatusReader{statusreaders.NewGenericStatusReader(mapper, status.Compute)},
 		ClusterReaderFactory: engine.ClusterReaderFactoryFunc(func(c client.Reader, mapper meta.RESTMapper, ids object.ObjMetadataSet) (engine.ClusterReader, error) {
-			return newListReader(c, mapper, ids, concurrency)
+			return newListReader(c, mapper, ids, concurrency, selector)
 		}),
 	})
 }
@@ -74,13 +75,15 @@ type listReader struct {
 	names  map[gkNamespace][]string
 	// concurrency bounds the reads in flight.
 	concurrency int
+	// selector selects the objects of the run's inventory (nil: none).
+	selector client.MatchingLabels
 
 	mu    sync.RWMutex
 	cache map[gkNamespace]listed
 }
 
-func newListReader(c client.Reader, mapper meta.RESTMapper, ids object.ObjMetadataSet, concurrency int) (engine.ClusterReader, error) {
-	r := &listReader{client: c, mapper: mapper, names: map[gkNamespace][]string{}, concurrency: max(concurrency, 1)}
+func newListReader(c client.Reader, mapper meta.RESTMapper, ids object.ObjMetadataSet, concurrency int, selector client.MatchingLabels) (engine.ClusterReader, error) {
+	r := &listReader{client: c, mapper: mapper, names: map[gkNamespace][]string{}, concurrency: max(concurrency, 1), selector: selector}
 	for _, id := range ids {
 		g := gkNamespace{id.GroupKind, id.Namespace}
 		if _, seen := r.names[g]; !seen {
@@ -92,12 +95,18 @@ func newListReader(c client.Reader, mapper meta.RESTMapper, ids object.ObjMetada
 }
 
 // Sync reads every group concurrently. A group that cannot be read keeps
-// its error, which Get returns for its objects.
+// its error, which Get returns for its objects. Groups of few objects are
+// read by GETs, but a kind spread over namespaces, a few in each, is
+// first listed in all namespaces with the inventory's labels (selector),
+// and only what that does not find is read by GETs.
 func (r *listReader) Sync(ctx context.Context) error {
 	cache := make(map[gkNamespace]listed, len(r.groups))
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(r.concurrency)
+	spread := map[schema.GroupKind]int{}
+	var byGets []gkNamespace
+	mappings := map[gkNamespace]*meta.RESTMapping{}
 	for _, gn := range r.groups {
 		if readsByList(gn.gk, len(r.names[gn])) {
 			g.Go(func() error {
@@ -118,10 +127,38 @@ func (r *listReader) Sync(ctx context.Context) error {
 		if err != nil {
 			continue
 		}
+		mappings[gn] = mapping
+		byGets = append(byGets, gn)
+		if gn.namespace != "" {
+			spread[gn.gk] += len(r.names[gn])
+		}
+	}
+	if r.selector != nil {
+		for gk, n := range spread {
+			if !readsByList(gk, n) {
+				continue
+			}
+			g.Go(func() error {
+				r.listLabelled(gctx, gk, cache, &mu)
+				return nil
+			})
+		}
+	}
+	_ = g.Wait()
+	g, gctx = errgroup.WithContext(ctx)
+	g.SetLimit(r.concurrency)
+	for _, gn := range byGets {
+		l := cache[gn]
+		var missing []string
 		for _, name := range r.names[gn] {
+			if l.byName[name] == nil {
+				missing = append(missing, name)
+			}
+		}
+		for _, name := range missing {
 			g.Go(func() error {
 				u := &unstructured.Unstructured{}
-				u.SetGroupVersionKind(mapping.GroupVersionKind)
+				u.SetGroupVersionKind(mappings[gn].GroupVersionKind)
 				err := r.client.Get(gctx, client.ObjectKey{Namespace: gn.namespace, Name: name}, u)
 				mu.Lock()
 				defer mu.Unlock()
@@ -143,6 +180,27 @@ func (r *listReader) Sync(ctx context.Context) error {
 	r.cache = cache
 	r.mu.Unlock()
 	return nil
+}
+
+// listLabelled lists kind gk in all namespaces, the objects carrying the
+// inventory's labels only, into the groups of cache that are read by
+// GETs. A LIST that fails leaves them to the GETs.
+func (r *listReader) listLabelled(ctx context.Context, gk schema.GroupKind, cache map[gkNamespace]listed, mu *sync.Mutex) {
+	mapping, err := r.mapper.RESTMapping(gk)
+	if err != nil {
+		return
+	}
+	items, err := listKind(ctx, r.client, mapping.GroupVersionKind, "", r.selector)
+	if err != nil {
+		return
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range items {
+		if l, ok := cache[gkNamespace{gk, items[i].GetNamespace()}]; ok && l.someOnly && l.err == nil {
+			l.byName[items[i].GetName()] = &items[i]
+		}
+	}
 }
 
 func (r *listReader) list(ctx context.Context, gn gkNamespace) listed {

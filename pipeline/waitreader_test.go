@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"testing"
 
@@ -36,7 +37,7 @@ func TestListReaderReadsWhatItListed(t *testing.T) {
 		{GroupKind: schema.GroupKind{Kind: "ConfigMap"}, Namespace: "ns", Name: "gone"},
 		{GroupKind: schema.GroupKind{Group: "example.com", Kind: "Widget"}, Namespace: "ns", Name: "w"},
 	}
-	r, err := newListReader(c, mapper, ids, 16)
+	r, err := newListReader(c, mapper, ids, 16, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestListReaderListsOnlyLargeGroupsAndNeverCRDs(t *testing.T) {
 			},
 		}).Build()
 
-	r, err := newListReader(c, mapper, ids, 16)
+	r, err := newListReader(c, mapper, ids, 16, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,5 +168,69 @@ func TestListReaderListsOnlyLargeGroupsAndNeverCRDs(t *testing.T) {
 	list.SetGroupVersionKind(cmGVK)
 	if err := r.ListNamespaceScoped(t.Context(), list, "few", labels.Everything()); err == nil {
 		t.Error("a group read by GETs answered a LIST with only the set's objects")
+	}
+}
+
+// With the inventory's labels, a kind spread over namespaces, a few
+// objects in each, is read with one LIST in all namespaces of the
+// labelled objects; only what it does not find is read with a GET.
+func TestListReaderListsASpreadKindByItsLabels(t *testing.T) {
+	t.Parallel()
+	cmGVK := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{cmGVK.GroupVersion()})
+	mapper.Add(cmGVK, meta.RESTScopeNamespace)
+	labels := client.MatchingLabels{"gantry.dev/inventory-name": "inv", "gantry.dev/inventory-namespace": "ops"}
+	var objs []client.Object
+	var ids object.ObjMetadataSet
+	for i := range listThreshold + 2 {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(cmGVK)
+		u.SetNamespace(fmt.Sprintf("tenant-%d", i))
+		u.SetName("settings")
+		if i != 3 {
+			u.SetLabels(labels) // tenant-3's lost its labels
+		}
+		objs = append(objs, u)
+		ids = append(ids, object.ObjMetadata{GroupKind: cmGVK.GroupKind(), Namespace: u.GetNamespace(), Name: "settings"})
+	}
+	var mu sync.Mutex
+	var lists, gets []string
+	c := fake.NewClientBuilder().WithScheme(kube.Scheme()).WithRESTMapper(mapper).WithObjects(objs...).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				mu.Lock()
+				gets = append(gets, key.Namespace)
+				mu.Unlock()
+				return c.Get(ctx, key, obj, opts...)
+			},
+			List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+				o := &client.ListOptions{}
+				o.ApplyOptions(opts)
+				mu.Lock()
+				lists = append(lists, fmt.Sprintf("namespace %q, labels %v", o.Namespace, o.LabelSelector))
+				mu.Unlock()
+				return c.List(ctx, list, opts...)
+			},
+		}).Build()
+
+	r, err := newListReader(c, mapper, ids, 4, labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(lists) != 1 || !strings.Contains(lists[0], `namespace ""`) || !strings.Contains(lists[0], "gantry.dev/inventory-name=inv") {
+		t.Errorf("LISTs %v, want one in all namespaces by the inventory's labels", lists)
+	}
+	if len(gets) != 1 || gets[0] != "tenant-3" {
+		t.Errorf("GETs in %v, want tenant-3's only", gets)
+	}
+	for _, id := range ids {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(cmGVK)
+		if err := r.Get(t.Context(), client.ObjectKey{Namespace: id.Namespace, Name: id.Name}, u); err != nil || u.GetNamespace() != id.Namespace {
+			t.Errorf("%s: %v (read %q)", id.Namespace, err, u.GetNamespace())
+		}
 	}
 }
