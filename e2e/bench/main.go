@@ -61,7 +61,7 @@ func main() {
 	flag.IntVar(&b.buildObjects, "build-objects", 5000, "resources of the build scenario's overlay")
 	flag.IntVar(&b.memoryObjects, "memory-objects", 10000, "ConfigMaps of the memory scenario")
 	flag.IntVar(&b.otherCRDs, "other-crds", 40, "CRDs of 285 KB the cluster serves in the operator scenario")
-	only := flag.String("only", "apply,newset,prune,wait,build,components,memory,operator,startup", "scenarios to run, comma-separated")
+	only := flag.String("only", "apply,newset,prune,wait,build,components,memory,operator,tenants,startup", "scenarios to run, comma-separated")
 	flag.Parse()
 	b.only = map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
@@ -124,6 +124,9 @@ func (b *bench) run() error {
 	}
 	if b.only["operator"] {
 		rows = append(rows, b.operatorScenario(ctx)...)
+	}
+	if b.only["tenants"] {
+		rows = append(rows, b.tenantsScenario(ctx)...)
 	}
 	// Last: its Deployments and pods leave the most behind.
 	if b.only["wait"] {

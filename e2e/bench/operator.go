@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 )
 
 // largeCRD is a CRD of 285 KB (one kind, Database, in group
@@ -28,52 +27,8 @@ func (b *bench) operatorScenario(ctx context.Context) []row {
 	}
 	b.logf("operator: %d CRDs of %d KB installed", b.otherCRDs, len(crd)>>10)
 
-	type tool struct {
-		name        string
-		reps        int
-		first, noop []time.Duration
-		run         func(dir, ns string) error
-	}
-	tools := []*tool{
-		{name: "gantry", reps: b.reps, run: func(dir, ns string) error {
-			return b.exec(b.gantry, "apply", "--path="+dir, "--inventory=operator", "--inventory-namespace="+ns, "--wait=false", "--timeout=5m")
-		}},
-		{name: "kubectl", reps: b.kubectlReps, run: func(dir, _ string) error {
-			return b.exec(b.kubectl, "apply", "--server-side", "-f", dir)
-		}},
-	}
-	if b.kapp != "" {
-		tools = append(tools, &tool{name: "kapp", reps: b.kubectlReps, run: func(dir, ns string) error {
-			return b.exec(b.kapp, "deploy", "--yes", "--app=operator", "--namespace="+ns, "--file="+dir, "--wait=false")
-		}})
-	}
-	for _, t := range tools {
-		for rep := range t.reps {
-			// The inventory's (and kapp's) namespace exists; the
-			// operator's Namespace comes with the bundle.
-			ns, err := b.namespace(ctx, "operator-"+t.name)
-			b.must(err)
-			dir := filepath.Join(b.work, "operator", ns)
-			b.must(operatorBundle(dir, string(crd), ns))
-			d, err := timed(func() error { return t.run(dir, ns) })
-			b.must(err)
-			t.first = append(t.first, d)
-			d, err = timed(func() error { return t.run(dir, ns) })
-			b.must(err)
-			t.noop = append(t.noop, d)
-			b.logf("operator, %s, rep %d: first %s, no-op %s", t.name, rep+1, t.first[rep], t.noop[rep])
-		}
-	}
-	g, k := tools[0], tools[1]
-	var kp tool
-	if len(tools) > 2 {
-		kp = *tools[2]
-	}
 	name := fmt.Sprintf("an operator's bundle (10 CRDs of %d KB it does not use, its Namespace, RBAC, Deployment) onto a cluster serving %d more", len(crd)>>10, b.otherCRDs)
-	return []row{
-		{name: "first apply of " + name, gantry: median(g.first), kubectl: median(k.first), kapp: median(kp.first), target: "faster than kubectl and kapp"},
-		{name: "no-op re-apply of " + name, gantry: median(g.noop), kubectl: median(k.noop), kapp: median(kp.noop), target: "faster than kubectl and kapp"},
-	}
+	return b.firstAndNoop(ctx, "operator", name, func(dir, ns string) error { return operatorBundle(dir, string(crd), ns) })
 }
 
 // operatorBundle writes the bundle: ten CRDs (groups of the namespace's
