@@ -226,3 +226,24 @@ func classify(r *http.Request) string {
 	}
 	return "other"
 }
+
+// seenRequest is one request the proxy saw, as record keeps it.
+type seenRequest struct{ class, method, path, query string }
+
+// record resets the proxy's counts and keeps every request from now on,
+// in the order they arrive; seen returns them so far.
+func (p *apiProxy) record() (seen func() []seenRequest) {
+	var mu sync.Mutex
+	var requests []seenRequest
+	p.setHook(func(class string, _ int, r *http.Request) proxyAction {
+		mu.Lock()
+		requests = append(requests, seenRequest{class, r.Method, r.URL.Path, r.URL.RawQuery})
+		mu.Unlock()
+		return proxyAction{}
+	})
+	return func() []seenRequest {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]seenRequest(nil), requests...)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,26 +79,12 @@ metadata: {name: operator-config, namespace: %[1]s}
 data: {level: info}
 `, ns, group))
 
-	type request struct{ class, method, path string }
-	var mu sync.Mutex
-	var requests []request
-	record := func() {
-		mu.Lock()
-		requests = nil
-		mu.Unlock()
-		proxy.setHook(func(class string, _ int, r *http.Request) proxyAction {
-			mu.Lock()
-			requests = append(requests, request{class, r.Method, r.URL.Path})
-			mu.Unlock()
-			return proxyAction{}
-		})
-	}
+	var seen func() []seenRequest
+	record := func() { seen = proxy.record() }
 	const crdPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 	noCRDList := func(run string) {
 		t.Helper()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, r := range requests {
+		for _, r := range seen() {
 			if r.method == http.MethodGet && r.path == crdPath {
 				t.Errorf("%s: listed every CRD of the cluster (GET %s)", run, r.path)
 				return
@@ -123,7 +108,7 @@ data: {level: info}
 	noCRDList("first apply")
 	// Between the write of the unused CRDs and the write of the
 	// ConfigMap after them, none of those CRDs is read.
-	mu.Lock()
+	requests := seen()
 	lastCRD, configMap := -1, -1
 	for i, req := range requests {
 		switch {
@@ -141,7 +126,6 @@ data: {level: info}
 			t.Errorf("read %s before writing the objects after it; nothing there uses it", req.path)
 		}
 	}
-	mu.Unlock()
 	// The wait stage saw every CRD established.
 	crds := env.Dynamic.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
 	for _, name := range append(unused, "gadgets."+group) {

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -126,20 +125,10 @@ func TestSpreadKindIsReadByItsInventoryLabels(t *testing.T) {
 	}
 	writeFile(t, filepath.Join(dir, "tenants.yaml"), b.String())
 
-	type request struct{ method, path, query string }
-	var mu sync.Mutex
-	var requests []request
+	var seen func() []seenRequest
 	run := func(extra ...string) gantryRun {
 		t.Helper()
-		mu.Lock()
-		requests = nil
-		mu.Unlock()
-		proxy.setHook(func(_ string, _ int, r *http.Request) proxyAction {
-			mu.Lock()
-			requests = append(requests, request{r.Method, r.URL.Path, r.URL.RawQuery})
-			mu.Unlock()
-			return proxyAction{}
-		})
+		seen = proxy.record()
 		r := gantryWith(t, proxy.kubeconfig, append([]string{"apply", dir, "--inventory=spread", "--inventory-namespace=" + ns, "--timeout=90s"}, extra...)...)
 		if r.code != 0 {
 			t.Fatalf("exit %d\n%s", r.code, r.stderr)
@@ -149,9 +138,7 @@ func TestSpreadKindIsReadByItsInventoryLabels(t *testing.T) {
 	// reads counts the LISTs of ConfigMaps in all namespaces selected by
 	// the inventory's labels, and the GETs of each tenant's ConfigMap.
 	reads := func() (lists int, gets []string) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, r := range requests {
+		for _, r := range seen() {
 			switch {
 			case r.method == http.MethodGet && r.path == "/api/v1/configmaps" && strings.Contains(r.query, "gantry.dev%2Finventory-name%3Dspread"):
 				lists++
