@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -438,6 +439,18 @@ func TestWaitExplainsReplicaFailure(t *testing.T) {
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
 	if _, err := env.Client.CoreV1().ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// Admission enforces a quota only once its controller has filled in
+	// its status; on a busy control plane that can take longer than the
+	// pod takes to be created.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		q, err := env.Client.CoreV1().ResourceQuotas(ns).Get(ctx, "no-pods", metav1.GetOptions{})
+		if err == nil && q.Status.Hard != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the quota's status was not filled in: %v", err)
+		}
 	}
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "web.yaml"), fmt.Sprintf(`apiVersion: apps/v1
