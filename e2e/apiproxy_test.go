@@ -228,7 +228,7 @@ func classify(r *http.Request) string {
 }
 
 // seenRequest is one request the proxy saw, as record keeps it.
-type seenRequest struct{ class, method, path, query string }
+type seenRequest struct{ class, method, path, query, accept string }
 
 // record resets the proxy's counts and keeps every request from now on,
 // in the order they arrive; seen returns them so far.
@@ -237,7 +237,7 @@ func (p *apiProxy) record() (seen func() []seenRequest) {
 	var requests []seenRequest
 	p.setHook(func(class string, _ int, r *http.Request) proxyAction {
 		mu.Lock()
-		requests = append(requests, seenRequest{class, r.Method, r.URL.Path, r.URL.RawQuery})
+		requests = append(requests, seenRequest{class, r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Accept")})
 		mu.Unlock()
 		return proxyAction{}
 	})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -575,5 +576,87 @@ func TestNewVersionOfExistingCRD(t *testing.T) {
 	}
 	if o := objectByRef(r, "Gadget."+appNS+".gantry.test/"+ns+"/new"); o == nil || o.Action != result.Created {
 		t.Errorf("Gadget new: %+v, want created", o)
+	}
+}
+
+// The server's dry-run still refuses unknown fields although gantry asks
+// it not to check its bodies for duplicate keys (fieldValidation=Ignore,
+// which spares a second parse): server-side apply refuses them itself. A
+// write whose response nobody reads asks for the metadata only.
+func TestServerRefusesUnknownFieldsWithoutStrictParse(t *testing.T) {
+	t.Parallel()
+	env.Require(t)
+	proxy := newAPIProxy(t, env.Cluster)
+	ns := env.Namespace(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "settings.yaml"), fmt.Sprintf(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: %[1]s}
+dtaa: {level: debug}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: flags, namespace: %[1]s}
+data: {beta: "on"}
+`, ns))
+	run := func() (gantryRun, []seenRequest) {
+		t.Helper()
+		seen := proxy.record()
+		r := gantryWith(t, proxy.kubeconfig, "apply", dir, "--inventory=strict", "--inventory-namespace="+ns, "--wait=false")
+		return r, seen()
+	}
+	patches := func(seen []seenRequest) (dryRuns, writes []seenRequest) {
+		for _, r := range seen {
+			if r.method != http.MethodPatch || !strings.Contains(r.path, "/configmaps/") || strings.Contains(r.path, "gantry-") {
+				continue
+			}
+			if !strings.Contains(r.query, "fieldValidation=Ignore") {
+				t.Errorf("PATCH %s?%s without fieldValidation=Ignore", r.path, r.query)
+			}
+			if strings.Contains(r.query, "dryRun=All") {
+				dryRuns = append(dryRuns, r)
+			} else {
+				writes = append(writes, r)
+			}
+		}
+		return dryRuns, writes
+	}
+
+	r, seen := run()
+	wantFailed(t, r, 2, "ConfigMap/"+ns+"/settings")
+	for _, want := range []string{"dtaa", "settings.yaml"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("message lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if dryRuns, writes := patches(seen); len(dryRuns) != 2 || len(writes) != 0 {
+		t.Errorf("%d dry-runs and %d writes of the ConfigMaps, want 2 and 0", len(dryRuns), len(writes))
+	}
+	if _, err := env.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), "flags", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("ConfigMap flags written although settings failed validation: %v", err)
+	}
+
+	replaceInFile(t, filepath.Join(dir, "settings.yaml"), "dtaa:", "data:")
+	r, seen = run()
+	if r.code != 0 {
+		t.Fatalf("fixed set: exit %d\n%s", r.code, r.stderr)
+	}
+	dryRuns, writes := patches(seen)
+	if len(dryRuns) != 2 || len(writes) != 2 {
+		t.Fatalf("%d dry-runs and %d writes of the ConfigMaps, want 2 and 2", len(dryRuns), len(writes))
+	}
+	for _, w := range writes {
+		if !strings.Contains(w.accept, "as=PartialObjectMetadata") {
+			t.Errorf("write %s asked for %q, not the metadata only", w.path, w.accept)
+		}
+	}
+	for _, d := range dryRuns {
+		if strings.Contains(d.accept, "as=PartialObjectMetadata") {
+			t.Errorf("dry-run %s asked for the metadata only; its result is compared with the live object", d.path)
+		}
+	}
+	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), "settings", metav1.GetOptions{})
+	if err != nil || cm.Data["level"] != "debug" {
+		t.Errorf("ConfigMap settings after the fixed run: %v, %v", cm.Data, err)
 	}
 }
