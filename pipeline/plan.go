@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -255,89 +256,31 @@ func (p *planner) findAbsent(ctx context.Context, concurrency int) {
 	_ = g.Wait()
 }
 
-// listThreshold is how many objects of one kind in one namespace make a
-// LIST cheaper than a GET each.
-const listThreshold = 8
-
-// prefetch reads the live objects of every large group of keys (see
-// readsByList) with one LIST instead of a GET per object; groups listed
-// before are not listed again. A kind spread over many namespaces, a few
-// objects in each (a set of tenants' namespaces, say), is read with one
-// LIST in all namespaces of the objects that carry this run's inventory
-// labels; what that does not find (an object not labelled yet) is read
-// with a GET. A LIST that fails (a kind whose CRD comes with the set, an
-// account that may get but not list) leaves its objects to the GETs.
+// prefetch reads the live objects of the keys' groups by the read policy
+// (listGroups): groups of many objects with a LIST each, a kind spread
+// over many namespaces, a few objects in each (a set of tenants'
+// namespaces, say), with one LIST in all namespaces of the objects that
+// carry this run's inventory labels. Groups listed before are not listed
+// again. Whatever the LISTs did not find is read with a GET by get.
 func (p *planner) prefetch(ctx context.Context, keys []objectKey, concurrency int) {
 	groups := map[groupKey]int{}
 	for _, k := range keys {
-		groups[k.group]++
-	}
-	spread := map[schema.GroupVersionKind]int{}
-	for gk, n := range groups {
-		if gk.namespace != "" && !readsByList(gk.gvk.GroupKind(), n) && !p.listed[gk] {
-			spread[gk.gvk] += n
+		if !p.listed[k.group] {
+			groups[k.group]++
 		}
 	}
-	var mu sync.Mutex
-	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(concurrency, 1))
-	for gk, n := range groups {
-		if !readsByList(gk.gvk.GroupKind(), n) || p.listed[gk] {
-			continue
-		}
-		g.Go(func() error {
-			items, err := listKind(ctx, p.clients.Client, gk.gvk, gk.namespace)
-			if err != nil {
-				return nil // fall back to GETs
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			p.listed[gk] = true
-			for i := range items {
-				p.live[keyOf(&items[i])] = &items[i]
-			}
-			return nil
-		})
+	var selector client.MatchingLabels
+	if !p.keepOwnerLabels {
+		selector = p.owner.labelled()
 	}
-	if labelled := p.owner.labelled(); labelled != nil && !p.keepOwnerLabels {
-		for gvk, n := range spread {
-			if !readsByList(gvk.GroupKind(), n) {
-				continue
-			}
-			g.Go(func() error {
-				items, err := listKind(ctx, p.clients.Client, gvk, "", labelled)
-				if err != nil {
-					return nil // fall back to GETs
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				for i := range items {
-					if k := keyOf(&items[i]); groups[k.group] > 0 {
-						p.live[k] = &items[i]
-					}
-				}
-				return nil
-			})
+	found := listGroups(ctx, p.clients.Client, groups, selector, concurrency)
+	for k, items := range found.whole {
+		p.listed[k] = true
+		for i := range items {
+			p.live[keyOf(&items[i])] = &items[i]
 		}
 	}
-	_ = g.Wait()
-}
-
-// listKind lists the objects of kind gvk in namespace (everywhere, or the
-// cluster-scoped ones, when it is empty), each with its kind set.
-func listKind(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, namespace string, opts ...client.ListOption) ([]unstructured.Unstructured, error) {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if namespace != "" {
-		opts = append(opts, client.InNamespace(namespace))
-	}
-	if err := c.List(ctx, list, opts...); err != nil {
-		return nil, err
-	}
-	for i := range list.Items {
-		list.Items[i].SetGroupVersionKind(gvk)
-	}
-	return list.Items, nil
+	maps.Copy(p.live, found.labelled)
 }
 
 // get reads the live object of k from what a LIST found, else (and when

@@ -45,17 +45,6 @@ type gkNamespace struct {
 	namespace string
 }
 
-// readsByList reports whether n objects of kind gk in one namespace are
-// read with one LIST rather than a GET each. A LIST reads every object of
-// the kind there, the set's or not: it pays off only for many of the
-// set's own. CustomResourceDefinitions are never listed: a cluster may
-// serve hundreds, some of them megabytes, and a set brings a few.
-func readsByList(gk schema.GroupKind, n int) bool {
-	return n >= listThreshold && gk != crdGroupKind
-}
-
-var crdGroupKind = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
-
 // listed is what one read of a group found: the objects by name, and the
 // error of the LIST, or of each GET that failed other than not found.
 type listed struct {
@@ -94,72 +83,56 @@ func newListReader(c client.Reader, mapper meta.RESTMapper, ids object.ObjMetada
 	return r, nil
 }
 
-// Sync reads every group concurrently. A group that cannot be read keeps
-// its error, which Get returns for its objects. Groups of few objects are
-// read by GETs, but a kind spread over namespaces, a few in each, is
-// first listed in all namespaces with the inventory's labels (selector),
-// and only what that does not find is read by GETs.
+// Sync reads every group by the read policy (listGroups): the groups it
+// does not list whole are read by GETs, but for what the LISTs by the
+// inventory's labels (selector) found. A kind the cluster does not serve
+// keeps its error, and a GET that fails its object's, which Get returns.
 func (r *listReader) Sync(ctx context.Context) error {
 	cache := make(map[gkNamespace]listed, len(r.groups))
+	groups := map[groupKey]int{}
+	keys := map[gkNamespace]groupKey{}
+	for _, gn := range r.groups {
+		mapping, err := r.mapper.RESTMapping(gn.gk)
+		if err != nil {
+			cache[gn] = listed{err: err}
+			continue
+		}
+		k := groupKey{mapping.GroupVersionKind, gn.namespace}
+		if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+			k.namespace = ""
+		}
+		keys[gn] = k
+		groups[k] += len(r.names[gn])
+	}
+	found := listGroups(ctx, r.client, groups, r.selector, r.concurrency)
+
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(r.concurrency)
-	spread := map[schema.GroupKind]int{}
-	var byGets []gkNamespace
-	mappings := map[gkNamespace]*meta.RESTMapping{}
-	for _, gn := range r.groups {
-		if readsByList(gn.gk, len(r.names[gn])) {
-			g.Go(func() error {
-				l := r.list(gctx, gn)
-				mu.Lock()
-				cache[gn] = l
-				mu.Unlock()
-				return nil
-			})
+	for gn, k := range keys {
+		if items, ok := found.whole[k]; ok {
+			l := listed{byName: make(map[string]*unstructured.Unstructured, len(items))}
+			for i := range items {
+				l.byName[items[i].GetName()] = &items[i]
+			}
+			cache[gn] = l
 			continue
 		}
 		l := listed{byName: map[string]*unstructured.Unstructured{}, errs: map[string]error{}, someOnly: true}
-		mapping, err := r.mapper.RESTMapping(gn.gk)
-		l.err = err
-		mu.Lock()
-		cache[gn] = l
-		mu.Unlock()
-		if err != nil {
-			continue
-		}
-		mappings[gn] = mapping
-		byGets = append(byGets, gn)
-		if gn.namespace != "" {
-			spread[gn.gk] += len(r.names[gn])
-		}
-	}
-	if r.selector != nil {
-		for gk, n := range spread {
-			if !readsByList(gk, n) {
-				continue
-			}
-			g.Go(func() error {
-				r.listLabelled(gctx, gk, cache, &mu)
-				return nil
-			})
-		}
-	}
-	_ = g.Wait()
-	g, gctx = errgroup.WithContext(ctx)
-	g.SetLimit(r.concurrency)
-	for _, gn := range byGets {
-		l := cache[gn]
 		var missing []string
 		for _, name := range r.names[gn] {
-			if l.byName[name] == nil {
+			if u := found.labelled[objectKey{k, name}]; u != nil {
+				l.byName[name] = u
+			} else {
 				missing = append(missing, name)
 			}
 		}
+		cache[gn] = l
 		for _, name := range missing {
 			g.Go(func() error {
 				u := &unstructured.Unstructured{}
-				u.SetGroupVersionKind(mappings[gn].GroupVersionKind)
-				err := r.client.Get(gctx, client.ObjectKey{Namespace: gn.namespace, Name: name}, u)
+				u.SetGroupVersionKind(k.gvk)
+				err := r.client.Get(gctx, client.ObjectKey{Namespace: k.namespace, Name: name}, u)
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
@@ -180,47 +153,6 @@ func (r *listReader) Sync(ctx context.Context) error {
 	r.cache = cache
 	r.mu.Unlock()
 	return nil
-}
-
-// listLabelled lists kind gk in all namespaces, the objects carrying the
-// inventory's labels only, into the groups of cache that are read by
-// GETs. A LIST that fails leaves them to the GETs.
-func (r *listReader) listLabelled(ctx context.Context, gk schema.GroupKind, cache map[gkNamespace]listed, mu *sync.Mutex) {
-	mapping, err := r.mapper.RESTMapping(gk)
-	if err != nil {
-		return
-	}
-	items, err := listKind(ctx, r.client, mapping.GroupVersionKind, "", r.selector)
-	if err != nil {
-		return
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for i := range items {
-		if l, ok := cache[gkNamespace{gk, items[i].GetNamespace()}]; ok && l.someOnly && l.err == nil {
-			l.byName[items[i].GetName()] = &items[i]
-		}
-	}
-}
-
-func (r *listReader) list(ctx context.Context, gn gkNamespace) listed {
-	mapping, err := r.mapper.RESTMapping(gn.gk)
-	if err != nil {
-		return listed{err: err}
-	}
-	namespace := ""
-	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-		namespace = gn.namespace
-	}
-	items, err := listKind(ctx, r.client, mapping.GroupVersionKind, namespace)
-	if err != nil {
-		return listed{err: err}
-	}
-	l := listed{byName: make(map[string]*unstructured.Unstructured, len(items))}
-	for i := range items {
-		l.byName[items[i].GetName()] = &items[i]
-	}
-	return l
 }
 
 func (r *listReader) Get(_ context.Context, key client.ObjectKey, obj *unstructured.Unstructured) error {
