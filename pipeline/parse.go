@@ -160,11 +160,11 @@ func parseDocuments(factory *resource.Factory, data []byte) ([]*resource.Resourc
 	}
 	// ResourcesFromRNodes drops empty documents and refuses one without
 	// kind or name, as SliceFromBytes does. Local configuration is kept,
-	// as SliceFromBytes keeps it; the caller drops it.
-	local := factory.IncludeLocalConfigs
-	factory.IncludeLocalConfigs = true
-	defer func() { factory.IncludeLocalConfigs = local }()
-	return factory.ResourcesFromRNodes(nodes)
+	// as SliceFromBytes keeps it (the caller drops it): by a copy of the
+	// factory that includes it.
+	keeping := *factory
+	keeping.IncludeLocalConfigs = true
+	return keeping.ResourcesFromRNodes(nodes)
 }
 
 // anchorFree reports whether de-anchoring would leave n as it is: no node
