@@ -153,7 +153,7 @@ test-short:
 
 ## cluster: a local control plane until Ctrl-C; prints the KUBECONFIG to use
 cluster: cluster-tools
-	$(GO) run ./e2e/cmd/cluster up
+	$(GO) run ./e2e/cmd/cluster up $(CLUSTER_FLAGS)
 
 ## demo: the whole pipeline on examples/ against a local control plane
 demo: cluster-tools build

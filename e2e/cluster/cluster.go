@@ -62,6 +62,9 @@ type Options struct {
 	// workloads, and quick to start. Namespaces cannot finish deleting
 	// without the controller manager.
 	ControlPlaneOnly bool
+	// Profiling serves the API server's /debug/pprof (local provider),
+	// for `kubectl get --raw /debug/pprof/profile?seconds=N`.
+	Profiling bool
 }
 
 func (o Options) withDefaults() Options {

@@ -106,7 +106,7 @@ func (*Local) Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--authorization-mode=RBAC",
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--allow-privileged=true",
-		"--profiling=false",
+		"--profiling=" + strconv.FormatBool(opts.Profiling),
 	}}
 	if err := lc.start("kube-apiserver", api.bin, api.args, apiPort); err != nil {
 		return nil, err

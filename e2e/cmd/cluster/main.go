@@ -1,7 +1,7 @@
 // Command cluster starts a test cluster by hand, for a person (or make demo)
 // to point kubectl and gantry at:
 //
-//	go run ./e2e/cmd/cluster up [-nodes N] [-kubeconfig PATH]
+//	go run ./e2e/cmd/cluster up [-nodes N] [-kubeconfig PATH] [-profiling]
 //
 // It prints `export KUBECONFIG=...` on stdout once the cluster is ready and
 // runs until interrupted (Ctrl-C, SIGTERM), then tears everything down. The
@@ -32,11 +32,12 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 || args[0] != "up" {
-		return errors.New("usage: cluster up [-nodes N] [-kubeconfig PATH]")
+		return errors.New("usage: cluster up [-nodes N] [-kubeconfig PATH] [-profiling]")
 	}
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
 	nodes := fs.Int("nodes", 1, "number of kwok nodes (local provider)")
 	out := fs.String("kubeconfig", "", "also write the kubeconfig to this path (removed again on exit)")
+	profiling := fs.Bool("profiling", false, "serve the API server's /debug/pprof (local provider)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -46,9 +47,10 @@ func run(ctx context.Context, args []string) error {
 	}
 	start := time.Now()
 	c, err := provider.Start(ctx, cluster.Options{
-		Name:  "gantry",
-		Nodes: *nodes,
-		Logf:  func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
+		Name:      "gantry",
+		Nodes:     *nodes,
+		Profiling: *profiling,
+		Logf:      func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
 	})
 	if err != nil {
 		return err
