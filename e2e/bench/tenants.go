@@ -18,7 +18,7 @@ const tenants = 100
 // firstAndNoop), each with namespaces of its own.
 func (b *bench) tenantsScenario(ctx context.Context) []row {
 	name := fmt.Sprintf("%d namespaces of a platform team's set (each its Namespace, quota, limits, network policy, role binding, settings: %d objects)", tenants, 6*tenants)
-	return b.firstAndNoop(ctx, "tenants", name, tenantsSet)
+	return b.firstAndNoop(ctx, "tenants", name, 0, tenantsSet)
 }
 
 // tenantsSet writes the set: namespaces <prefix>-000 to -099, six objects
