@@ -106,6 +106,16 @@ data: {level: info}
 		t.Errorf("first apply: counts %v, want 13 created", c)
 	}
 	noCRDList("first apply")
+	// The ten new CRDs' kinds are looked up in one discovery, not one each.
+	discoveries := 0
+	for _, req := range seen() {
+		if req.method == http.MethodGet && req.path == "/apis" {
+			discoveries++
+		}
+	}
+	if discoveries > 4 {
+		t.Errorf("first apply: fetched the server's API groups %d times for ten new CRDs, want at most 4 (connect, a kind the mapper does not know, one discovery of every kind, a reconnect once the used CRD is established)", discoveries)
+	}
 	// Between the write of the unused CRDs and the write of the
 	// ConfigMap after them, none of those CRDs is read.
 	requests := seen()
