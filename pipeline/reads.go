@@ -37,6 +37,8 @@ type lists struct {
 	// labelled holds the objects that the LISTs by the inventory's
 	// labels found in groups read by GETs.
 	labelled map[objectKey]*unstructured.Unstructured
+	// failed holds the error of each group whose LIST failed.
+	failed map[groupKey]error
 }
 
 // listGroups sends the LISTs that reading groups takes (each with how many
@@ -48,7 +50,7 @@ type lists struct {
 // account that may get but not list): an object is taken for absent only
 // when its group was listed whole.
 func listGroups(ctx context.Context, c client.Reader, groups map[groupKey]int, selector client.MatchingLabels, concurrency int) lists {
-	found := lists{whole: map[groupKey][]unstructured.Unstructured{}, labelled: map[objectKey]*unstructured.Unstructured{}}
+	found := lists{whole: map[groupKey][]unstructured.Unstructured{}, labelled: map[objectKey]*unstructured.Unstructured{}, failed: map[groupKey]error{}}
 	byGets := func(k groupKey) bool { n, ok := groups[k]; return ok && !readsByList(k.gvk.GroupKind(), n) }
 	spread := map[schema.GroupVersionKind]int{}
 	var mu sync.Mutex
@@ -62,10 +64,13 @@ func listGroups(ctx context.Context, c client.Reader, groups map[groupKey]int, s
 			continue
 		}
 		g.Go(func() error {
-			if items, err := listKind(ctx, c, k.gvk, k.namespace); err == nil {
-				mu.Lock()
+			items, err := listKind(ctx, c, k.gvk, k.namespace)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				found.failed[k] = err
+			} else {
 				found.whole[k] = items
-				mu.Unlock()
 			}
 			return nil
 		})

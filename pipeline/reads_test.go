@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -26,8 +27,9 @@ var (
 	crdGVK    = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
 )
 
-// readsCluster is a fake cluster that lets nobody list Secrets, and
-// records the LISTs it answers.
+// readsCluster is a fake cluster that lets nobody list Secrets, cannot
+// list ConfigMaps in namespace "busy" (it times out), and records the
+// LISTs it answers.
 func readsCluster(t *testing.T, objs []client.Object) (client.Client, meta.RESTMapper, func() []string) {
 	t.Helper()
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{cmGVK.GroupVersion(), crdGVK.GroupVersion()})
@@ -51,6 +53,9 @@ func readsCluster(t *testing.T, objs []client.Object) (client.Client, meta.RESTM
 				mu.Unlock()
 				if kind == "SecretList" {
 					return apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "", errors.New("may get, not list"))
+				}
+				if o.Namespace == "busy" {
+					return apierrors.NewTimeoutError("the server is busy", 1)
 				}
 				return c.List(ctx, list, opts...)
 			},
@@ -132,7 +137,9 @@ func TestListGroupsReadPolicy(t *testing.T) {
 	}
 }
 
-// The wait reads the objects of a group it may not list with a GET each.
+// The wait reads the objects of a group it may not list with a GET each;
+// a group whose LIST failed otherwise (a timeout) fails its objects until
+// the next poll, without a GET of each.
 func TestListReaderReadsByGetsWhatItMayNotList(t *testing.T) {
 	t.Parallel()
 	var objs []client.Object
@@ -143,8 +150,21 @@ func TestListReaderReadsByGetsWhatItMayNotList(t *testing.T) {
 			objs = append(objs, u)
 		}
 		ids = append(ids, object.ObjMetadata{GroupKind: secretGVK.GroupKind(), Namespace: "ns", Name: u.GetName()})
+		cm := newObject(cmGVK, "busy", fmt.Sprintf("cm-%d", i), nil)
+		objs = append(objs, cm)
+		ids = append(ids, object.ObjMetadata{GroupKind: cmGVK.GroupKind(), Namespace: "busy", Name: cm.GetName()})
 	}
 	c, mapper, seen := readsCluster(t, objs)
+	var mu sync.Mutex
+	gets := map[string]int{}
+	c = interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			mu.Lock()
+			gets[key.Namespace]++
+			mu.Unlock()
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
 	r, err := newListReader(c, mapper, ids, 4, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -152,16 +172,25 @@ func TestListReaderReadsByGetsWhatItMayNotList(t *testing.T) {
 	if err := r.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if got := seen(); len(got) != 1 {
-		t.Errorf("LISTs %q, want the one of the Secrets", got)
+	if got := seen(); len(got) != 2 {
+		t.Errorf("LISTs %q, want the Secrets' and the ConfigMaps'", got)
+	}
+	if want := map[string]int{"ns": listThreshold}; !maps.Equal(gets, want) {
+		t.Errorf("GETs by namespace %v, want %v", gets, want)
 	}
 	for _, id := range ids {
-		u := newObject(secretGVK, "", "", nil)
+		gvk := secretGVK
+		if id.Namespace == "busy" {
+			gvk = cmGVK
+		}
+		u := newObject(gvk, "", "", nil)
 		err := r.Get(t.Context(), client.ObjectKey{Namespace: id.Namespace, Name: id.Name}, u)
 		switch {
+		case id.Namespace == "busy" && !apierrors.IsTimeout(err):
+			t.Errorf("%s: want the LIST's timeout, got %v", id.Name, err)
 		case id.Name == "s-0" && !apierrors.IsNotFound(err):
 			t.Errorf("s-0: want not found, got %v", err)
-		case id.Name != "s-0" && (err != nil || u.GetName() != id.Name):
+		case id.Namespace == "ns" && id.Name != "s-0" && (err != nil || u.GetName() != id.Name):
 			t.Errorf("%s: %v (read %q)", id.Name, err, u.GetName())
 		}
 	}

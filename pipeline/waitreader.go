@@ -84,9 +84,10 @@ func newListReader(c client.Reader, mapper meta.RESTMapper, ids object.ObjMetada
 }
 
 // Sync reads every group by the read policy (listGroups): the groups it
-// does not list whole are read by GETs, but for what the LISTs by the
-// inventory's labels (selector) found. A kind the cluster does not serve
-// keeps its error, and a GET that fails its object's, which Get returns.
+// does not list whole, or may not list, are read by GETs, but for what the
+// LISTs by the inventory's labels (selector) found. A kind the cluster
+// does not serve keeps its error, as does a group whose LIST failed
+// otherwise, and a GET that fails its object's; Get returns them.
 func (r *listReader) Sync(ctx context.Context) error {
 	cache := make(map[gkNamespace]listed, len(r.groups))
 	groups := map[groupKey]int{}
@@ -110,6 +111,13 @@ func (r *listReader) Sync(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(r.concurrency)
 	for gn, k := range keys {
+		if err := found.failed[k]; err != nil && !apierrors.IsForbidden(err) {
+			// A LIST that failed otherwise than by being refused fails
+			// its objects until the next poll, rather than turning into
+			// a GET of each of many objects on every poll.
+			cache[gn] = listed{err: err}
+			continue
+		}
 		if items, ok := found.whole[k]; ok {
 			l := listed{byName: make(map[string]*unstructured.Unstructured, len(items))}
 			for i := range items {
