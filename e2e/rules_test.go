@@ -209,27 +209,7 @@ func TestFailedApplyKeepsInventory(t *testing.T) {
 	if err := removeFile(filepath.Join(dir, "a.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(dir, "crd.yaml"), fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: gadgets.%[1]s
-spec:
-  group: %[1]s
-  scope: Namespaced
-  names: {kind: Gadget, plural: gadgets, singular: gadget}
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-            spec:
-              type: object
-              properties:
-                size: {type: integer}
-`, group))
+	writeFile(t, filepath.Join(dir, "crd.yaml"), crdYAML(group, "Gadget"))
 	writeFile(t, filepath.Join(dir, "gadget.yaml"), fmt.Sprintf("apiVersion: %s/v1\nkind: Gadget\nmetadata:\n  name: g\n  namespace: %s\nspec:\n  size: 3\n", group, ns))
 	ip := fmt.Sprintf("10.96.%d.%d", 100+rand.IntN(150), 2+rand.IntN(250))
 	for _, name := range []string{"one", "two"} {

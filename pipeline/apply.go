@@ -483,7 +483,7 @@ func (r *run) waitEstablished(ctx context.Context, group []*plan, interval time.
 	if len(set) == 0 {
 		return nil
 	}
-	poller := newStatusPoller(r.clients.Client, r.clients.Mapper, r.opts.Concurrency, inventoryRef{namespace: r.opts.InventoryNamespace, name: r.opts.Inventory}.labelled())
+	poller := r.statusPoller()
 	m := ssa.NewResourceManager(r.clients.Client, poller, ssa.Owner{Field: FieldManager, Group: "gantry.dev"})
 	deadline, ok := ctx.Deadline()
 	timeout := time.Minute

@@ -115,7 +115,7 @@ func (r *run) wait(ctx context.Context) error {
 func (r *run) poll(ctx context.Context, set object.ObjMetadataSet) (map[object.ObjMetadata]*event.ResourceStatus, bool) {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	poller := newStatusPoller(r.clients.Client, r.clients.Mapper, r.opts.Concurrency, inventoryRef{namespace: r.opts.InventoryNamespace, name: r.opts.Inventory}.labelled())
+	poller := r.statusPoller()
 	events := poller.Poll(pctx, set, polling.PollOptions{PollInterval: pollInterval(len(set))})
 	last := map[object.ObjMetadata]*event.ResourceStatus{}
 	settled := false

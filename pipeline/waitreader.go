@@ -19,11 +19,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// statusPoller is the run's status poller: see newStatusPoller; it reads
+// with the run's concurrency, and selects spread kinds by the run's
+// inventory labels.
+func (r *run) statusPoller() *polling.StatusPoller {
+	owner := inventoryRef{namespace: r.opts.InventoryNamespace, name: r.opts.Inventory}
+	return newStatusPoller(r.clients.Client, r.clients.Mapper, r.opts.Concurrency, owner.labelled())
+}
+
 // newStatusPoller polls with kstatus's Compute on each object alone, reading
-// the objects before each poll, all at once: one LIST per kind and
-// namespace where the set has many, a GET each otherwise (see
-// readsByList), or for a kind spread over namespaces, one LIST in all of
-// them of the objects selector selects.
+// the objects before each poll, all at once, by the read policy of
+// listGroups: one LIST per kind and namespace where the set has many, a
+// GET each otherwise, or for a kind spread over namespaces, one LIST in
+// all of them of the objects selector selects.
 //
 // cli-utils' default poller also lists the ReplicaSets and Pods of every
 // Deployment, one LIST after the other, to attach them to the Deployment's
