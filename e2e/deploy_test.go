@@ -469,11 +469,11 @@ func TestLockRefusesWithHolder(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	store := &inventory.Store{Client: env.Client}
-	release, _, err := store.Lock(context.Background(), ns, "locked", "first run", inventory.LockOptions{})
+	held, err := store.Lock(context.Background(), ns, "locked", "first run", inventory.LockOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer release()
+	defer held.Release()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "cm.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  namespace: "+ns+"\n")
 	r := gantry(t, "apply", "--path="+dir, "--inventory=locked", "--inventory-namespace="+ns, "--timeout=2s")

@@ -16,6 +16,7 @@ var figures struct {
 	interleavings, interleaved atomic.Int32
 	badInputs, badRefused      atomic.Int32
 	lost, orphans              atomic.Int32
+	paused, pausedFenced       atomic.Int32
 	secretScans, secretLeaks   atomic.Int32
 }
 
@@ -45,7 +46,8 @@ func writeFigures(seed uint64) {
 	}
 	defer f.Close()
 	fi := &figures
-	fmt.Fprintf(f, "e2e (seed %d): kill points survived %d of %d; interleavings tried %d, writes interleaved %d; bad inputs refused %d of %d; objects lost %d; orphans %d; secret scans %d, secrets leaked %d\n",
+	fmt.Fprintf(f, "e2e (seed %d): kill points survived %d of %d; interleavings tried %d, writes interleaved %d; paused runs fenced %d of %d; bad inputs refused %d of %d; objects lost %d; orphans %d; secret scans %d, secrets leaked %d\n",
 		seed, fi.killSurvived.Load(), fi.killPoints.Load(), fi.interleavings.Load(), fi.interleaved.Load(),
+		fi.pausedFenced.Load(), fi.paused.Load(),
 		fi.badRefused.Load(), fi.badInputs.Load(), fi.lost.Load(), fi.orphans.Load(), fi.secretScans.Load(), fi.secretLeaks.Load())
 }

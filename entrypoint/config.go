@@ -42,6 +42,7 @@ type Config struct {
 	// Output is what diff prints on stdout: text, json or yaml.
 	Output          string
 	Timeout         time.Duration
+	LeaseDuration   time.Duration
 	TargetNamespace string
 	Patches         []string
 	// Substitute is nil when no variables were given (substitution off).
@@ -397,6 +398,11 @@ func configure(inv *invocation, env map[string]string) (*Config, error) {
 		bad("timeout", "%q is not a positive duration such as 90s or 5m", vals["timeout"].raw)
 	} else {
 		c.Timeout = d
+	}
+	if d, err := time.ParseDuration(str("lease-duration")); err != nil || d < 3*time.Second || d%time.Second != 0 {
+		bad("lease-duration", "%q is not a whole number of seconds of at least 3s, such as 30s or 2m", vals["lease-duration"].raw)
+	} else {
+		c.LeaseDuration = d
 	}
 	if n, err := strconv.Atoi(str("concurrency")); err != nil || n < 1 || n > 256 {
 		bad("concurrency", "%q is not a whole number from 1 to 256", vals["concurrency"].raw)

@@ -36,6 +36,8 @@ type console struct {
 	// unanswered counts the objects whose request got no answer: the
 	// first is printed, the rest are summed up at the end.
 	unanswered atomic.Int32
+	// fenced counts the objects whose write the lost Lease stopped.
+	fenced atomic.Int32
 }
 
 var _ pipeline.Observer = (*console)(nil)
@@ -103,15 +105,19 @@ func (c *console) ObjectDone(o result.Object) {
 	default:
 		action = c.paint("36", action)
 	}
-	if o.Unanswered && c.unanswered.Add(1) > 1 {
+	fenced := o.Error == pipeline.Fenced
+	if o.Unanswered && c.unanswered.Add(1) > 1 || fenced && c.fenced.Add(1) > 1 {
 		return // the summary says how many
 	}
 	line := fmt.Sprintf("  %s %s", o.Ref(), action)
 	if o.Error != "" {
 		line += ": " + o.Error
 	}
-	if o.Unanswered {
+	switch {
+	case o.Unanswered:
 		line += " (further objects without an answer are summed up at the end)"
+	case fenced:
+		line += " (further objects it stopped are summed up at the end)"
 	}
 	c.printf("%s\n", line)
 }

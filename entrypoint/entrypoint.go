@@ -144,6 +144,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		Source:             cfg.Source,
 		Version:            Version,
 		Holder:             holder(env),
+		LeaseDuration:      cfg.LeaseDuration,
 	}
 
 	if cfg.Artifact != "" {

@@ -46,6 +46,7 @@ const (
 	dataVersion = "gantryVersion"
 	dataApplied = "lastAppliedTime"
 	dataDigest  = "artifactDigest"
+	dataHolder  = "writtenBy"
 )
 
 // Entry is one object in an inventory, in Flux's form.
@@ -94,6 +95,8 @@ type Inventory struct {
 	Source, Revision, ArtifactDigest string
 	GantryVersion                    string
 	LastApplied                      time.Time
+	// WrittenBy is the run that saved it last, as its Lease names it.
+	WrittenBy string
 
 	resourceVersion string
 }
@@ -133,6 +136,7 @@ func fromConfigMap(cm *corev1.ConfigMap) (*Inventory, error) {
 		Revision:        cm.Data[dataRev],
 		ArtifactDigest:  cm.Data[dataDigest],
 		GantryVersion:   cm.Data[dataVersion],
+		WrittenBy:       cm.Data[dataHolder],
 		resourceVersion: cm.ResourceVersion,
 	}
 	if t, err := time.Parse(time.RFC3339, cm.Data[dataApplied]); err == nil {
@@ -176,6 +180,9 @@ func (s *Store) Save(ctx context.Context, inv *Inventory) error {
 	if inv.ArtifactDigest != "" {
 		cm.Data[dataDigest] = inv.ArtifactDigest
 	}
+	if inv.WrittenBy != "" {
+		cm.Data[dataHolder] = inv.WrittenBy
+	}
 	out, err := s.write(ctx, cm)
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("writing inventory %s/%s: it was changed by someone else during this run: %w", inv.Namespace, inv.Name, err)
@@ -186,6 +193,23 @@ func (s *Store) Save(ctx context.Context, inv *Inventory) error {
 	inv.Entries = entries
 	inv.resourceVersion = out.ResourceVersion
 	return nil
+}
+
+// Confirm checks that the stored inventory is still the version inv was
+// loaded or last saved as (or still absent, when inv was): a run that
+// leaves its inventory unwritten must still notice that another run wrote
+// it meanwhile.
+func (s *Store) Confirm(ctx context.Context, inv *Inventory) error {
+	cm, err := s.Client.CoreV1().ConfigMaps(inv.Namespace).Get(ctx, ConfigMapName(inv.Name), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err) && !inv.Exists():
+		return nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading inventory %s/%s: %w", inv.Namespace, inv.Name, err)
+	case err == nil && cm.ResourceVersion == inv.resourceVersion:
+		return nil
+	}
+	return fmt.Errorf("inventory %s/%s was changed by someone else during this run", inv.Namespace, inv.Name)
 }
 
 // write creates or updates the inventory's ConfigMap. When the answer is

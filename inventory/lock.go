@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -40,13 +41,13 @@ func (e *HeldError) Error() string {
 
 // Lock takes the Lease named after the inventory for holder, waiting while
 // another holder has a valid one, until ctx ends (then *HeldError). The
-// lease is renewed in the background until release is called; if renewal
-// fails (another run took an expired lease), lost is closed.
+// lease is renewed in the background until it is released; Held says
+// whether it is still this run's to write under.
 //
 // client-go's leader election was built for long-running leaders (jittered
 // retry loops, callbacks, klog); a CI run needs a lock with a clear refusal
 // message and prompt release, which is this.
-func (s *Store) Lock(ctx context.Context, namespace, name, holder string, opts LockOptions) (release func(), lost <-chan struct{}, err error) {
+func (s *Store) Lock(ctx context.Context, namespace, name, holder string, opts LockOptions) (*Held, error) {
 	if opts.Duration == 0 {
 		opts.Duration = 30 * time.Second
 	}
@@ -55,6 +56,8 @@ func (s *Store) Lock(ctx context.Context, namespace, name, holder string, opts L
 	}
 	leases := s.Client.CoordinationV1().Leases(namespace)
 	leaseName := ConfigMapName(name)
+	// The Lease's own requests pass the fence that its loss raises.
+	ctx = kube.Unfenced(ctx)
 	waited := false
 	var lastHeld *HeldError
 
@@ -74,21 +77,21 @@ func (s *Store) Lock(ctx context.Context, namespace, name, holder string, opts L
 					RenewTime:            &now,
 				},
 			}
+			sent := time.Now()
 			lease, err = leases.Create(ctx, lease, metav1.CreateOptions{FieldManager: "gantry"})
 			if err == nil {
-				release, lost := s.keep(namespace, leaseName, lease, opts.Duration)
-				return release, lost, nil
+				return s.keep(namespace, name, lease, opts.Duration, sent), nil
 			}
 			// An answer lost on the way back may hide a Lease that
 			// was created: the next look finds it ours.
 			if !apierrors.IsAlreadyExists(err) && !kube.Unanswered(err) {
-				return nil, nil, fmt.Errorf("locking inventory %s/%s: %w", namespace, name, err)
+				return nil, fmt.Errorf("locking inventory %s/%s: %w", namespace, name, err)
 			}
 		case err != nil:
 			if ctx.Err() != nil {
 				break
 			}
-			return nil, nil, fmt.Errorf("locking inventory %s/%s: %w", namespace, name, err)
+			return nil, fmt.Errorf("locking inventory %s/%s: %w", namespace, name, err)
 		default:
 			h := ptr.Deref(lease.Spec.HolderIdentity, "")
 			expired := lease.Spec.RenewTime == nil ||
@@ -97,13 +100,13 @@ func (s *Store) Lock(ctx context.Context, namespace, name, holder string, opts L
 				lease.Spec.HolderIdentity = ptr.To(holder)
 				lease.Spec.LeaseDurationSeconds = ptr.To(int32(opts.Duration / time.Second))
 				lease.Spec.AcquireTime, lease.Spec.RenewTime = &now, &now
+				sent := time.Now()
 				lease, err = leases.Update(ctx, lease, metav1.UpdateOptions{FieldManager: "gantry"})
 				if err == nil {
-					release, lost := s.keep(namespace, leaseName, lease, opts.Duration)
-					return release, lost, nil
+					return s.keep(namespace, name, lease, opts.Duration, sent), nil
 				}
 				if !apierrors.IsConflict(err) && !kube.Unanswered(err) && ctx.Err() == nil {
-					return nil, nil, fmt.Errorf("locking inventory %s/%s: %w", namespace, name, err)
+					return nil, fmt.Errorf("locking inventory %s/%s: %w", namespace, name, err)
 				}
 				break
 			}
@@ -120,79 +123,210 @@ func (s *Store) Lock(ctx context.Context, namespace, name, holder string, opts L
 		select {
 		case <-ctx.Done():
 			if lastHeld != nil {
-				return nil, nil, lastHeld
+				return nil, lastHeld
 			}
-			return nil, nil, fmt.Errorf("locking inventory %s/%s: %w", namespace, name, ctx.Err())
+			return nil, fmt.Errorf("locking inventory %s/%s: %w", namespace, name, ctx.Err())
 		case <-time.After(opts.Retry):
 		}
 	}
 }
 
-// keep renews the lease until release, which then deletes it (only if it is
-// still ours).
-func (s *Store) keep(namespace, leaseName string, lease *coordinationv1.Lease, d time.Duration) (func(), <-chan struct{}) {
-	leases := s.Client.CoordinationV1().Leases(namespace)
+// Held is a Lease this run holds: renewed in the background until
+// Release, and lost when another run took it or when it could not be
+// renewed in time. A run writes only while Check says it may.
+type Held struct {
+	store           *Store
+	namespace, name string
+	leaseName       string
+	holder          string
+	duration        time.Duration
+	lost            chan struct{}
+	stop            context.CancelFunc
+	done            chan struct{}
+	releaseOnce     sync.Once
+	loseOnce        sync.Once
+
+	mu sync.Mutex
+	// current is the Lease as last written; renewed is when the request
+	// that wrote it was sent (the Lease runs from then), on the monotonic
+	// clock, which goes on while the process is stopped.
+	current *coordinationv1.Lease
+	renewed time.Time
+	lostErr *LostError
+}
+
+// LostError says that a run no longer holds its inventory's Lease, and so
+// may not write.
+type LostError struct {
+	Namespace, Name string
+	// Holder is the run that holds the Lease now, or else the one that
+	// wrote the inventory after this one; empty when neither is known.
+	Holder string
+	// Unrenewed is how long the Lease went without renewal when it was
+	// given up for that; zero when another run took it.
+	Unrenewed time.Duration
+}
+
+func (e *LostError) Error() string {
+	who := "no other run is known to have taken it"
+	if e.Holder != "" {
+		who = "taken over by " + e.Holder
+	}
+	if e.Unrenewed > 0 {
+		return fmt.Sprintf("lost the Lease of inventory %s/%s: not renewed for %s, longer than a run may write without it (%s); stopped writing",
+			e.Namespace, e.Name, e.Unrenewed.Round(100*time.Millisecond), who)
+	}
+	return fmt.Sprintf("lost the Lease of inventory %s/%s: %s; stopped writing", e.Namespace, e.Name, who)
+}
+
+// writable is the part of the Lease's duration a run writes under after
+// its last renewal: the rest is the margin for a write already on its way,
+// and for the clocks of two runners that disagree.
+func (h *Held) writable() time.Duration { return h.duration * 2 / 3 }
+
+// keep renews the lease every quarter of its duration until Release.
+func (s *Store) keep(namespace, name string, lease *coordinationv1.Lease, d time.Duration, sent time.Time) *Held {
 	// stopping ends the renewal in flight too: giving the lease back must
 	// not wait for a renewal that a stalled server never answers.
-	stopping, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	lost := make(chan struct{})
-	current := lease
-	go func() {
-		defer close(done)
-		t := time.NewTicker(d / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-stopping.Done():
-				return
-			case <-t.C:
-				next := current.DeepCopy()
-				next.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
-				ctx, cancel := context.WithTimeout(stopping, d/3)
-				updated, err := leases.Update(ctx, next, metav1.UpdateOptions{FieldManager: "gantry"})
-				if apierrors.IsConflict(err) {
-					// A renewal whose answer was lost changed the
-					// version: still ours if the holder is.
-					updated, err = s.stillOurs(ctx, leases, leaseName, current)
-				}
-				cancel()
-				if err != nil {
-					if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-						close(lost)
-						return
-					}
-					continue // transient: the next tick tries again
-				}
-				current = updated
-			}
+	stopping, stop := context.WithCancel(kube.Unfenced(context.Background()))
+	h := &Held{
+		store: s, namespace: namespace, name: name, leaseName: ConfigMapName(name),
+		holder: ptr.Deref(lease.Spec.HolderIdentity, ""), duration: d,
+		lost: make(chan struct{}), stop: stop, done: make(chan struct{}),
+		current: lease, renewed: sent,
+	}
+	go h.renew(stopping)
+	return h
+}
+
+func (h *Held) renew(ctx context.Context) {
+	defer close(h.done)
+	leases := h.store.Client.CoordinationV1().Leases(h.namespace)
+	t := time.NewTicker(h.duration / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
-	}()
-	var released bool
-	return func() {
-		if released {
+		if h.Check() != nil {
 			return
 		}
-		released = true
-		stop()
-		<-done
+		h.mu.Lock()
+		next := h.current.DeepCopy()
+		h.mu.Unlock()
+		sent := time.Now()
+		next.Spec.RenewTime = ptr.To(metav1.NewMicroTime(sent))
+		rctx, cancel := context.WithTimeout(ctx, h.duration/4)
+		// The write is conditional on the version this run last wrote:
+		// it fails if another run took the Lease meanwhile, however long
+		// this one was away.
+		updated, err := leases.Update(rctx, next, metav1.UpdateOptions{FieldManager: "gantry"})
+		if apierrors.IsConflict(err) {
+			// A renewal whose answer was lost changed the version:
+			// still ours if the holder is.
+			// It runs from when that renewal was sent, which is
+			// not known: the next renewal extends it.
+			updated, err = h.store.stillOurs(rctx, leases, h.leaseName, next)
+			h.mu.Lock()
+			sent = h.renewed
+			h.mu.Unlock()
+		}
+		cancel()
+		switch {
+		case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+			h.loseTo(ctx, 0)
+			return
+		case err != nil:
+			continue // transient: the next tick tries again, until Check gives up
+		}
+		h.mu.Lock()
+		if h.lostErr == nil {
+			h.current, h.renewed = updated, sent
+		}
+		h.mu.Unlock()
+	}
+}
+
+// Check returns nil while the run may write under the Lease, and a
+// *LostError once it may not: another run took it, or it has gone
+// without renewal for longer than writable. A run that was stopped (a
+// paused runner, a long pause of the process) past that finds out here
+// before its next write goes out.
+func (h *Held) Check() error {
+	h.mu.Lock()
+	lost, unrenewed := h.lostErr, time.Since(h.renewed)
+	h.mu.Unlock()
+	if lost != nil {
+		return lost
+	}
+	if unrenewed >= h.writable() {
+		h.loseTo(context.Background(), unrenewed)
+		return h.Check()
+	}
+	return nil
+}
+
+// loseTo records the loss once, naming who holds the Lease now; callers
+// that come meanwhile wait for it.
+func (h *Held) loseTo(ctx context.Context, unrenewed time.Duration) {
+	h.loseOnce.Do(func() {
+		e := &LostError{Namespace: h.namespace, Name: h.name, Unrenewed: unrenewed}
+		// Who took it, for the message; a failed read leaves it unnamed.
+		rctx, cancel := context.WithTimeout(kube.Unfenced(context.WithoutCancel(ctx)), 3*time.Second)
+		defer cancel()
+		if l, err := h.store.Client.CoordinationV1().Leases(h.namespace).Get(rctx, h.leaseName, metav1.GetOptions{}); err == nil {
+			e.Holder = ptr.Deref(l.Spec.HolderIdentity, "")
+		}
+		if e.Holder == "" || e.Holder == h.holder {
+			// A run that took it and has finished since gave it back:
+			// the inventory names who wrote it last.
+			e.Holder = ""
+			if inv, err := h.store.Load(rctx, h.namespace, h.name); err == nil && inv.WrittenBy != h.holder {
+				e.Holder = inv.WrittenBy
+			}
+		}
+		h.mu.Lock()
+		h.lostErr = e
+		h.mu.Unlock()
+		close(h.lost)
+	})
+}
+
+// Lost is closed once the Lease is lost.
+func (h *Held) Lost() <-chan struct{} { return h.lost }
+
+// Release ends the renewal and gives the Lease back, only if it is still
+// this run's.
+func (h *Held) Release() {
+	h.releaseOnce.Do(func() {
+		h.stop()
+		<-h.done
+		h.mu.Lock()
+		current, lost := h.current, h.lostErr != nil
+		h.mu.Unlock()
+		if lost {
+			return // another run's now, or to be taken once expired
+		}
+		leases := h.store.Client.CoordinationV1().Leases(h.namespace)
 		// A lease that is not given back expires after its duration: a
 		// server that stopped answering does not hold the run up longer.
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		ctx, cancel := context.WithTimeout(kube.Unfenced(context.Background()), 3*time.Second)
 		defer cancel()
-		// A lease that cannot be deleted (API unreachable) expires after its
-		// duration; a conflict means it is no longer ours.
+		// A conflict means the version changed: delete it only if it is
+		// still ours.
 		del := func(l *coordinationv1.Lease) error {
-			return leases.Delete(ctx, leaseName, metav1.DeleteOptions{
+			return leases.Delete(ctx, h.leaseName, metav1.DeleteOptions{
 				Preconditions: &metav1.Preconditions{UID: &l.UID, ResourceVersion: &l.ResourceVersion},
 			})
 		}
 		if err := del(current); apierrors.IsConflict(err) {
-			if l, err := s.stillOurs(ctx, leases, leaseName, current); err == nil {
+			if l, err := h.store.stillOurs(ctx, leases, h.leaseName, current); err == nil {
 				_ = del(l)
 			}
 		}
-	}, lost
+	})
 }
 
 // stillOurs reads the Lease again and returns it if its holder is still

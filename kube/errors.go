@@ -30,7 +30,7 @@ func Unanswered(err error) bool {
 // all: the connection could not be made or broke, or the server was
 // already known to be unreachable.
 func ConnectionLost(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || fenced(err) {
 		return false
 	}
 	var status apierrors.APIStatus

@@ -45,6 +45,8 @@ type Clients struct {
 	Client client.Client
 	Kube   kubernetes.Interface
 	Mapper meta.RESTMapper
+	// Fence refuses the run's writes once it may no longer make them.
+	Fence *WriteFence
 
 	openapiOnce  sync.Once
 	openapiPaths map[string]openapi.GroupVersion
@@ -91,9 +93,6 @@ func RESTConfig(opts Options) (*rest.Config, error) {
 	// the API server's priority and fairness protects the server.
 	cfg.QPS, cfg.Burst = -1, 0
 	cfg.UserAgent = "gantry"
-	// An API server that restarts, or a connection that breaks, fails
-	// no request that can be sent again: see WithRetries.
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return WithRetries(rt, DefaultRetryPolicy()) })
 	return cfg, nil
 }
 
@@ -105,29 +104,42 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// Connect builds the clients for cfg.
+// Connect builds the clients for cfg, with a write fence of their own
+// that nothing holds yet.
 func Connect(cfg *rest.Config) (*Clients, error) {
-	httpClient, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", cfg.Host, err)
-	}
-	return connectWith(cfg, httpClient)
+	return connect(cfg, &WriteFence{})
 }
 
-func connectWith(cfg *rest.Config, httpClient *http.Client) (*Clients, error) {
-	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+// Reconnect builds new clients for the same cluster (a fresh REST mapper
+// learns the kinds that new CRDs serve), behind the same write fence.
+func (c *Clients) Reconnect() (*Clients, error) {
+	return connect(c.Config, c.Fence)
+}
+
+func connect(cfg *rest.Config, fence *WriteFence) (*Clients, error) {
+	wrapped := rest.CopyConfig(cfg)
+	wrapped.Wrap(fence.wrap)
+	// An API server that restarts, or a connection that breaks, fails
+	// no request that can be sent again: see WithRetries. The fence is
+	// below the retries, so that each retry of a write is checked too.
+	wrapped.Wrap(func(rt http.RoundTripper) http.RoundTripper { return WithRetries(rt, DefaultRetryPolicy()) })
+	httpClient, err := rest.HTTPClientFor(wrapped)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", cfg.Host, err)
 	}
-	c, err := client.New(cfg, client.Options{HTTPClient: httpClient, Mapper: mapper, Scheme: Scheme()})
+	mapper, err := apiutil.NewDynamicRESTMapper(wrapped, httpClient)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", cfg.Host, err)
 	}
-	kc, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
+	c, err := client.New(wrapped, client.Options{HTTPClient: httpClient, Mapper: mapper, Scheme: Scheme()})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", cfg.Host, err)
+	}
+	kc, err := kubernetes.NewForConfigAndClient(wrapped, httpClient)
 	if err != nil {
 		return nil, err
 	}
-	return &Clients{Config: cfg, Client: c, Kube: kc, Mapper: mapper}, nil
+	return &Clients{Config: cfg, Client: c, Kube: kc, Mapper: mapper, Fence: fence}, nil
 }
 
 // DefaultNamespace is the namespace that objects without one get: the

@@ -90,7 +90,7 @@ func (t *retryTransport) observe(req *http.Request, answered bool, err error) {
 		if t.down.Load() != nil {
 			t.down.Store(nil)
 		}
-	case req.Context().Err() == nil:
+	case req.Context().Err() == nil && !fenced(err):
 		t.lastProbe.Store(time.Now().UnixNano())
 		t.down.CompareAndSwap(nil, &UnreachableError{Host: req.URL.Scheme + "://" + req.URL.Host, Since: time.Now(), Err: err})
 	}
@@ -173,7 +173,9 @@ func idempotent(req *http.Request) bool {
 
 func retryable(resp *http.Response, err error) bool {
 	if err != nil {
-		return true // the connection broke or could not be made
+		// The connection broke or could not be made; a write the
+		// fence refused was never sent, and will not be.
+		return !fenced(err)
 	}
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:

@@ -133,7 +133,8 @@ func (r *run) prepare() error {
 // lockAndLoad takes the inventory's lease (waiting up to the deadline) and
 // reads the previous inventory.
 func (r *run) lockAndLoad(ctx context.Context) error {
-	release, _, err := r.store.Lock(ctx, r.opts.InventoryNamespace, r.opts.Inventory, r.opts.Holder, inventory.LockOptions{
+	held, err := r.store.Lock(ctx, r.opts.InventoryNamespace, r.opts.Inventory, r.opts.Holder, inventory.LockOptions{
+		Duration: r.opts.LeaseDuration,
 		OnWait: func(holder string) {
 			r.obs.Info(fmt.Sprintf("inventory %s/%s is locked by %s; waiting", r.opts.InventoryNamespace, r.opts.Inventory, holder))
 		},
@@ -145,7 +146,17 @@ func (r *run) lockAndLoad(ctx context.Context) error {
 		}
 		return err
 	}
-	r.release = release
+	// From here on every write asks the Lease first, and its loss stops
+	// the run where it is: nothing new is sent, the inventory included.
+	r.lease = held
+	r.clients.Fence.Hold(held.Check)
+	go func() {
+		select {
+		case <-held.Lost():
+			r.stopRun(held.Check())
+		case <-ctx.Done():
+		}
+	}()
 	prev, err := r.store.Load(ctx, r.opts.InventoryNamespace, r.opts.Inventory)
 	if err != nil {
 		return err
@@ -216,7 +227,7 @@ func (r *run) apply(ctx context.Context) error {
 		if gi == 0 && hasCreatedCRD(needed) {
 			// The REST mapper remembers which kinds did not exist;
 			// a fresh one learns the new CRDs.
-			clients, err := kube.Connect(r.clients.Config)
+			clients, err := r.clients.Reconnect()
 			if err != nil {
 				applyErr = err
 				break
@@ -506,9 +517,13 @@ func (r *run) saveInventory(ctx context.Context, entries map[string]inventory.En
 	}
 	// A run that changes nothing leaves the inventory as it is: the same
 	// objects, from the same revision, by the same gantry.
+	// It is compared with the stored inventory, not with this run's copy:
+	// another run may have written it meanwhile.
 	if inv.Exists() && sameEntries(entries, inv.Entries) && inv.Source == source && inv.ArtifactDigest == digest &&
 		inv.Revision == r.res.Revision && inv.GantryVersion == r.opts.Version {
-		return nil
+		sctx, cancel := graceContext(ctx, 5*time.Second)
+		defer cancel()
+		return r.store.Confirm(sctx, inv)
 	}
 	inv.Entries = inv.Entries[:0]
 	for _, e := range entries {
@@ -520,6 +535,7 @@ func (r *run) saveInventory(ctx context.Context, entries map[string]inventory.En
 		inv.Source, inv.ArtifactDigest = r.res.Artifact.URL, r.res.Artifact.Digest
 	}
 	inv.LastApplied = time.Now()
+	inv.WrittenBy = r.opts.Holder
 	// Saving must not fail because the run's deadline just passed: losing
 	// the record of what was written is worse than a late write.
 	sctx, cancel := graceContext(ctx, 5*time.Second)

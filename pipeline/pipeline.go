@@ -62,6 +62,10 @@ type Options struct {
 	Version string
 	// Holder identifies this run in the inventory's lock.
 	Holder string
+	// LeaseDuration is how long the inventory's Lease stays valid without
+	// renewal (default 30s). A run writes only within two thirds of it
+	// after its last renewal.
+	LeaseDuration time.Duration
 	// Artifact, when set, is pulled (and built from) when Build.Path is
 	// empty, or pushed after the build when it is not.
 	Artifact *ArtifactOptions
@@ -141,7 +145,10 @@ type run struct {
 	store    *inventory.Store
 	// applied lists what this run's set holds in the cluster now.
 	applied []inventory.Entry
-	release func()
+	// lease is the inventory's Lease while this run holds it; its loss
+	// stops the run (stopRun) and fences every write.
+	lease   *inventory.Held
+	stopRun context.CancelCauseFunc
 	// deadlineCtx carries the one deadline of everything after the build.
 	deadlineCtx context.Context
 	// cleanup runs when the run ends (temporary folders).
@@ -168,7 +175,10 @@ func newRun(command string, opts Options, connect Connector, obs Observer) *run 
 }
 
 // execute runs the stages in order under their failure policies.
-func (r *run) execute(ctx context.Context, stages []stage) *result.Result {
+func (r *run) execute(parent context.Context, stages []stage) *result.Result {
+	ctx, stopRun := context.WithCancelCause(parent)
+	defer stopRun(nil)
+	r.stopRun = stopRun
 	var failures []error
 	stopped := false
 	for _, s := range stages {
@@ -189,7 +199,7 @@ func (r *run) execute(ctx context.Context, stages []stage) *result.Result {
 			failures = append(failures, err)
 			if r.res.Reason == "" {
 				r.res.Reason = s.reason
-				if ctx.Err() != nil {
+				if parent.Err() != nil {
 					// The run itself was cancelled (SIGTERM, Ctrl-C),
 					// not failed by its input or the cluster.
 					r.res.Reason = result.ReasonCancelled
@@ -200,8 +210,13 @@ func (r *run) execute(ctx context.Context, stages []stage) *result.Result {
 		r.res.Stages = append(r.res.Stages, st)
 		r.obs.StageFinished(st)
 	}
-	if r.release != nil {
-		r.release()
+	if r.lease != nil {
+		r.lease.Release()
+		if err := r.lease.Check(); err != nil {
+			// Whatever failed after the loss failed because of it.
+			r.res.Reason = result.ReasonLeaseLost
+			failures = append([]error{err}, failures...)
+		}
 	}
 	r.nameSources(ctx)
 	for _, f := range r.cleanup {

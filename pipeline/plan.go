@@ -680,13 +680,19 @@ const (
 	NoAnswer  = "no answer from the API server"
 	TimedOut  = "not done: the run's timeout passed"
 	Cancelled = "not done: the run was cancelled"
+	// Fenced: the write was not sent, because the run no longer holds
+	// its inventory's Lease (the run's error says once why).
+	Fenced = "not done: the run lost the inventory's Lease"
 )
 
 // cutShort says what left err's request without an answer, as a report
 // says it of the object (NoAnswer, TimedOut, Cancelled), or "" when the
 // request was answered.
 func cutShort(err error) string {
+	var fenced *kube.FencedError
 	switch {
+	case errors.As(err, &fenced):
+		return Fenced
 	case kube.ConnectionLost(err):
 		return NoAnswer
 	case errors.Is(err, context.DeadlineExceeded):
@@ -724,7 +730,7 @@ func joinErrors(errs []error) error {
 		}
 		kept = append(kept, e)
 	}
-	for _, why := range []string{NoAnswer, TimedOut, Cancelled} {
+	for _, why := range []string{NoAnswer, TimedOut, Cancelled, Fenced} {
 		switch objs := groups[why]; {
 		case len(objs) == 1:
 			kept = append(kept, objs[0])
@@ -767,6 +773,8 @@ func (e *UndoneError) Error() string {
 		why = "the run's timeout passed"
 	case Cancelled:
 		why = "the run was cancelled"
+	case Fenced:
+		why = "the run lost the inventory's Lease"
 	}
 	return fmt.Sprintf("%s; %d objects left undone (%s), each listed in the report", why, len(e.Refs), refs)
 }

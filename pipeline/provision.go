@@ -197,7 +197,7 @@ func (r *run) provision(ctx context.Context, needs []*plan, lockLater bool) erro
 		// established; a fresh REST mapper then learns it.
 		if err = r.waitDiscovered(ctx, needs); err == nil {
 			var clients *kube.Clients
-			if clients, err = kube.Connect(r.clients.Config); err == nil {
+			if clients, err = r.clients.Reconnect(); err == nil {
 				r.clients = clients
 			}
 		}
@@ -332,10 +332,15 @@ func (r *run) rollback(ctx context.Context, created []*unstructured.Unstructured
 	}
 	ctx, cancel := graceContext(ctx, 30*time.Second)
 	defer cancel()
-	if r.release != nil {
+	if r.lease != nil {
+		if err := r.lease.Check(); err != nil {
+			// Another run may stand on what this one created now.
+			return fmt.Errorf("not deleting the %d objects this run created: %w", len(created), err)
+		}
 		// The inventory's Lease may live in a namespace about to go.
-		r.release()
-		r.release = nil
+		r.lease.Release()
+		r.clients.Fence.Lift()
+		r.lease = nil
 	}
 	var errs errorList
 	var kept []*unstructured.Unstructured

@@ -34,6 +34,10 @@ const (
 	// ReasonLocked means another run held the inventory's lock until the
 	// timeout.
 	ReasonLocked Reason = "InventoryLocked"
+	// ReasonLeaseLost means the run lost the inventory's lock while it
+	// ran (another run took it, or it could not be renewed in time) and
+	// stopped writing.
+	ReasonLeaseLost Reason = "LeaseLost"
 	// ReasonProgressing means a diff found pending changes.
 	ReasonProgressing Reason = "Progressing"
 	// ReasonInvalidInput means the configuration was rejected before
