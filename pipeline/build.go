@@ -73,6 +73,10 @@ type BuildOptions struct {
 	// DefaultMaxObjects.
 	MaxFileBytes int64
 	MaxObjects   int
+	// Skipped, when set, is told once which files and folders a plain
+	// folder's build left out (hidden ones, and files that are not
+	// .yaml, .yml or .json), so that nothing is dropped unsaid.
+	Skipped func(files []string)
 	// Decrypted, when set, is told every value decrypted, so that output
 	// can mask them: a ConfigMap generated from an encrypted file, a diff,
 	// an error. It may be called from several goroutines.
@@ -164,7 +168,7 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, _ error) {
 	case findKustomization(abs) != "":
 		built, err = buildKustomization(abs, opts, sfs)
 	default:
-		built, err = buildPlain(abs, opts, sfs)
+		built, err = buildPlain(abs, opts, sfs, bounded)
 	}
 	if err != nil {
 		if refused := sfs.refusal(); refused != nil {
@@ -329,51 +333,111 @@ func withOrigins(resources []*resource.Resource, root string, pathMap map[string
 // does with a kustomization listing them, without its cost of checking
 // every new object against all earlier ones (quadratic; 20 s for 5000
 // objects here).
-func buildPlain(dir string, opts BuildOptions, sfs *sopsFS) ([]sourced, error) {
+func buildPlain(dir string, opts BuildOptions, sfs *sopsFS, bounded *boundedFS) ([]sourced, error) {
 	// The walk reads the files and builds the subfolders' kustomizations,
 	// in order; the files are parsed after it, on every core.
 	var parts []*manifestPart
-	walkErr := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if p == dir {
-				return nil
-			}
-			if strings.HasPrefix(d.Name(), ".") {
-				return filepath.SkipDir
-			}
-			if findKustomization(p) != "" {
-				if !opts.AllowRemoteBases {
-					if err := refuseRemote(p, opts.WorkDir, map[string]bool{}); err != nil {
-						return err
-					}
-				}
-				items, err := buildKustomization(p, opts, sfs)
-				if err != nil {
-					return err
-				}
-				parts = append(parts, &manifestPart{items: items})
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !d.Type().IsRegular() || !isManifest(d.Name()) || strings.HasPrefix(d.Name(), ".") {
-			return nil
-		}
-		source := displayPath(p, nil, opts.WorkDir)
-		b, err := sfs.ReadFile(p)
-		if err != nil {
-			var be *BuildError
-			if errors.As(err, &be) {
+	var skipped []string
+	// Folders reached through a link, by real path: a link back up the
+	// tree must not walk it for ever.
+	walked := map[string]bool{dir: true}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		walked[real] = true
+	}
+	var walk func(top string) error
+	walk = func(top string) error {
+		return filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
 				return err
 			}
-			return &BuildError{File: source, Err: err}
-		}
-		parts = append(parts, &manifestPart{source: source, data: b, parse: true})
-		return nil
-	})
+			source := displayPath(p, nil, opts.WorkDir)
+			if p != top && strings.HasPrefix(d.Name(), ".") {
+				if d.IsDir() {
+					skipped = append(skipped, source+"/")
+					return filepath.SkipDir
+				}
+				skipped = append(skipped, source)
+				return nil
+			}
+			if d.IsDir() {
+				if p == top {
+					return nil
+				}
+				if walked[p] {
+					return filepath.SkipDir // reached again through a link
+				}
+				if findKustomization(p) != "" {
+					if !opts.AllowRemoteBases {
+						if err := refuseRemote(p, opts.WorkDir, map[string]bool{}); err != nil {
+							return err
+						}
+					}
+					items, err := buildKustomization(p, opts, sfs)
+					if err != nil {
+						return err
+					}
+					parts = append(parts, &manifestPart{items: items})
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if d.Type()&fs.ModeSymlink != 0 {
+				// Read as kubectl and kustomize read it, when it
+				// stays in the workspace.
+				real, err := filepath.EvalSymlinks(p)
+				if err != nil {
+					return &BuildError{File: source, Err: fmt.Errorf("a symbolic link that leads nowhere: %w", err)}
+				}
+				if !bounded.inside(real) {
+					return &BuildError{File: source, Err: &LimitError{fmt.Sprintf("resolves to %s, outside the workspace (%s): refused", real, bounded.roots[0])}}
+				}
+				info, err := os.Stat(real)
+				if err != nil {
+					return &BuildError{File: source, Err: err}
+				}
+				if info.IsDir() {
+					if walked[real] {
+						return nil
+					}
+					walked[real] = true
+					if findKustomization(real) != "" {
+						items, err := buildKustomization(real, opts, sfs)
+						if err != nil {
+							return err
+						}
+						parts = append(parts, &manifestPart{items: items})
+						return nil
+					}
+					return walk(real)
+				}
+				if !info.Mode().IsRegular() {
+					skipped = append(skipped, source)
+					return nil
+				}
+			} else if !d.Type().IsRegular() {
+				skipped = append(skipped, source)
+				return nil
+			}
+			if !isManifest(d.Name()) {
+				skipped = append(skipped, source)
+				return nil
+			}
+			b, err := sfs.ReadFile(p)
+			if err != nil {
+				var be *BuildError
+				if errors.As(err, &be) {
+					return err
+				}
+				return &BuildError{File: source, Err: err}
+			}
+			parts = append(parts, &manifestPart{source: source, data: b, parse: true})
+			return nil
+		})
+	}
+	walkErr := walk(dir)
+	if len(skipped) > 0 && opts.Skipped != nil {
+		opts.Skipped(skipped)
+	}
 	parseManifests(parts)
 
 	// The first failure in the folder's order wins: a file that does not
@@ -599,7 +663,21 @@ func copyPlainFolder(src, dst string, read filesys.FileSystem) (int, error) {
 			}
 			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
 		}
-		if !d.Type().IsRegular() || !isManifest(d.Name()) || strings.HasPrefix(d.Name(), ".") {
+		if strings.HasPrefix(d.Name(), ".") {
+			return nil
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			// A linked file is read (the bounded read refuses one
+			// that leads out of the workspace); a linked folder
+			// would need the generated kustomization to reach out
+			// of its own.
+			if info, err := os.Stat(p); err == nil && info.IsDir() {
+				return &BuildError{File: p, Err: fmt.Errorf("a link to a folder cannot be built with target-namespace or patches; link the files, or give the folder a kustomization")}
+			}
+		} else if !d.Type().IsRegular() {
+			return nil
+		}
+		if !isManifest(d.Name()) {
 			return nil
 		}
 		b, err := read.ReadFile(p) // bounded, as the build reads it

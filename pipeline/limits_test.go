@@ -178,3 +178,63 @@ func TestWorkspaceRoot(t *testing.T) {
 		}
 	}
 }
+
+// A plain folder reads a link that stays in the workspace, to a file or a
+// folder, as kubectl and kustomize do; a link out of it fails the build
+// naming the link; and whatever the folder leaves out is said once.
+func TestPlainFolderFollowsLinksInTheWorkspace(t *testing.T) {
+	t.Parallel()
+	cm := func(name string) string { return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n" }
+	ws := writeFiles(t, map[string]string{
+		".git/HEAD":               "ref: refs/heads/main\n",
+		"common/linked.yaml":      cm("linked"),
+		"shared/a.yaml":           cm("shared-a"),
+		"shared/b.yaml":           cm("shared-b"),
+		"apps/web/own.yaml":       cm("own"),
+		"apps/web/README.md":      "# web\n",
+		"apps/web/.hidden.yaml":   cm("hidden"),
+		"apps/web/.config/x.yaml": cm("x"),
+	})
+	link := func(target, name string) {
+		t.Helper()
+		if err := os.Symlink(target, filepath.Join(ws, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link("../../common/linked.yaml", "apps/web/linked.yaml")
+	link("../../shared", "apps/web/shared")
+	// A link in a loop is walked once, not for ever.
+	link(".", "shared/self")
+	web := filepath.Join(ws, "apps", "web")
+	var skipped [][]string
+	objects, err := Build(BuildOptions{Path: web, WorkDir: ws, Skipped: func(f []string) { skipped = append(skipped, f) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, o := range objects {
+		names = append(names, o.GetName()+" from "+o.Source)
+	}
+	want := []string{"linked from apps/web/linked.yaml", "own from apps/web/own.yaml", "shared-a from shared/a.yaml", "shared-b from shared/b.yaml"}
+	if strings.Join(names, "; ") != strings.Join(want, "; ") {
+		t.Errorf("built %q, want %q", names, want)
+	}
+	if len(skipped) != 1 || strings.Join(skipped[0], ", ") != "apps/web/.config/, apps/web/.hidden.yaml, apps/web/README.md" {
+		t.Errorf("left out %q, want each hidden or non-manifest file said once", skipped)
+	}
+
+	outside := writeFiles(t, map[string]string{"secret.yaml": cm("stolen")})
+	for name, target := range map[string]string{"file": filepath.Join(outside, "secret.yaml"), "folder": outside} {
+		t.Run(name, func(t *testing.T) {
+			ws := writeFiles(t, map[string]string{".git/HEAD": "x\n", "app/own.yaml": cm("own")})
+			if err := os.Symlink(target, filepath.Join(ws, "app", "out.yaml")); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Build(BuildOptions{Path: filepath.Join(ws, "app"), WorkDir: ws})
+			var be *BuildError
+			if !errors.As(err, &be) || be.File != "app/out.yaml" || !strings.Contains(err.Error(), "outside the workspace") {
+				t.Errorf("a link out of the workspace: %v, want a build error naming app/out.yaml", err)
+			}
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -397,6 +398,14 @@ func (r *run) build() (objects, packed []*Object, err error) {
 		// (findSources): a run that changes nothing does not pay
 		// kustomize's origin tracking.
 		opts.NoOrigins = true
+	}
+	opts.Skipped = func(files []string) {
+		const named = 10
+		list := strings.Join(files[:min(named, len(files))], ", ")
+		if len(files) > named {
+			list += fmt.Sprintf(" and %d more", len(files)-named)
+		}
+		r.obs.Info("left out, as hidden or not .yaml, .yml or .json: " + list)
 	}
 	objects, err = Build(opts)
 	// Manifests read as files name their file without origin tracking;
