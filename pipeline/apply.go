@@ -115,6 +115,12 @@ func (r *run) prepare() error {
 	if err := r.setNamespaces(); err != nil {
 		return err
 	}
+	// Only now, with every namespace given, are two objects that name one
+	// object (one without a namespace, one with the default) seen as one.
+	if err := refuseDuplicates(r.objects, func(o *Object) string { return r.objectError(o, nil).Source }); err != nil {
+		r.res.Reason = result.ReasonBuildFailed
+		return err
+	}
 	if r.opts.Inventory == "" {
 		return nil // a diff without an inventory: nothing to label with
 	}

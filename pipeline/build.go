@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/gantry-dev/gantry/result"
 )
 
 // originAnnotation is where kustomize records which file an object came
@@ -121,7 +123,9 @@ func (e *BuildError) Unwrap() error { return e.Err }
 // kustomization does.
 func Build(opts BuildOptions) ([]*Object, error) {
 	objects, afterKustomize, err := build(opts)
-	if err != nil && afterKustomize && opts.NoOrigins {
+	// Files are named from the objects' origins: a failure that needs
+	// them is found again with them.
+	if err != nil && (afterKustomize || strings.Contains(err.Error(), "produces ID conflict")) && opts.NoOrigins {
 		opts.NoOrigins = false
 		_, _, err = build(opts)
 	}
@@ -207,6 +211,9 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, _ error) {
 			return nil, true, &BuildError{File: file, Err: err}
 		}
 	}
+	if err := refuseDuplicates(objects, func(o *Object) string { return o.Source }); err != nil {
+		return nil, true, err
+	}
 	if err := decryptBuilt(objects, sfs); err != nil {
 		return nil, true, err
 	}
@@ -221,6 +228,37 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, _ error) {
 		}
 	}
 	return objects, false, nil
+}
+
+// refuseDuplicates refuses two objects of one identity (group, kind,
+// namespace, name), whatever their apiVersions: the cluster holds one
+// object, and which of the two it would hold would change from run to
+// run. source names an object's file.
+func refuseDuplicates(objects []*Object, source func(*Object) string) error {
+	seen := make(map[string]*Object, len(objects))
+	for _, o := range objects {
+		gvk := o.GroupVersionKind()
+		key := gvk.Group + "|" + gvk.Kind + "|" + o.GetNamespace() + "|" + o.GetName()
+		first, dup := seen[key]
+		if !dup {
+			seen[key] = o
+			continue
+		}
+		what := ref(o)
+		if first.GetAPIVersion() != o.GetAPIVersion() {
+			what += fmt.Sprintf(" (as %s here, as %s there)", o.GetAPIVersion(), first.GetAPIVersion())
+		}
+		file := source(o)
+		if file == "" {
+			file = "the build"
+		}
+		also := source(first)
+		if also == "" {
+			also = "another file"
+		}
+		return &BuildError{File: file, Err: fmt.Errorf("%s is defined twice, also in %s: one object can be written once", what, also)}
+	}
+	return nil
 }
 
 // sourced is a built resource and the file it came from, as displayed.
@@ -260,7 +298,8 @@ func buildKustomization(dir string, opts BuildOptions, sfs *sopsFS) ([]sourced, 
 	}
 	resMap, err := kustomizer().Run(fsys, root)
 	if err != nil {
-		return nil, &BuildError{File: displayPath(dir, nil, opts.WorkDir), Err: fmt.Errorf("kustomize build: %s", relPaths(err.Error(), nil, "", opts.WorkDir))}
+		msg := withoutObjects(err.Error(), root, nil, opts.WorkDir)
+		return nil, &BuildError{File: displayPath(dir, nil, opts.WorkDir), Err: fmt.Errorf("kustomize build: %s", relPaths(msg, nil, "", opts.WorkDir))}
 	}
 	return withOrigins(resMap.Resources(), root, nil, opts.WorkDir), nil
 }
@@ -450,7 +489,8 @@ func buildPlain(dir string, opts BuildOptions, sfs *sopsFS, bounded *boundedFS) 
 		}
 		for _, it := range part.items {
 			id := it.res.CurId()
-			key := id.Gvk.String() + "|" + id.EffectiveNamespace() + "|" + id.Name
+			// One object, whatever apiVersion it is written in.
+			key := id.Gvk.Group + "|" + id.Kind + "|" + id.EffectiveNamespace() + "|" + id.Name
 			if first, dup := seen[key]; dup {
 				return nil, &BuildError{File: it.source, Err: fmt.Errorf("%s/%s is defined twice, also in %s", id.Kind, id.Name, first)}
 			}
@@ -542,7 +582,8 @@ func buildWrapped(abs string, opts BuildOptions, sfs *sopsFS, bounded *boundedFS
 	sfs.display = func(p string) string { return displayPath(p, pathMap, opts.WorkDir) }
 	resMap, err := kustomizer().Run(sfs, wrapper)
 	if err != nil {
-		return nil, &BuildError{File: opts.Path, Err: fmt.Errorf("kustomize build: %s", relPaths(err.Error(), pathMap, tmp, opts.WorkDir))}
+		msg := withoutObjects(err.Error(), wrapper, pathMap, opts.WorkDir)
+		return nil, &BuildError{File: opts.Path, Err: fmt.Errorf("kustomize build: %s", relPaths(msg, pathMap, tmp, opts.WorkDir))}
 	}
 	return withOrigins(resMap.Resources(), wrapper, pathMap, opts.WorkDir), nil
 }
@@ -601,6 +642,42 @@ func displayPath(p string, pathMap map[string]string, workDir string) string {
 var wrapperNoise = regexp.MustCompile(`accumulating resources: accumulation err='accumulating resources from '[^']*': '[^']*' must resolve to a file': (recursed accumulation of path '[^']*': )?`)
 
 // relPaths rewrites the temporary paths in a kustomize error message.
+// conflictObjects finds kustomize's dump of the objects of an ID conflict,
+// and in it each object's origin.
+var (
+	conflictObjects = regexp.MustCompile(`(?s)(produces ID conflict): \[.*\]`)
+	conflictOrigin  = regexp.MustCompile(`"config\.kubernetes\.io/origin":"path: ([^"\\]+)`)
+	conflictID      = regexp.MustCompile(`"kind":"([^"]+)","metadata":\{.*?"name":"([^"]+)"(?:,"namespace":"([^"]+)")?\}`)
+)
+
+// withoutObjects replaces the objects kustomize prints whole when a
+// transformation makes two of them one (their data included, a Secret's
+// too) by the object's name and the files that define it. root is the
+// kustomization's folder, which origins are relative to.
+func withoutObjects(msg, root string, pathMap map[string]string, workDir string) string {
+	dump := conflictObjects.FindStringSubmatch(msg)
+	if dump == nil {
+		return msg
+	}
+	what := "two objects"
+	if id := conflictID.FindStringSubmatch(dump[0]); id != nil {
+		what = result.Ref("", id[1], id[3], id[2])
+	}
+	var files []string
+	for _, m := range conflictOrigin.FindAllStringSubmatch(dump[0], -1) {
+		p := m[1]
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(root, p)
+		}
+		files = append(files, displayPath(p, pathMap, workDir))
+	}
+	desc := what + " is defined twice"
+	if len(files) > 0 {
+		desc += ", in " + strings.Join(files, " and ")
+	}
+	return strings.Replace(msg, dump[0], dump[1]+": "+desc+": one object can be written once", 1)
+}
+
 func relPaths(msg string, pathMap map[string]string, tmp, workDir string) string {
 	msg = wrapperNoise.ReplaceAllString(msg, "")
 	keys := make([]string, 0, len(pathMap))

@@ -445,3 +445,48 @@ func TestSecondBuildOnlyForKustomizations(t *testing.T) {
 		t.Errorf("NoOrigins given: lazy %v, %v", r.lazyOrigins, err)
 	}
 }
+
+// One object written twice under two apiVersions is refused at build,
+// naming both files, from a plain folder and from a kustomization.
+func TestBuildRefusesOneObjectInTwoVersions(t *testing.T) {
+	t.Parallel()
+	v1 := "apiVersion: autoscaling/v1\nkind: HorizontalPodAutoscaler\nmetadata:\n  name: web\n  namespace: shop\nspec:\n  maxReplicas: 3\n  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}\n"
+	v2 := "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata:\n  name: web\n  namespace: shop\nspec:\n  maxReplicas: 5\n  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}\n"
+	for name, files := range map[string]map[string]string{
+		"plain":         {"app/hpa-v1.yaml": v1, "app/hpa-v2.yaml": v2},
+		"kustomization": {"app/kustomization.yaml": "resources: [hpa-v1.yaml, hpa-v2.yaml]\n", "app/hpa-v1.yaml": v1, "app/hpa-v2.yaml": v2},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			root := writeFiles(t, files)
+			_, err := Build(BuildOptions{Path: filepath.Join(root, "app"), WorkDir: root, NoOrigins: true})
+			var be *BuildError
+			if !errors.As(err, &be) || be.File != "app/hpa-v2.yaml" || !strings.Contains(err.Error(), "is defined twice, also in app/hpa-v1.yaml") {
+				t.Errorf("got %v, want a build error naming both files", err)
+			}
+		})
+	}
+}
+
+// One Secret written once with its namespace and once without, which
+// target-namespace then gives it, is one object: refused, naming both
+// files and neither value.
+func TestBuildRefusesOneObjectTwiceAfterTargetNamespace(t *testing.T) {
+	t.Parallel()
+	root := writeFiles(t, map[string]string{
+		"app/kustomization.yaml": "resources: [a.yaml, b.yaml]\n",
+		"app/a.yaml":             "apiVersion: v1\nkind: Secret\nmetadata:\n  name: same\nstringData: {password: canary-a-91f2}\n",
+		"app/b.yaml":             "apiVersion: v1\nkind: Secret\nmetadata:\n  name: same\n  namespace: shop\nstringData: {password: canary-b-77c3}\n",
+	})
+	for _, noOrigins := range []bool{false, true} {
+		_, err := Build(BuildOptions{Path: filepath.Join(root, "app"), WorkDir: root, TargetNamespace: "shop", NoOrigins: noOrigins})
+		if err == nil || !strings.Contains(err.Error(), "Secret/shop/same is defined twice") ||
+			!strings.Contains(err.Error(), "app/a.yaml") || !strings.Contains(err.Error(), "app/b.yaml") {
+			t.Errorf("NoOrigins %v: got %v, want a build error naming both files", noOrigins, err)
+		}
+		// kustomize's own message prints both objects whole.
+		if err != nil && (strings.Contains(err.Error(), "canary-a") || strings.Contains(err.Error(), "canary-b")) {
+			t.Errorf("the error shows a Secret's value: %v", err)
+		}
+	}
+}
