@@ -270,7 +270,10 @@ type sourced struct {
 func kustomizer() *krusty.Kustomizer {
 	kopts := krusty.MakeDefaultOptions()
 	kopts.PluginConfig = types.DisabledPluginConfig()
-	kopts.LoadRestrictions = types.LoadRestrictionsRootOnly
+	// As Flux's kustomize-controller builds: a kustomization may reach
+	// files and folders anywhere in the repository (boundedFS refuses
+	// anything outside it).
+	kopts.LoadRestrictions = types.LoadRestrictionsNone
 	return krusty.MakeKustomizer(kopts)
 }
 

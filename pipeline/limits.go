@@ -43,15 +43,17 @@ type boundedFS struct {
 }
 
 func (f *boundedFS) ReadFile(name string) ([]byte, error) {
-	info, err := os.Lstat(name)
-	if err == nil && info.Mode()&os.ModeSymlink != 0 {
-		// Only a link can lead out: folders are walked without following
-		// links, and kustomize checks its own root.
-		if real, err := filepath.EvalSymlinks(name); err == nil && !f.inside(real) {
-			return nil, &LimitError{fmt.Sprintf("resolves to %s, outside the workspace (%s): refused", real, f.roots[0])}
+	// kustomize builds as Flux does, with no load restrictions: a
+	// kustomization may name files anywhere, and this is the bound, the
+	// workspace (the repository), links resolved.
+	if real, err := filepath.EvalSymlinks(name); err == nil && !f.inside(real) {
+		what := "is outside"
+		if real != filepath.Clean(name) {
+			what = "resolves to " + real + ", outside"
 		}
-		info, err = os.Stat(name)
+		return nil, &LimitError{fmt.Sprintf("%s the workspace (%s): refused", what, f.roots[0])}
 	}
+	info, err := os.Stat(name)
 	if err == nil && info.Mode().IsRegular() && info.Size() > f.maxBytes {
 		return nil, &LimitError{fmt.Sprintf("%d bytes, over the limit of %d bytes for one file (max-file-bytes)", info.Size(), f.maxBytes)}
 	}

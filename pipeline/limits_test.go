@@ -118,13 +118,18 @@ func TestBuildStaysInTheWorkspace(t *testing.T) {
 		"git base":  {"resources:\n- github.com/acme/config//base?ref=v1\n", `overlay/kustomization.yaml: "github.com/acme/config//base?ref=v1" is remote; gantry fetches no remote bases unless allow-remote-bases is set`},
 		"https":     {"resources: [https://example.com/app.yaml]\n", `"https://example.com/app.yaml" is remote`},
 		"component": {"resources: [../base]\ncomponents: [git@github.com:acme/c.git]\n", `"git@github.com:acme/c.git" is remote`},
-		// kustomize refuses a file outside its root, links resolved.
-		"symlink": {"resources: [../base, outside.yaml]\n", "security; file 'overlay/outside.yaml' is not in or below 'overlay'"},
+		// A kustomization reads anywhere in the workspace, as Flux
+		// builds, and nothing outside it, links resolved.
+		"symlink":       {"resources: [../base, outside.yaml]\n", "overlay/outside.yaml: resolves to "},
+		"relative path": {"resources: [../base, ../../outside/secret.yaml]\n", "outside the workspace"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			ws := writeFiles(t, map[string]string{"base/kustomization.yaml": "resources: [cm.yaml]\n", "base/cm.yaml": cm, "overlay/kustomization.yaml": tc.kustomization})
-			outside := writeFiles(t, map[string]string{"secret.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: stolen\n"})
+			parent := t.TempDir()
+			ws := filepath.Join(parent, "ws")
+			write(t, ws, map[string]string{".git/HEAD": "x\n", "base/kustomization.yaml": "resources: [cm.yaml]\n", "base/cm.yaml": cm, "overlay/kustomization.yaml": tc.kustomization})
+			outside := filepath.Join(parent, "outside")
+			write(t, outside, map[string]string{"secret.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: stolen\n"})
 			if err := os.Symlink(filepath.Join(outside, "secret.yaml"), filepath.Join(ws, "overlay", "outside.yaml")); err != nil {
 				t.Fatal(err)
 			}
