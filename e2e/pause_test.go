@@ -53,7 +53,7 @@ func TestPausedRunIsFenced(t *testing.T) {
 			ctx := context.Background()
 			args := func(dir string) []string {
 				return []string{"apply", "--path=" + dir, "--inventory=paused", "--inventory-namespace=" + ns,
-					"--timeout=2m", "--lease-duration=" + pauseLease}
+					"--timeout=2m", "--lease-duration=" + pauseLease, "--max-prune=100%"}
 			}
 
 			// The first run's set: many ConfigMaps, so that its

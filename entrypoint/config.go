@@ -28,6 +28,7 @@ type Config struct {
 	InventoryNamespace string
 	Prune, Wait, Force bool
 	AllowEmpty         bool
+	MaxPrune           pipeline.PruneLimit
 	TakeOwnership      bool
 	// ValidateAll dry-runs every object (validate: all).
 	ValidateAll bool
@@ -398,6 +399,21 @@ func configure(inv *invocation, env map[string]string) (*Config, error) {
 		bad("timeout", "%q is not a positive duration such as 90s or 5m", vals["timeout"].raw)
 	} else {
 		c.Timeout = d
+	}
+	if raw := strings.TrimSpace(str("max-prune")); raw != "" {
+		if pct, ok := strings.CutSuffix(raw, "%"); ok {
+			n, err := strconv.Atoi(pct)
+			if err != nil || n < 0 || n > 100 {
+				bad("max-prune", "%q is not a percentage from 0%% to 100%%", raw)
+			}
+			c.MaxPrune = pipeline.PruneLimit{Percent: n, Given: true}
+		} else {
+			n, err := strconv.Atoi(raw)
+			if err != nil || n < 0 {
+				bad("max-prune", "%q is neither a count of objects (such as 40) nor a percentage (such as 80%%)", raw)
+			}
+			c.MaxPrune = pipeline.PruneLimit{Count: n, Given: true}
+		}
 	}
 	if d, err := time.ParseDuration(str("lease-duration")); err != nil || d < 3*time.Second || d%time.Second != 0 {
 		bad("lease-duration", "%q is not a whole number of seconds of at least 3s, such as 30s or 2m", vals["lease-duration"].raw)

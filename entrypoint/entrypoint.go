@@ -134,6 +134,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		Wait:               cfg.Wait,
 		Force:              cfg.Force,
 		AllowEmpty:         cfg.AllowEmpty,
+		MaxPrune:           cfg.MaxPrune,
 		TakeOwnership:      cfg.TakeOwnership,
 		ValidateAll:        cfg.ValidateAll,
 		ReleaseTo:          cfg.ReleaseTo,

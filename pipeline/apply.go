@@ -44,6 +44,9 @@ func (r *run) validate(ctx context.Context) error {
 	if err := r.refuseEmpty(); err != nil {
 		return err
 	}
+	if err := r.refuseLargePrune(); err != nil {
+		return err
+	}
 	if err := r.plan(ctx); err != nil {
 		return err
 	}

@@ -25,6 +25,9 @@ func (r *run) diff(ctx context.Context) error {
 		if err := r.refuseEmpty(); err != nil {
 			return err
 		}
+		if err := r.refuseLargePrune(); err != nil {
+			return err
+		}
 	}
 	// What depends on a Namespace or CRD of the set cannot be dry-run
 	// without creating those, which a diff never does: it is checked

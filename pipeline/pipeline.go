@@ -41,6 +41,9 @@ type Options struct {
 	// empty leaves them unowned.
 	ReleaseTo  string
 	AllowEmpty bool
+	// MaxPrune bounds how much of the inventory one prune may delete;
+	// the zero value is the default guard.
+	MaxPrune PruneLimit
 	// TakeOwnership lets the run take over objects that carry another
 	// inventory's labels; without it they fail validation.
 	TakeOwnership bool

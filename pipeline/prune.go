@@ -23,6 +23,60 @@ var protectedNamespaces = map[string]bool{
 	"default": true, "kube-system": true, "kube-public": true, "kube-node-lease": true,
 }
 
+// PruneLimit bounds how many of an inventory's objects one prune may
+// delete: at most Count objects, or at most Percent of what the
+// inventory lists. The zero value is the default guard against the
+// mistakes that silently shrink a set (a folder renamed, a path mistyped,
+// a manifest moved to another repository): no more than half of the
+// inventory, when that is more than 10 objects.
+type PruneLimit struct {
+	Count   int
+	Percent int
+	// Given says Count or Percent was set.
+	Given bool
+}
+
+// defaultPruneFloor: a prune of this many objects or fewer is never
+// refused by the default guard.
+const defaultPruneFloor = 10
+
+func (l PruneLimit) String() string {
+	switch {
+	case !l.Given:
+		return "max-prune's default (half of them)"
+	case l.Percent > 0:
+		return fmt.Sprintf("max-prune %d%%", l.Percent)
+	}
+	return fmt.Sprintf("max-prune %d", l.Count)
+}
+
+// allows says whether deleting stale of the listed objects is within the
+// limit.
+func (l PruneLimit) allows(stale, listed int) bool {
+	switch {
+	case !l.Given:
+		return stale <= defaultPruneFloor || 2*stale <= listed
+	case l.Percent > 0:
+		return 100*stale <= l.Percent*listed
+	}
+	return stale <= l.Count
+}
+
+// refuseLargePrune refuses, before anything is written, a prune that
+// would delete more of the inventory than MaxPrune allows.
+func (r *run) refuseLargePrune() error {
+	if !r.opts.Prune || len(r.objects) == 0 && r.opts.AllowEmpty {
+		return nil
+	}
+	stale, listed := len(r.staleEntries()), len(r.previous)
+	if r.opts.MaxPrune.allows(stale, listed) {
+		return nil
+	}
+	return fmt.Errorf("prune would delete %d of the %d objects inventory %s/%s lists (%d%%), more than %s allows; nothing was written. "+
+		"If that is meant (the set moved, or was renamed), set max-prune to %d or more, or to a percentage (100%% allows any prune)",
+		stale, listed, r.opts.InventoryNamespace, r.opts.Inventory, 100*stale/max(listed, 1), r.opts.MaxPrune, stale)
+}
+
 // staleEntries are the previous inventory's entries that this run's set no
 // longer has.
 func (r *run) staleEntries() []inventory.Entry {
