@@ -11,8 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-
-	"github.com/gantry-dev/gantry/e2e/cluster"
 )
 
 // A repository laid out for Flux: an app's kustomization names a file of
@@ -23,10 +21,7 @@ import (
 // `kubectl kustomize --load-restrictor LoadRestrictionsNone`.
 func TestFluxLayoutBuildsAsFluxDoes(t *testing.T) {
 	t.Parallel()
-	kubectl, err := cluster.Tool("kubectl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	kubectl := kubectlPath(t)
 	repo := t.TempDir()
 	for name, content := range map[string]string{
 		".git/HEAD":                      "ref: refs/heads/main\n",

@@ -3,12 +3,18 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gantry-dev/gantry/e2e/cluster"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -66,4 +72,191 @@ func TestLargePruneIsRefusedUnlessAllowed(t *testing.T) {
 	if r.code != 0 || counts(t, r)[result.Deleted] != 12 || counts(t, r)[result.Configured] != 8 {
 		t.Errorf("with max-prune=60%%: exit %d, %v, want 12 deleted and 8 configured\n%s", r.code, counts(t, r), r.stderr)
 	}
+}
+
+// writeSet writes YAML documents into a new folder as one file.
+func writeSet(t *testing.T, docs ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "set.yaml"), strings.Join(docs, "\n---\n"))
+	return dir
+}
+
+// skippedWith returns the report's line for ref when it was skipped.
+func skippedWith(r gantryRun, ref string) string {
+	if r.res == nil {
+		return ""
+	}
+	for _, o := range r.res.Objects {
+		if o.Ref() == ref && o.Action == result.Skipped {
+			return o.Error
+		}
+	}
+	return ""
+}
+
+// The Namespace manifest of an app moves to another repository: the
+// next apply keeps the Namespace, which holds the set's ConfigMap and the
+// inventory, reports it kept and why, and lists it still; nothing is
+// deleted by the namespace controller afterwards, and the next run
+// converges.
+func TestNamespaceLeavingTheSetIsKept(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t) + "-app"
+	t.Cleanup(func() {
+		_ = env.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+	})
+	namespace := "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + ns
+	args := func(dir string) []string {
+		return []string{"apply", "--path=" + dir, "--inventory=app", "--inventory-namespace=" + ns, "--timeout=60s"}
+	}
+	if r := gantry(t, args(writeSet(t, namespace, configMap(ns, "settings")))...); r.code != 0 {
+		t.Fatalf("first apply: exit %d\n%s", r.code, r.stderr)
+	}
+	moved := writeSet(t, configMap(ns, "settings"))
+	for run := range 2 {
+		r := gantry(t, args(moved)...)
+		if r.code != 0 {
+			t.Fatalf("run %d without the Namespace manifest: exit %d\n%s", run, r.code, r.stderr)
+		}
+		if why := skippedWith(r, "Namespace/"+ns); !strings.Contains(why, "kept: it holds 1 objects of this set") {
+			t.Errorf("run %d: the Namespace is not reported kept with why: %q\n%s", run, why, r.stderr)
+		}
+		if c := counts(t, r); c[result.Deleted] != 0 {
+			t.Errorf("run %d deleted %d objects, want none", run, c[result.Deleted])
+		}
+	}
+	ctx := context.Background()
+	n, err := env.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err != nil || n.DeletionTimestamp != nil {
+		t.Fatalf("the Namespace is gone or going: %v %v", err, n.GetDeletionTimestamp())
+	}
+	if _, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{}); err != nil {
+		t.Errorf("the set's ConfigMap: %v", err)
+	}
+	ids := entryIDs(t, ns, "app")
+	if !slices.Contains(ids, "_"+ns+"__Namespace") {
+		t.Errorf("the inventory no longer lists the Namespace it keeps: %v", ids)
+	}
+}
+
+// A CRD leaves the set: while the set still applies its kind, or while
+// the cluster holds any resource of it, prune keeps it, says why and
+// lists it still; prune-crds-with-resources lets it go.
+func TestCRDLeavingTheSetIsKept(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	group := ns + ".gantry.test"
+	crd := crdYAML(group, "Widget")
+	widget := func(name string) string {
+		return fmt.Sprintf("apiVersion: %s/v1\nkind: Widget\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n  size: 1", group, name, ns)
+	}
+	ctx := context.Background()
+	t.Cleanup(func() {
+		_ = env.Client.CoreV1().RESTClient().Delete().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets." + group).Do(ctx).Error()
+	})
+	args := func(dir string, extra ...string) []string {
+		return append([]string{"apply", "--path=" + dir, "--inventory=crds", "--inventory-namespace=" + ns, "--timeout=60s"}, extra...)
+	}
+	crdRef := "CustomResourceDefinition.apiextensions.k8s.io/widgets." + group
+	if r := gantry(t, args(writeSet(t, crd, widget("mine"), configMap(ns, "settings")))...); r.code != 0 {
+		t.Fatalf("first apply: exit %d\n%s", r.code, r.stderr)
+	}
+	crdExists := func() bool {
+		err := env.Client.CoreV1().RESTClient().Get().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets." + group).Do(ctx).Error()
+		return err == nil
+	}
+
+	// The CRD moves out; the set still applies a Widget.
+	r := gantry(t, args(writeSet(t, widget("mine"), configMap(ns, "settings")))...)
+	if r.code != 0 || !strings.Contains(skippedWith(r, crdRef), "this set still applies Widget resources") || !crdExists() {
+		t.Fatalf("the set still applies its kind: exit %d, %q, CRD there %v\n%s", r.code, skippedWith(r, crdRef), crdExists(), r.stderr)
+	}
+
+	// The Widget leaves the set too, but another one, not the set's,
+	// lives in the cluster.
+	foreign := writeSet(t, widget("theirs"))
+	if out, err := exec.Command(kubectlPath(t), "--kubeconfig="+env.Cluster.Kubeconfig, "apply", "--server-side", "-f", filepath.Join(foreign, "set.yaml")).CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	only := writeSet(t, configMap(ns, "settings"))
+	r = gantry(t, args(only)...)
+	if r.code != 0 || !strings.Contains(skippedWith(r, crdRef), "Widget resources still exist in the cluster") || !crdExists() {
+		t.Fatalf("the cluster holds a Widget: exit %d, %q, CRD there %v\n%s", r.code, skippedWith(r, crdRef), crdExists(), r.stderr)
+	}
+	if !slices.Contains(entryIDs(t, ns, "crds"), "_widgets."+group+"_apiextensions.k8s.io_CustomResourceDefinition") {
+		t.Errorf("the kept CRD is no longer listed: %v", entryIDs(t, ns, "crds"))
+	}
+	r = gantry(t, args(only, "--prune-crds-with-resources")...)
+	if r.code != 0 || counts(t, r)[result.Deleted] != 1 {
+		t.Fatalf("with prune-crds-with-resources: exit %d, %v\n%s", r.code, counts(t, r), r.stderr)
+	}
+}
+
+// An object is relabelled for another inventory, or annotated
+// prune: disabled, after validate read it and before prune deletes it:
+// prune sees the change and keeps it.
+func TestPruneHonoursChangesAfterValidate(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	proxy := newAPIProxy(t, env.Cluster)
+	args := func(dir string) []string {
+		return []string{"apply", "--path=" + dir, "--inventory=late", "--inventory-namespace=" + ns, "--timeout=60s"}
+	}
+	if r := gantryWith(t, proxy.kubeconfig, args(writeSet(t, configMap(ns, "stays"), configMap(ns, "relabelled"), configMap(ns, "annotated")))...); r.code != 0 {
+		t.Fatalf("first apply: exit %d\n%s", r.code, r.stderr)
+	}
+	ctx := context.Background()
+	// Every delete waits until both changes are made, as they would be
+	// when they come between the read and the deletes.
+	var change sync.Once
+	proxy.setHook(func(class string, n int, _ *http.Request) proxyAction {
+		if class != "delete" {
+			return proxyAction{}
+		}
+		return proxyAction{when: delay, do: func() {
+			change.Do(func() {
+				cms := env.Client.CoreV1().ConfigMaps(ns)
+				for name, change := range map[string]func(*corev1.ConfigMap){
+					"relabelled": func(cm *corev1.ConfigMap) { cm.Labels["gantry.dev/inventory-name"] = "other" },
+					"annotated": func(cm *corev1.ConfigMap) {
+						cm.Annotations = map[string]string{"kustomize.toolkit.fluxcd.io/prune": "disabled"}
+					},
+				} {
+					cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+					if err != nil {
+						t.Error(err)
+						continue
+					}
+					change(cm)
+					if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}}
+	})
+	r := gantryWith(t, proxy.kubeconfig, args(writeSet(t, configMap(ns, "stays")))...)
+	proxy.setHook(nil)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	for _, name := range []string{"relabelled", "annotated"} {
+		if _, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Errorf("ConfigMap %s, changed after validate, was deleted: %v", name, err)
+		}
+	}
+	if c := counts(t, r); c[result.Deleted] != 0 || c[result.Skipped] != 2 {
+		t.Errorf("counts %v, want 2 kept (skipped) and none deleted", c)
+	}
+}
+
+// kubectlPath is the kubectl that make tools builds.
+func kubectlPath(t *testing.T) string {
+	t.Helper()
+	p, err := cluster.Tool("kubectl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -29,7 +29,9 @@ type Config struct {
 	Prune, Wait, Force bool
 	AllowEmpty         bool
 	MaxPrune           pipeline.PruneLimit
-	TakeOwnership      bool
+	// PruneCRDsWithResources: prune-crds-with-resources.
+	PruneCRDsWithResources bool
+	TakeOwnership          bool
 	// ValidateAll dry-runs every object (validate: all).
 	ValidateAll bool
 	// ReleaseTo is the field manager release hands gantry's fields to.
@@ -180,31 +182,32 @@ func configure(inv *invocation, env map[string]string) (*Config, error) {
 	str := func(name string) string { return strings.TrimSpace(vals[name].raw) }
 
 	c := &Config{
-		Command:            str("command"),
-		Path:               str("path"),
-		Inventory:          str("inventory"),
-		InventoryNamespace: str("inventory-namespace"),
-		Prune:              boolOf("prune"),
-		Wait:               boolOf("wait"),
-		Force:              boolOf("force"),
-		AllowEmpty:         boolOf("allow-empty"),
-		TakeOwnership:      boolOf("take-ownership"),
-		ReleaseTo:          strings.TrimSpace(vals["release-to"].raw),
-		AllowRemoteBases:   boolOf("allow-remote-bases"),
-		DetailedExitcode:   boolOf("detailed-exitcode"),
-		Output:             strings.TrimSpace(vals["output"].raw),
-		TargetNamespace:    str("target-namespace"),
-		Kubeconfig:         str("kubeconfig"),
-		Context:            str("context"),
-		ServiceAccount:     str("service-account"),
-		Report:             str("report"),
-		Revision:           str("revision"),
-		Summary:            str("summary"),
-		Comment:            str("comment"),
-		GitHubToken:        str("github-token"),
-		GitLabToken:        str("gitlab-token"),
-		Dotenv:             str("dotenv"),
-		TektonResults:      str("tekton-results"),
+		Command:                str("command"),
+		Path:                   str("path"),
+		Inventory:              str("inventory"),
+		InventoryNamespace:     str("inventory-namespace"),
+		Prune:                  boolOf("prune"),
+		Wait:                   boolOf("wait"),
+		Force:                  boolOf("force"),
+		AllowEmpty:             boolOf("allow-empty"),
+		PruneCRDsWithResources: boolOf("prune-crds-with-resources"),
+		TakeOwnership:          boolOf("take-ownership"),
+		ReleaseTo:              strings.TrimSpace(vals["release-to"].raw),
+		AllowRemoteBases:       boolOf("allow-remote-bases"),
+		DetailedExitcode:       boolOf("detailed-exitcode"),
+		Output:                 strings.TrimSpace(vals["output"].raw),
+		TargetNamespace:        str("target-namespace"),
+		Kubeconfig:             str("kubeconfig"),
+		Context:                str("context"),
+		ServiceAccount:         str("service-account"),
+		Report:                 str("report"),
+		Revision:               str("revision"),
+		Summary:                str("summary"),
+		Comment:                str("comment"),
+		GitHubToken:            str("github-token"),
+		GitLabToken:            str("gitlab-token"),
+		Dotenv:                 str("dotenv"),
+		TektonResults:          str("tekton-results"),
 	}
 	c.PathGiven = vals["path"].origin != "default"
 	c.Artifact, c.Semver, c.CompareTo = str("artifact"), str("semver"), str("compare-to")

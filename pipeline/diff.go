@@ -70,7 +70,7 @@ func (r *run) diff(ctx context.Context) error {
 		stale := r.staleEntries()
 		r.readStale(ctx, stale)
 		for _, e := range stale {
-			v, err := r.judge(ctx, e)
+			v, err := r.judge(ctx, e, false)
 			if err != nil {
 				errs = append(errs, err)
 				continue

@@ -41,6 +41,9 @@ type Options struct {
 	// empty leaves them unowned.
 	ReleaseTo  string
 	AllowEmpty bool
+	// PruneCRDsWithResources lets prune delete a CRD whose custom
+	// resources still exist in the cluster (deleting them with it).
+	PruneCRDsWithResources bool
 	// MaxPrune bounds how much of the inventory one prune may delete;
 	// the zero value is the default guard.
 	MaxPrune PruneLimit

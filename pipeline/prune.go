@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/fluxcd/cli-utils/pkg/object"
 	"github.com/fluxcd/pkg/ssa/utils"
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/diffs"
@@ -121,8 +123,9 @@ func (r *run) readStale(ctx context.Context, stale []inventory.Entry) {
 	r.planner.prefetch(ctx, keys, r.opts.Concurrency)
 }
 
-// judge reads a stale entry's object and decides whether it may be deleted.
-func (r *run) judge(ctx context.Context, e inventory.Entry) (*pruneVerdict, error) {
+// judge reads a stale entry's object and decides whether it may be
+// deleted: from what validate read, or, fresh, from the cluster now.
+func (r *run) judge(ctx context.Context, e inventory.Entry, fresh bool) (*pruneVerdict, error) {
 	v := &pruneVerdict{entry: e}
 	id, err := e.Parse()
 	if err != nil {
@@ -130,8 +133,28 @@ func (r *run) judge(ctx context.Context, e inventory.Entry) (*pruneVerdict, erro
 	}
 	gvk, _ := e.GroupVersionKind()
 	live := &unstructured.Unstructured{}
-	err = r.planner.get(ctx, objectKey{groupKey{gvk, id.Namespace}, id.Name}, live)
-	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+	read := func(gvk schema.GroupVersionKind) error {
+		if fresh {
+			live.SetGroupVersionKind(gvk)
+			return r.clients.Client.Get(ctx, client.ObjectKey{Namespace: id.Namespace, Name: id.Name}, live)
+		}
+		return r.planner.get(ctx, objectKey{groupKey{gvk, id.Namespace}, id.Name}, live)
+	}
+	err = read(gvk)
+	if meta.IsNoMatchError(err) {
+		// The version it was applied at is no longer served (an
+		// upgraded cluster, a CRD version no longer served): the
+		// object lives on at the versions that are.
+		m, merr := r.clients.Mapper.RESTMapping(gvk.GroupKind())
+		switch {
+		case meta.IsNoMatchError(merr):
+			return v, nil // the kind is served at no version: nothing of it exists
+		case merr != nil:
+			return nil, &ObjectError{Ref: fmtID(id), Err: fmt.Errorf("not read: looking up the versions of %s: %w", gvk.GroupKind(), merr)}
+		}
+		err = read(m.GroupVersionKind)
+	}
+	if apierrors.IsNotFound(err) {
 		return v, nil
 	}
 	if err != nil {
@@ -154,11 +177,74 @@ func (r *run) judge(ctx context.Context, e inventory.Entry) (*pruneVerdict, erro
 		// Deleting it would be an outage: Flux recreates it, new UID.
 		v.skip = fmt.Sprintf("now applied by %s; left alone (gantry release hands an inventory over; force deletes it anyway)", appliedByFlux(live))
 		v.stay = true
+	case r.res.Command != "delete":
+		// A set that still stands on it keeps it, listed, until it
+		// no longer does.
+		why, err := r.standsOn(ctx, live)
+		if err != nil {
+			return nil, &ObjectError{Ref: v.result.Ref(), Err: err}
+		}
+		v.skip, v.stay = why, why != ""
 	}
 	if v.skip != "" {
 		v.result.Diff = "" // kept: nothing changes
 	}
 	return v, nil
+}
+
+// standsOn says why deleting live would pull the ground from under the
+// set, or "" when it would not: a Namespace that holds objects of this
+// set or the inventory itself (deleting it deletes them too), a CRD whose
+// kind this set still applies, or whose custom resources the cluster
+// still holds (deleting it deletes every one of them).
+func (r *run) standsOn(ctx context.Context, live *unstructured.Unstructured) (string, error) {
+	if utils.IsNamespace(live) {
+		name := live.GetName()
+		n := 0
+		for _, o := range r.objects {
+			if o.GetNamespace() == name {
+				n++
+			}
+		}
+		switch {
+		case n > 0:
+			return fmt.Sprintf("kept: it holds %d objects of this set, which deleting it would delete; the Namespace stays in the inventory", n), nil
+		case name == r.opts.InventoryNamespace:
+			return "kept: it holds this inventory and its Lease; the Namespace stays in the inventory", nil
+		}
+		return "", nil
+	}
+	gk, ok := object.GetCRDGroupKind(live)
+	if !ok {
+		return "", nil
+	}
+	for _, o := range r.objects {
+		if o.GroupVersionKind().GroupKind() == gk {
+			return fmt.Sprintf("kept: this set still applies %s resources, which deleting the CRD would delete; it stays in the inventory", gk.Kind), nil
+		}
+	}
+	if r.opts.PruneCRDsWithResources {
+		return "", nil
+	}
+	versions, _, _ := unstructured.NestedSlice(live.Object, "spec", "versions")
+	for _, v := range versions {
+		version, _ := v.(map[string]any)
+		name, _ := version["name"].(string)
+		if served, _ := version["served"].(bool); !served || name == "" {
+			continue
+		}
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gk.WithVersion(name).GroupVersion().WithKind(gk.Kind + "List"))
+		if err := r.clients.Client.List(ctx, list, client.Limit(1)); err != nil {
+			return "", fmt.Errorf("not deleted: cannot tell whether %s resources exist (deleting the CRD would delete them): %w", gk.Kind, err)
+		}
+		if len(list.Items) > 0 {
+			return fmt.Sprintf("kept: %s resources still exist in the cluster (such as %s), and deleting the CRD would delete every one; it stays in the inventory (prune-crds-with-resources allows it)",
+				gk.Kind, result.Ref(gk.Group, gk.Kind, list.Items[0].GetNamespace(), list.Items[0].GetName())), nil
+		}
+		return "", nil
+	}
+	return "", nil
 }
 
 // deleteStale deletes the objects of stale entries concurrently, unless
@@ -177,25 +263,38 @@ func (r *run) deleteStale(ctx context.Context, stale []inventory.Entry, stage st
 				r.mu.Unlock()
 				errs.add(err)
 			}
-			v, err := r.judge(gctx, e)
-			if err != nil {
-				keep(err)
-				return nil
-			}
-			if v.live == nil {
-				return nil // already gone
-			}
-			v.result.Stage = stage
-			if v.skip != "" {
-				v.result.Action, v.result.Error = result.Skipped, v.skip
-				r.recordLocked(v.result)
-				if v.stay {
-					keep(nil)
+			// What was read may be stale by now (relabelled for another
+			// inventory, annotated prune: disabled, taken over): the
+			// delete holds only while the object is as judged, and one
+			// that changed is read and judged again.
+			var (
+				v   *pruneVerdict
+				err error
+			)
+			for attempt := 0; ; attempt++ {
+				v, err = r.judge(gctx, e, attempt > 0)
+				if err != nil {
+					keep(err)
+					return nil
 				}
-				return nil
+				if v.live == nil {
+					return nil // already gone
+				}
+				v.result.Stage = stage
+				if v.skip != "" {
+					v.result.Action, v.result.Error = result.Skipped, v.skip
+					r.recordLocked(v.result)
+					if v.stay {
+						keep(nil)
+					}
+					return nil
+				}
+				uid, rv := v.live.GetUID(), v.live.GetResourceVersion()
+				err = r.clients.Client.Delete(gctx, v.live, client.Preconditions{UID: &uid, ResourceVersion: &rv}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+				if !apierrors.IsConflict(err) || attempt == 4 {
+					break
+				}
 			}
-			uid := v.live.GetUID()
-			err = r.clients.Client.Delete(gctx, v.live, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 			switch {
 			case err != nil && !apierrors.IsNotFound(err):
 				v.result.Action = result.Failed
