@@ -148,9 +148,17 @@ func TestReleaseAndForceDelete(t *testing.T) {
 		t.Fatalf("apply: exit %d\n%s", r.code, r.stderr)
 	}
 	fluxApply(t, ns, "a", map[string]string{"k": "v1"})
+	// force keeps its one meaning (recreate on immutable changes).
 	r := gantry(t, append([]string{"delete", "--force"}, inv...)...)
+	if r.code != 0 || counts(t, r)[result.Deleted] != 0 {
+		t.Fatalf("delete --force: exit %d, %v, want the object Flux applies left alone\n%s", r.code, counts(t, r), r.stderr)
+	}
+	if !strings.Contains(r.stderr, "delete-flux-applied") {
+		t.Errorf("delete does not say which input deletes what Flux applies:\n%s", r.stderr)
+	}
+	r = gantry(t, append([]string{"delete", "--delete-flux-applied"}, inv...)...)
 	if r.code != 0 || counts(t, r)[result.Deleted] != 1 {
-		t.Fatalf("delete --force: exit %d, %v\n%s", r.code, counts(t, r), r.stderr)
+		t.Fatalf("delete --delete-flux-applied: exit %d, %v\n%s", r.code, counts(t, r), r.stderr)
 	}
 
 	// An object relabelled by hand for another inventory is left alone.

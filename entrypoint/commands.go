@@ -69,7 +69,7 @@ path is given.`,
 		Short: "Delete every object an inventory records, then the inventory",
 		Long: `Delete every object the inventory records (but those annotated prune:
 disabled), wait until they are gone, then delete the inventory and its
-Lease. Objects that Flux now applies are left alone unless --force is given.`,
+Lease. Objects that Flux now applies are left alone unless --delete-flux-applied is given.`,
 		Example: `  # Tear down what gantry deployed as "shop"
   gantry delete --inventory shop`},
 	{Name: "release", Group: commandsDeploy,

@@ -29,6 +29,8 @@ type Config struct {
 	Prune, Wait, Force bool
 	AllowEmpty         bool
 	MaxPrune           pipeline.PruneLimit
+	// DeleteFluxApplied: delete-flux-applied.
+	DeleteFluxApplied bool
 	// PruneCRDsWithResources: prune-crds-with-resources.
 	PruneCRDsWithResources bool
 	TakeOwnership          bool
@@ -191,6 +193,7 @@ func configure(inv *invocation, env map[string]string) (*Config, error) {
 		Force:                  boolOf("force"),
 		AllowEmpty:             boolOf("allow-empty"),
 		PruneCRDsWithResources: boolOf("prune-crds-with-resources"),
+		DeleteFluxApplied:      boolOf("delete-flux-applied"),
 		TakeOwnership:          boolOf("take-ownership"),
 		ReleaseTo:              strings.TrimSpace(vals["release-to"].raw),
 		AllowRemoteBases:       boolOf("allow-remote-bases"),

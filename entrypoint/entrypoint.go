@@ -136,6 +136,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		AllowEmpty:             cfg.AllowEmpty,
 		MaxPrune:               cfg.MaxPrune,
 		PruneCRDsWithResources: cfg.PruneCRDsWithResources,
+		DeleteFluxApplied:      cfg.DeleteFluxApplied,
 		TakeOwnership:          cfg.TakeOwnership,
 		ValidateAll:            cfg.ValidateAll,
 		ReleaseTo:              cfg.ReleaseTo,

@@ -36,7 +36,11 @@ type Options struct {
 
 	Prune bool
 	Wait  bool
+	// Force recreates objects whose immutable fields changed.
 	Force bool
+	// DeleteFluxApplied lets prune and delete remove objects that Flux
+	// now applies, which they otherwise leave alone.
+	DeleteFluxApplied bool
 	// ReleaseTo is the field manager release hands gantry's fields to;
 	// empty leaves them unowned.
 	ReleaseTo  string

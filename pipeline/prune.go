@@ -173,9 +173,9 @@ func (r *run) judge(ctx context.Context, e inventory.Entry, fresh bool) (*pruneV
 		v.skip = "annotated prune: disabled"
 	case live.GetKind() == "Namespace" && live.GroupVersionKind().Group == "" && protectedNamespaces[live.GetName()]:
 		v.skip = "a protected namespace is never deleted"
-	case !r.opts.Force && appliedByFlux(live) != "":
+	case !r.opts.DeleteFluxApplied && appliedByFlux(live) != "":
 		// Deleting it would be an outage: Flux recreates it, new UID.
-		v.skip = fmt.Sprintf("now applied by %s; left alone (gantry release hands an inventory over; force deletes it anyway)", appliedByFlux(live))
+		v.skip = fmt.Sprintf("now applied by %s; left alone (gantry release hands an inventory over; delete-flux-applied deletes it anyway)", appliedByFlux(live))
 		v.stay = true
 	case r.res.Command != "delete":
 		// A set that still stands on it keeps it, listed, until it
