@@ -260,3 +260,37 @@ func kubectlPath(t *testing.T) string {
 	}
 	return p
 }
+
+// A custom resource whose CRD comes with the set, written with its answer
+// lost every time: the run fails, and its final inventory save still
+// lists it.
+func TestUnansweredWriteOfANewKindStaysListed(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	group := ns + ".gantry.test"
+	ctx := context.Background()
+	t.Cleanup(func() {
+		_ = env.Client.CoreV1().RESTClient().Delete().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets." + group).Do(ctx).Error()
+	})
+	proxy := newAPIProxy(t, env.Cluster)
+	proxy.setHook(func(class string, _ int, r *http.Request) proxyAction {
+		if class == "apply" && strings.HasSuffix(r.URL.Path, "/widgets/w") {
+			return proxyAction{when: breakAfter}
+		}
+		return proxyAction{}
+	})
+	widget := fmt.Sprintf("apiVersion: %s/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: %s\nspec:\n  size: 1", group, ns)
+	dir := writeSet(t, crdYAML(group, "Widget"), widget, configMap(ns, "settings"))
+	r := gantryWith(t, proxy.kubeconfig, "apply", "--path="+dir, "--inventory=deferred", "--inventory-namespace="+ns, "--timeout=60s", "--wait=false")
+	proxy.setHook(nil)
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1 (the Widget's answer never came)\n%s", r.code, r.stderr)
+	}
+	path := "/apis/" + group + "/v1/namespaces/" + ns + "/widgets/w"
+	if err := env.Client.CoreV1().RESTClient().Get().AbsPath(path).Do(ctx).Error(); err != nil {
+		t.Fatalf("the Widget was not written, which the test needs: %v", err)
+	}
+	if ids := entryIDs(t, ns, "deferred"); !slices.Contains(ids, ns+"_w_"+group+"_Widget") {
+		t.Errorf("the inventory does not list the Widget that was written: %v", ids)
+	}
+}

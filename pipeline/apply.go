@@ -259,10 +259,11 @@ func (r *run) apply(ctx context.Context) error {
 			e := inventory.EntryFor(pl.obj.Unstructured)
 			entries[e.ID] = e
 			r.applied = append(r.applied, e)
-		case o.Unanswered && writes(pl.kind):
+		case o.Unanswered && (writes(pl.kind) || pl.kind == planDeferred):
 			// It may have been written: listed, a later run applies or
 			// prunes it; a prune of an object that is not there is a
-			// no-op.
+			// no-op. A deferred object was planned again, and perhaps
+			// written, in its stage (applyGroup).
 			e := inventory.EntryFor(pl.obj.Unstructured)
 			entries[e.ID] = e
 		}
