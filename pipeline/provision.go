@@ -325,7 +325,10 @@ func (r *run) replanDeferred(ctx context.Context, provisioned []*plan, contended
 // nothing this run did not create (a CRD without custom resources, a
 // Namespace without objects but the ones Kubernetes puts in every
 // namespace), with a UID precondition, and waits until they are gone.
-// What it must keep is saved in the inventory, so that it is not lost.
+// What it must keep, or could not tell, is saved in the inventory first,
+// so that it is not lost. It holds the inventory's Lease until its
+// deletes are sent, and gives it back before waiting for them (the Lease
+// may live in a namespace that is going).
 func (r *run) rollback(ctx context.Context, created []*unstructured.Unstructured) error {
 	if len(created) == 0 {
 		return nil
@@ -337,39 +340,37 @@ func (r *run) rollback(ctx context.Context, created []*unstructured.Unstructured
 			// Another run may stand on what this one created now.
 			return fmt.Errorf("not deleting the %d objects this run created: %w", len(created), err)
 		}
-		// The inventory's Lease may live in a namespace about to go.
-		r.lease.Release()
-		r.clients.Fence.Lift()
-		r.lease = nil
 	}
 	var errs errorList
-	var kept []*unstructured.Unstructured
 	var mu sync.Mutex
+	var kept, going []*unstructured.Unstructured
+	keep := func(u *unstructured.Unstructured, err error) {
+		mu.Lock()
+		kept = append(kept, u)
+		mu.Unlock()
+		errs.add(err)
+	}
+	refOf := func(u *unstructured.Unstructured) string {
+		return result.Ref(u.GroupVersionKind().Group, u.GetKind(), "", u.GetName())
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	for _, u := range created {
 		g.Go(func() error {
-			reason, err := r.holdsOthers(gctx, u)
-			if err == nil && reason == "" {
-				err = deleteAndWait(gctx, r.clients.Client, u)
-			}
-			ref := result.Ref(u.GroupVersionKind().Group, u.GetKind(), "", u.GetName())
-			switch {
+			switch reason, err := r.holdsOthers(gctx, u); {
 			case err != nil:
-				errs.add(fmt.Errorf("%s was created to validate its dependents and could not be removed again: %w", ref, err))
+				keep(u, fmt.Errorf("%s was created to validate its dependents and is kept: %w", refOf(u), err))
 			case reason != "":
-				errs.add(fmt.Errorf("%s was created to validate its dependents and is kept: %s", ref, reason))
+				keep(u, fmt.Errorf("%s was created to validate its dependents and is kept: %s", refOf(u), reason))
 			default:
-				r.obs.Info(fmt.Sprintf("removed %s again", ref))
-				return nil
+				mu.Lock()
+				going = append(going, u)
+				mu.Unlock()
 			}
-			mu.Lock()
-			kept = append(kept, u)
-			mu.Unlock()
 			return nil
 		})
 	}
 	_ = g.Wait()
-	if len(kept) > 0 {
+	save := func() {
 		entries := map[string]inventory.Entry{}
 		for _, e := range r.prev.Entries {
 			entries[e.ID] = e
@@ -382,6 +383,35 @@ func (r *run) rollback(ctx context.Context, created []*unstructured.Unstructured
 			errs.add(err)
 		}
 	}
+	if len(kept) > 0 {
+		save()
+	}
+	var deleted []*unstructured.Unstructured
+	failed := len(kept)
+	for _, u := range going {
+		uid := u.GetUID()
+		err := r.clients.Client.Delete(ctx, u, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		if err != nil && !apierrors.IsNotFound(err) {
+			keep(u, fmt.Errorf("%s was created to validate its dependents and could not be removed again: %w", refOf(u), withAPIMessage(err)))
+			continue
+		}
+		deleted = append(deleted, u)
+	}
+	if len(kept) > failed {
+		save()
+	}
+	if r.lease != nil {
+		r.lease.Release()
+		r.clients.Fence.Lift()
+		r.lease = nil
+	}
+	for _, u := range deleted {
+		if err := waitGone(ctx, r.clients.Client, u); err != nil {
+			errs.add(fmt.Errorf("%s was created to validate its dependents and is still being removed: %w", refOf(u), err))
+			continue
+		}
+		r.obs.Info(fmt.Sprintf("removed %s again", refOf(u)))
+	}
 	return errs.err()
 }
 
@@ -389,29 +419,35 @@ func (r *run) rollback(ctx context.Context, created []*unstructured.Unstructured
 // or a Namespace with objects in it, that this run did not create.
 func (r *run) holdsOthers(ctx context.Context, u *unstructured.Unstructured) (string, error) {
 	if gk, ok := object.GetCRDGroupKind(u); ok {
+		listErr := errors.New("it serves no version")
 		versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
 		for _, v := range versions {
 			name, _, _ := unstructured.NestedString(v.(map[string]any), "name")
 			list := &unstructured.UnstructuredList{}
 			list.SetGroupVersionKind(schema.GroupVersionKind{Group: gk.Group, Version: name, Kind: gk.Kind + "List"})
-			if err := r.clients.Client.List(ctx, list, client.Limit(1)); err == nil {
-				if len(list.Items) > 0 {
-					return fmt.Sprintf("it holds custom resources (%s)", list.Items[0].GetName()), nil
-				}
-				return "", nil
+			err := r.clients.Client.List(ctx, list, client.Limit(1))
+			if err != nil {
+				// Not served at this version: another may tell.
+				listErr = err
+				continue
 			}
+			if len(list.Items) > 0 {
+				return fmt.Sprintf("it holds custom resources (%s)", list.Items[0].GetName()), nil
+			}
+			return "", nil
 		}
-		return "", nil
+		return "", fmt.Errorf("cannot tell whether it holds custom resources: %w", listErr)
 	}
 	if !utils.IsNamespace(u) {
 		return "", nil
 	}
 	resources, err := r.clients.Kube.Discovery().ServerPreferredNamespacedResources()
-	if err != nil && len(resources) == 0 {
-		return "", fmt.Errorf("listing the kinds a namespace can hold: %w", err)
+	if err != nil {
+		// A group whose kinds are unknown may hold anything.
+		return "", fmt.Errorf("cannot tell what it holds: listing the kinds a namespace can hold: %w", err)
 	}
 	var mu sync.Mutex
-	var found []string
+	var found, unread []string
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(r.opts.Concurrency, 1))
 	for _, rl := range resources {
@@ -427,7 +463,11 @@ func (r *run) holdsOthers(ctx context.Context, u *unstructured.Unstructured) (st
 				list := &unstructured.UnstructuredList{}
 				list.SetGroupVersionKind(gv.WithKind(res.Kind + "List"))
 				if err := r.clients.Client.List(gctx, list, client.InNamespace(u.GetName()), client.Limit(5)); err != nil {
-					return nil //nolint:nilerr // a kind this account may not list holds nothing it knows of
+					// What cannot be listed may hold anything.
+					mu.Lock()
+					unread = append(unread, res.Kind)
+					mu.Unlock()
+					return nil
 				}
 				for _, item := range list.Items {
 					if !everyNamespaceHas(res.Kind, item.GetName(), r.opts.Inventory) {
@@ -445,6 +485,10 @@ func (r *run) holdsOthers(ctx context.Context, u *unstructured.Unstructured) (st
 		slices.Sort(found)
 		return "it holds " + strings.Join(found, ", "), nil
 	}
+	if len(unread) > 0 {
+		slices.Sort(unread)
+		return "", fmt.Errorf("cannot tell what it holds: listing %s in it failed", strings.Join(unread, ", "))
+	}
 	return "", nil
 }
 
@@ -460,17 +504,6 @@ func everyNamespaceHas(kind, name, inventoryName string) bool {
 		return name == inventory.ConfigMapName(inventoryName)
 	}
 	return false
-}
-
-// deleteAndWait deletes u (only if it is still the object of that UID) and
-// waits until it is gone: a Namespace's or CRD's finalizers run first.
-func deleteAndWait(ctx context.Context, c client.Client, u *unstructured.Unstructured) error {
-	uid := u.GetUID()
-	err := c.Delete(ctx, u, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
-	if err != nil && !apierrors.IsNotFound(err) {
-		return withAPIMessage(err)
-	}
-	return waitGone(ctx, c, u)
 }
 
 // describePlans names a few plans' objects for a progress line.

@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/e2e/cluster/clustertest"
@@ -99,3 +102,50 @@ func TestRollbackKeepsWhatHoldsOthers(t *testing.T) {
 		t.Errorf("inventory after the rollback: %+v, %v; want the kept namespace", inv, err)
 	}
 }
+
+// A Namespace whose objects of one kind cannot be listed (a Role that
+// may not list Secrets, a group whose server is down) may hold anything:
+// rollback keeps it, says why, and lists it in the inventory.
+func TestRollbackKeepsWhatItCannotList(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	created := ns + "-unread"
+	if _, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: created}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.CoreV1().Namespaces().Delete(context.Background(), created, metav1.DeleteOptions{})
+	})
+	cfg := rest.CopyConfig(env.Cluster.RESTConfig)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTrip(func(req *http.Request) (*http.Response, error) {
+			if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/namespaces/"+created+"/secrets") {
+				return &http.Response{StatusCode: http.StatusForbidden, Body: io.NopCloser(strings.NewReader(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403}`)),
+					Header: http.Header{"Content-Type": []string{"application/json"}}, Request: req}, nil
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	c, err := kube.Connect(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := testRun(t, ns, "unread")
+	r.clients = c
+	err = r.rollback(ctx, []*unstructured.Unstructured{live(t, r, schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, "", created)})
+	if err == nil || !strings.Contains(err.Error(), "cannot tell what it holds: listing Secret in it failed") {
+		t.Errorf("rollback: %v; want it to keep what it could not list, saying so", err)
+	}
+	if n, err := env.Client.CoreV1().Namespaces().Get(ctx, created, metav1.GetOptions{}); err != nil || n.DeletionTimestamp != nil {
+		t.Errorf("namespace %s: %v, want it kept", created, err)
+	}
+	inv, err := r.store.Load(ctx, ns, "unread")
+	if err != nil || len(inv.Entries) != 1 || !strings.Contains(inv.Entries[0].ID, created) {
+		t.Errorf("inventory after the rollback: %+v, %v; want the kept namespace", inv, err)
+	}
+}
+
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
