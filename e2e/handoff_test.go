@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -175,5 +176,54 @@ func TestReleaseAndForceDelete(t *testing.T) {
 	}
 	if got := getConfigMap(t, ns, "a"); got.Labels[inventory.NameLabel] != "other" {
 		t.Errorf("labels changed: %v", got.Labels)
+	}
+}
+
+// A release whose hand-over of fields failed after the labels came off
+// keeps the object in the inventory; the retry finishes the hand-over
+// instead of skipping the object as no longer labelled.
+func TestRetriedReleaseFinishesTheHandOver(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	proxy := newAPIProxy(t, env.Cluster)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.yaml"), configMap(ns, "a"))
+	inv := []string{"--inventory=halfway", "--inventory-namespace=" + ns}
+	if r := gantry(t, append([]string{"apply", "--path=" + dir}, inv...)...); r.code != 0 {
+		t.Fatalf("apply: exit %d\n%s", r.code, r.stderr)
+	}
+	// The release's second patch (the fields, after the labels) never
+	// reaches the server.
+	proxy.setHook(func(class string, n int, _ *http.Request) proxyAction {
+		if class == "apply" && n == 2 {
+			return proxyAction{when: breakBefore}
+		}
+		return proxyAction{}
+	})
+	r := gantryWith(t, proxy.kubeconfig, append([]string{"release"}, inv...)...)
+	proxy.setHook(nil)
+	if r.code != 1 {
+		t.Fatalf("the broken release: exit %d, want 1\n%s", r.code, r.stderr)
+	}
+	ctx := context.Background()
+	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm.Labels[inventory.NameLabel] != "" {
+		t.Fatalf("the labels are still on: the test needs a release that failed after taking them off")
+	}
+	r = gantry(t, append([]string{"release"}, inv...)...)
+	if r.code != 0 || counts(t, r)[result.Released] != 1 {
+		t.Fatalf("the retried release: exit %d, %v, want 1 released\n%s", r.code, counts(t, r), r.stderr)
+	}
+	cm, err = env.Client.CoreV1().ConfigMaps(ns).Get(ctx, "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range cm.ManagedFields {
+		if m.Manager == "gantry" {
+			t.Errorf("gantry still owns fields after the retried release: %+v", cm.ManagedFields)
+		}
 	}
 }

@@ -107,7 +107,12 @@ func (r *run) releaseOne(ctx context.Context, e inventory.Entry) (*result.Object
 	}
 	o := resultObject(live, "", "release", result.Released)
 	labels := live.GetLabels()
-	if labels[inventory.NameLabel] != r.opts.Inventory || labels[inventory.NamespaceLabel] != r.opts.InventoryNamespace {
+	ours := labels[inventory.NameLabel] == r.opts.Inventory && labels[inventory.NamespaceLabel] == r.opts.InventoryNamespace
+	// A release that failed half-way took the labels off and kept the
+	// entry: a retry finds the object unlabelled, its fields still
+	// gantry's, and finishes handing them over.
+	halfReleased := labels[inventory.NameLabel] == "" && labels[inventory.NamespaceLabel] == "" && ownedByGantry(live)
+	if !ours && !halfReleased {
 		o.Action, o.Error = result.Skipped, "not labelled as this inventory's (another inventory's, or never gantry's); left alone"
 		return &o, nil
 	}
@@ -147,6 +152,16 @@ func (r *run) releaseOne(ctx context.Context, e inventory.Entry) (*result.Object
 		return &o, err
 	}
 	return &o, nil
+}
+
+// ownedByGantry says whether gantry's field manager still owns fields of u.
+func ownedByGantry(u *unstructured.Unstructured) bool {
+	for _, m := range u.GetManagedFields() {
+		if m.Manager == FieldManager {
+			return true
+		}
+	}
+	return false
 }
 
 // appliedByFlux names the Flux controller that now applies an object, or
