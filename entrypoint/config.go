@@ -31,6 +31,8 @@ type Config struct {
 	MaxPrune           pipeline.PruneLimit
 	// DeleteFluxApplied: delete-flux-applied.
 	DeleteFluxApplied bool
+	// RefuseConflicts: field-conflicts refuse.
+	RefuseConflicts bool
 	// PruneCRDsWithResources: prune-crds-with-resources.
 	PruneCRDsWithResources bool
 	TakeOwnership          bool
@@ -405,6 +407,13 @@ func configure(inv *invocation, env map[string]string) (*Config, error) {
 		bad("timeout", "%q is not a positive duration such as 90s or 5m", vals["timeout"].raw)
 	} else {
 		c.Timeout = d
+	}
+	switch str("field-conflicts") {
+	case "take":
+	case "refuse":
+		c.RefuseConflicts = true
+	default:
+		bad("field-conflicts", "%q is neither take nor refuse", vals["field-conflicts"].raw)
 	}
 	if raw := strings.TrimSpace(str("max-prune")); raw != "" {
 		if pct, ok := strings.CutSuffix(raw, "%"); ok {

@@ -112,6 +112,8 @@ func (c *console) ObjectDone(o result.Object) {
 	line := fmt.Sprintf("  %s %s", o.Ref(), action)
 	if o.Error != "" {
 		line += ": " + o.Error
+	} else if len(o.Conflicts) > 0 {
+		line += " (takes " + conflictList(o.Conflicts) + ")"
 	}
 	switch {
 	case o.Unanswered:
@@ -294,4 +296,14 @@ func fence(w io.Writer) (end func(), err error) {
 		return nil, err
 	}
 	return func() { fmt.Fprintf(w, "::%s::\n", token) }, nil
+}
+
+// conflictList names the fields an object's apply takes from other field
+// managers.
+func conflictList(conflicts []result.Conflict) string {
+	parts := make([]string, len(conflicts))
+	for i, c := range conflicts {
+		parts[i] = c.Field + " from " + c.Manager
+	}
+	return strings.Join(parts, ", ")
 }

@@ -137,6 +137,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		MaxPrune:               cfg.MaxPrune,
 		PruneCRDsWithResources: cfg.PruneCRDsWithResources,
 		DeleteFluxApplied:      cfg.DeleteFluxApplied,
+		RefuseConflicts:        cfg.RefuseConflicts,
 		TakeOwnership:          cfg.TakeOwnership,
 		ValidateAll:            cfg.ValidateAll,
 		ReleaseTo:              cfg.ReleaseTo,

@@ -18,15 +18,16 @@ func ApplyBody(u *unstructured.Unstructured) ([]byte, error) {
 	return json.Marshal(u.Object)
 }
 
-// Apply sends body (see ApplyBody) as a server-side apply of u with
-// ownership forced, as fieldManager. With dryRun the server only validates
+// Apply sends body (see ApplyBody) as a server-side apply of u as
+// fieldManager, with ownership forced or, without force, refused with a
+// conflict naming every field another manager owns. With dryRun the server only validates
 // and returns the result; into, when not nil, receives the object the
 // server returned. Without into the response is not decoded: a write whose
 // result nobody reads costs no client CPU.
 //
 // Errors are the API server's (apierrors can inspect them); a kind the
 // cluster does not have is a meta.NoKindMatchError.
-func (c *Clients) Apply(ctx context.Context, u *unstructured.Unstructured, body []byte, fieldManager string, dryRun bool, into *unstructured.Unstructured) error {
+func (c *Clients) Apply(ctx context.Context, u *unstructured.Unstructured, body []byte, fieldManager string, force, dryRun bool, into *unstructured.Unstructured) error {
 	p, err := c.objectPath(u)
 	if err != nil {
 		return err
@@ -34,7 +35,6 @@ func (c *Clients) Apply(ctx context.Context, u *unstructured.Unstructured, body 
 	req := c.Kube.CoreV1().RESTClient().Patch(types.ApplyPatchType).
 		AbsPath(p).
 		Param("fieldManager", fieldManager).
-		Param("force", "true").
 		// Server-side apply refuses unknown fields whatever this says; on
 		// an apply, the default (Warn) only adds a second, strict parse of
 		// the body to find duplicate keys, which a body marshalled from a
@@ -42,6 +42,9 @@ func (c *Clients) Apply(ctx context.Context, u *unstructured.Unstructured, body 
 		// in BENCHMARKS.md).
 		Param("fieldValidation", metav1.FieldValidationIgnore).
 		Body(body)
+	if force {
+		req = req.Param("force", "true")
+	}
 	if dryRun {
 		req = req.Param("dryRun", metav1.DryRunAll)
 	}

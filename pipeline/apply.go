@@ -80,6 +80,7 @@ func (r *run) validationFailures(stage string) error {
 			errs = append(errs, oe)
 			o := resultObject(pl.obj.Unstructured, oe.Source, stage, result.Failed)
 			setError(&o, pl.err, pl.err.Error())
+			o.Conflicts = pl.conflicts
 			r.record(o, true)
 		}
 	}
@@ -318,7 +319,7 @@ func (r *run) applyGroup(ctx context.Context, group []*plan) error {
 		g.Go(func() error {
 			action, err := r.write(gctx, pl)
 			o := resultObject(pl.obj.Unstructured, r.sourceOf(pl.obj), "apply", action)
-			o.Diff = pl.diff
+			o.Diff, o.Conflicts = pl.diff, pl.conflicts
 			if err != nil {
 				o.Action = result.Failed
 				setError(&o, err, err.Error())
@@ -403,7 +404,7 @@ func applyObject(ctx context.Context, c *kube.Clients, pl *plan) error {
 			return err
 		}
 	}
-	if err := c.Apply(ctx, pl.obj.Unstructured, body, FieldManager, false, nil); err != nil {
+	if err := c.Apply(ctx, pl.obj.Unstructured, body, FieldManager, true, false, nil); err != nil {
 		return withAPIMessage(err)
 	}
 	return nil

@@ -41,7 +41,7 @@ func (r *run) diff(ctx context.Context) error {
 	var errs []error
 	for _, pl := range r.plans {
 		o := resultObject(pl.obj.Unstructured, r.sourceOf(pl.obj), "diff", result.Unchanged)
-		o.Diff = pl.diff
+		o.Diff, o.Conflicts = pl.diff, pl.conflicts
 		switch pl.kind {
 		case planDeferred:
 			o.Action = result.Created

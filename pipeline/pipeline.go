@@ -48,6 +48,9 @@ type Options struct {
 	// PruneCRDsWithResources lets prune delete a CRD whose custom
 	// resources still exist in the cluster (deleting them with it).
 	PruneCRDsWithResources bool
+	// RefuseConflicts fails, before anything is written, an object whose
+	// apply would take fields another field manager (not kubectl's) owns.
+	RefuseConflicts bool
 	// MaxPrune bounds how much of the inventory one prune may delete;
 	// the zero value is the default guard.
 	MaxPrune PruneLimit

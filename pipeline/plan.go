@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -112,6 +115,9 @@ type plan struct {
 	// offline: a deferred object that passed offline validation (diff
 	// reports it so; apply dry-runs it on the server as well).
 	offline bool
+	// conflicts are the fields other field managers own that the apply
+	// takes (kubectl's, taken as Flux takes them, are not listed).
+	conflicts []result.Conflict
 	// again: a provisioned object written before the inventory's lock
 	// could be taken (it is the lock's own namespace); apply writes it
 	// once more under the lock, so that a run that raced for the lock
@@ -123,6 +129,9 @@ type plan struct {
 type planner struct {
 	clients *kube.Clients
 	force   bool
+	// refuseConflicts fails an object whose apply would take fields
+	// from another field manager than kubectl's.
+	refuseConflicts bool
 	// validateAll dry-runs every object; without it, an object whose
 	// live state shows the apply would change nothing is not dry-run
 	// (unchangedOnServer), and fast counts those.
@@ -194,6 +203,7 @@ func (r *run) newPlanner() *planner {
 	p.takeOwnership = r.opts.TakeOwnership
 	p.keepOwnerLabels = r.opts.Inventory == ""
 	p.validateAll = r.opts.ValidateAll
+	p.refuseConflicts = r.opts.RefuseConflicts
 	p.onDryRun = r.findSources
 	return p
 }
@@ -446,7 +456,14 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 			pl.kind, pl.err = planFailed, err
 			return false
 		}
-		dryRunErr = p.clients.Apply(ctx, o.Unstructured, pl.body, FieldManager, true, dryRun)
+		// Without force first: a conflict names the fields another
+		// manager owns, which the write (forced) takes; only then is
+		// the forced dry-run sent, for what the write will do.
+		dryRunErr = p.clients.Apply(ctx, o.Unstructured, pl.body, FieldManager, false, true, dryRun)
+		if conflicts, ok := fieldConflicts(dryRunErr); ok {
+			pl.conflicts = conflicts
+			dryRunErr = p.clients.Apply(ctx, o.Unstructured, pl.body, FieldManager, true, true, dryRun)
+		}
 		return true
 	}
 	known := p.known[inventory.EntryFor(o.Unstructured).ID]
@@ -501,6 +518,9 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 
 	err = dryRunErr
 	switch {
+	case err == nil && len(pl.conflicts) > 0 && p.refuseConflicts:
+		pl.kind, pl.err = planFailed, fmt.Errorf("would take %s; set field-conflicts to take to apply it anyway", describeConflicts(pl.conflicts))
+		return pl
 	case err == nil:
 	case pl.existing != nil && ssaerrors.IsImmutableError(err):
 		if p.force || utils.AnyInMetadata(o.Unstructured, forceSelector) || utils.AnyInMetadata(pl.existing, forceSelector) {
@@ -818,4 +838,52 @@ func keepInventoryLabels(live, dryRun *unstructured.Unstructured) {
 	if labels != nil {
 		dryRun.SetLabels(labels)
 	}
+}
+
+// conflictCause reads a manager's name from a conflict's cause, as the API
+// server writes it: conflict with "name" (using v1, at a time).
+var conflictCause = regexp.MustCompile(`^conflict with ("(?:[^"\\]|\\.)*")`)
+
+// fieldConflicts reads an apply's conflict: each field and the manager
+// that owns it, except kubectl's, whose fields a deploy tool takes over
+// as Flux does. ok says err was a conflict at all.
+func fieldConflicts(err error) (conflicts []result.Conflict, ok bool) {
+	if !apierrors.IsConflict(err) {
+		return nil, false
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil {
+		return nil, false
+	}
+	for _, c := range status.Status().Details.Causes {
+		if c.Type != metav1.CauseTypeFieldManagerConflict {
+			continue
+		}
+		ok = true
+		manager := c.Message
+		if m := conflictCause.FindStringSubmatch(c.Message); m != nil {
+			if name, err := strconv.Unquote(m[1]); err == nil {
+				manager = name
+			}
+		}
+		if slices.ContainsFunc(takeOver.managers, func(f ssa.FieldManager) bool { return f.Name == manager }) {
+			continue
+		}
+		conflicts = append(conflicts, result.Conflict{Field: c.Field, Manager: manager})
+	}
+	return conflicts, ok
+}
+
+// describeConflicts names the fields and their managers, for messages.
+func describeConflicts(conflicts []result.Conflict) string {
+	const named = 5
+	parts := make([]string, 0, named+1)
+	for i, c := range conflicts {
+		if i == named {
+			parts = append(parts, fmt.Sprintf("and %d more", len(conflicts)-named))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s from %s", c.Field, c.Manager))
+	}
+	return strings.Join(parts, ", ")
 }

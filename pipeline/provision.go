@@ -170,7 +170,7 @@ func (r *run) provision(ctx context.Context, needs []*plan, lockLater bool) erro
 	for _, pl := range needs {
 		g.Go(func() error {
 			live := &unstructured.Unstructured{}
-			err := r.clients.Apply(gctx, pl.obj.Unstructured, pl.body, FieldManager, false, live)
+			err := r.clients.Apply(gctx, pl.obj.Unstructured, pl.body, FieldManager, true, false, live)
 			if err != nil {
 				pl.kind, pl.err = planFailed, withAPIMessage(err)
 				errs.add(r.objectError(pl.obj, pl.err))

@@ -131,8 +131,11 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 		b.WriteString(strings.Join(facts, "  \n") + "\n\n")
 	}
 
-	var failed, changed []result.Object
+	var failed, changed, taking []result.Object
 	for _, o := range res.Objects {
+		if len(o.Conflicts) > 0 {
+			taking = append(taking, o)
+		}
 		switch o.Action {
 		case result.Failed:
 			failed = append(failed, o)
@@ -173,7 +176,22 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 			}
 			b.WriteString("\n")
 		}
-	} else if len(failed)+len(changed) > 0 {
+		if len(taking) > 0 {
+			b.WriteString("#### Fields taken from other field managers\n\n| object | field | manager |\n|---|---|---|\n")
+			rows := 0
+			for _, o := range taking {
+				for _, c := range o.Conflicts {
+					if rows == maxTableRows {
+						omitted = append(omitted, "more fields taken from other managers")
+						break
+					}
+					fmt.Fprintf(&b, "| `%s` | `%s` | %s |\n", o.Ref(), cell(c.Field), cell(c.Manager))
+					rows++
+				}
+			}
+			b.WriteString("\n")
+		}
+	} else if len(failed)+len(changed)+len(taking) > 0 {
 		omitted = append(omitted, "the object lists")
 	}
 

@@ -70,7 +70,8 @@ func sample() *result.Result {
 		},
 		Objects: []result.Object{
 			{ID: "shop_settings__ConfigMap", APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "settings", Action: result.Unchanged, Stage: "apply", Source: "deploy/settings.yaml", Health: &result.Health{Status: "Current"}},
-			{ID: "shop_web_apps_Deployment", APIVersion: "apps/v1", Kind: "Deployment", Namespace: "shop", Name: "web", Action: result.Configured, Stage: "apply", Source: "deploy/web.yaml", Diff: deploymentDiff, Health: &result.Health{Status: "Current"}},
+			{ID: "shop_web_apps_Deployment", APIVersion: "apps/v1", Kind: "Deployment", Namespace: "shop", Name: "web", Action: result.Configured, Stage: "apply", Source: "deploy/web.yaml", Diff: deploymentDiff, Health: &result.Health{Status: "Current"},
+				Conflicts: []result.Conflict{{Field: ".spec.replicas", Manager: "kube-controller-manager"}}},
 			{ID: "shop_worker_apps_Deployment", APIVersion: "apps/v1", Kind: "Deployment", Namespace: "shop", Name: "worker", Action: result.Created, Stage: "apply", Source: "deploy/worker.yaml",
 				Diff:   "--- live/Deployment.apps/shop/worker\n+++ desired/Deployment.apps/shop/worker\n@@ -0,0 +1,3 @@\n+apiVersion: apps/v1\n+kind: Deployment\n+metadata: {name: worker}\n",
 				Health: &result.Health{Status: "InProgress", Message: "Ready: 0/1; pod worker-7d9 unschedulable: 0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector"}},

@@ -99,6 +99,18 @@ type Object struct {
 	Diff string `json:"diff,omitempty"`
 	// Health is set by the wait stage for objects it checked.
 	Health *Health `json:"health,omitempty"`
+	// Conflicts are the fields another field manager owned that this run
+	// takes (or, refused, would take), with that manager.
+	Conflicts []Conflict `json:"conflicts,omitempty"`
+}
+
+// Conflict is one field another field manager owns, which an apply with
+// force takes from it.
+type Conflict struct {
+	// Field is the field's path, as the API server prints it
+	// (.spec.replicas, .data.key).
+	Field   string `json:"field"`
+	Manager string `json:"manager"`
 }
 
 // Ref is how reports name an object: Kind/namespace/name or Kind/name,
