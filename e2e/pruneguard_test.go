@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -292,5 +293,60 @@ func TestUnansweredWriteOfANewKindStaysListed(t *testing.T) {
 	}
 	if ids := entryIDs(t, ns, "deferred"); !slices.Contains(ids, ns+"_w_"+group+"_Widget") {
 		t.Errorf("the inventory does not list the Widget that was written: %v", ids)
+	}
+}
+
+// An entry recorded at a version its CRD no longer serves (the CRD moved
+// to v2 and stopped serving v1) is looked up at the version served, and
+// pruned; it was taken for gone and dropped while the object lived on.
+func TestPruneFindsAnEntryAtAServedVersion(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	group := ns + ".gantry.test"
+	ctx := context.Background()
+	kubectl := kubectlPath(t)
+	crdPath := "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets." + group
+	t.Cleanup(func() { _ = env.Client.CoreV1().RESTClient().Delete().AbsPath(crdPath).Do(ctx).Error() })
+	version := func(name string, served, storage bool) string {
+		return fmt.Sprintf("    - name: %s\n      served: %v\n      storage: %v\n      schema:\n        openAPIV3Schema:\n          type: object\n          x-kubernetes-preserve-unknown-fields: true\n", name, served, storage)
+	}
+	crd := func(versions ...string) string {
+		return fmt.Sprintf("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: gadgets.%[1]s}\nspec:\n  group: %[1]s\n  scope: Namespaced\n  names: {kind: Gadget, plural: gadgets, singular: gadget}\n  versions:\n%[2]s", group, strings.Join(versions, ""))
+	}
+	kubectlApply := func(doc string) {
+		t.Helper()
+		dir := writeSet(t, doc)
+		if out, err := exec.Command(kubectl, "--kubeconfig="+env.Cluster.Kubeconfig, "apply", "--server-side", "-f", filepath.Join(dir, "set.yaml")).CombinedOutput(); err != nil {
+			t.Fatalf("kubectl apply: %v\n%s", err, out)
+		}
+		if out, err := exec.Command(kubectl, "--kubeconfig="+env.Cluster.Kubeconfig, "wait", "--for=condition=Established", "--timeout=30s", "-f", filepath.Join(dir, "set.yaml")).CombinedOutput(); err != nil {
+			t.Fatalf("kubectl wait: %v\n%s", err, out)
+		}
+	}
+	kubectlApply(crd(version("v1", true, true)))
+	args := func(dir string) []string {
+		return []string{"apply", "--path=" + dir, "--inventory=versions", "--inventory-namespace=" + ns, "--timeout=60s"}
+	}
+	gadget := fmt.Sprintf("apiVersion: %s/v1\nkind: Gadget\nmetadata:\n  name: g\n  namespace: %s\nspec:\n  size: 1", group, ns)
+	if r := gantry(t, args(writeSet(t, gadget, configMap(ns, "settings")))...); r.code != 0 {
+		t.Fatalf("first apply: exit %d\n%s", r.code, r.stderr)
+	}
+	kubectlApply(crd(version("v1", false, false), version("v2", true, true)))
+
+	r := gantry(t, args(writeSet(t, configMap(ns, "settings")))...)
+	if r.code != 0 || counts(t, r)[result.Deleted] != 1 {
+		t.Errorf("prune: exit %d, %v, want the Gadget deleted\n%s", r.code, counts(t, r), r.stderr)
+	}
+	path := "/apis/" + group + "/v2/namespaces/" + ns + "/gadgets/g"
+	err := env.Client.CoreV1().RESTClient().Get().AbsPath(path).Do(ctx).Error()
+	for i := 0; err == nil && i < 50; i++ { // deleted in the background
+		time.Sleep(100 * time.Millisecond)
+		err = env.Client.CoreV1().RESTClient().Get().AbsPath(path).Do(ctx).Error()
+	}
+	if err == nil {
+		t.Errorf("the Gadget lives on after prune")
+	}
+	if ids := entryIDs(t, ns, "versions"); slices.ContainsFunc(ids, func(id string) bool { return strings.Contains(id, "Gadget") }) && err != nil {
+		t.Errorf("the inventory still lists the deleted Gadget: %v", ids)
 	}
 }
