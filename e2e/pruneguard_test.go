@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gantry-dev/gantry/e2e/cluster"
+	"github.com/gantry-dev/gantry/entrypoint"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -348,5 +350,33 @@ func TestPruneFindsAnEntryAtAServedVersion(t *testing.T) {
 	}
 	if ids := entryIDs(t, ns, "versions"); slices.ContainsFunc(ids, func(id string) bool { return strings.Contains(id, "Gadget") }) && err != nil {
 		t.Errorf("the inventory still lists the deleted Gadget: %v", ids)
+	}
+}
+
+// One ConfigMap written once with its namespace and once without, which
+// the kubeconfig context's namespace then gives it: one object, refused
+// before anything is written (exit 2), naming both files.
+func TestOneObjectTwiceAfterDefaultingIsRefused(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	raw, err := os.ReadFile(env.Cluster.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, kubeconfig, string(raw))
+	if out, err := exec.Command(kubectlPath(t), "--kubeconfig="+kubeconfig, "config", "set-context", "--current", "--namespace="+ns).CombinedOutput(); err != nil {
+		t.Fatalf("kubectl config: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: same\ndata: {v: a}\n")
+	writeFile(t, filepath.Join(dir, "b.yaml"), configMap(ns, "same"))
+	r := gantryWith(t, kubeconfig, "apply", "--path="+dir, "--inventory=twice", "--inventory-namespace="+ns, "--timeout=60s")
+	if r.code != entrypoint.ExitInvalid || !strings.Contains(r.stderr, "is defined twice") ||
+		!strings.Contains(r.stderr, "a.yaml") || !strings.Contains(r.stderr, "b.yaml") {
+		t.Errorf("exit %d, want 2 naming both files\n%s", r.code, r.stderr)
+	}
+	if _, err := env.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), "same", metav1.GetOptions{}); err == nil {
+		t.Errorf("the ConfigMap was written")
 	}
 }
