@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -74,7 +75,7 @@ func decodeStream(t *testing.T, data []byte) map[string]map[string]any {
 	d := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	for {
 		var obj map[string]any
-		if err := d.Decode(&obj); err == io.EOF {
+		if err := d.Decode(&obj); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
 			t.Fatalf("decoding the built stream: %v", err)

@@ -138,8 +138,11 @@ func TestPausedRunIsFenced(t *testing.T) {
 			if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
 				t.Fatal(err)
 			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
+			done := make(chan struct{})
+			go func() {
+				_ = cmd.Wait() // the exit code is checked below
+				close(done)
+			}()
 			select {
 			case <-done:
 			case <-time.After(60 * time.Second):

@@ -493,7 +493,7 @@ func buildPlain(dir string, opts BuildOptions, sfs *sopsFS, bounded *boundedFS) 
 		for _, it := range part.items {
 			id := it.res.CurId()
 			// One object, whatever apiVersion it is written in.
-			key := id.Gvk.Group + "|" + id.Kind + "|" + id.EffectiveNamespace() + "|" + id.Name
+			key := id.Group + "|" + id.Kind + "|" + id.EffectiveNamespace() + "|" + id.Name
 			if first, dup := seen[key]; dup {
 				return nil, &BuildError{File: it.source, Err: fmt.Errorf("%s/%s is defined twice, also in %s", id.Kind, id.Name, first)}
 			}

@@ -463,11 +463,12 @@ func (r *run) holdsOthers(ctx context.Context, u *unstructured.Unstructured) (st
 				list := &unstructured.UnstructuredList{}
 				list.SetGroupVersionKind(gv.WithKind(res.Kind + "List"))
 				if err := r.clients.Client.List(gctx, list, client.InNamespace(u.GetName()), client.Limit(5)); err != nil {
-					// What cannot be listed may hold anything.
+					// What cannot be listed may hold anything: said
+					// once, for all kinds, after the others are read.
 					mu.Lock()
 					unread = append(unread, res.Kind)
 					mu.Unlock()
-					return nil
+					return nil //nolint:nilerr // collected in unread
 				}
 				for _, item := range list.Items {
 					if !everyNamespaceHas(res.Kind, item.GetName(), r.opts.Inventory) {
