@@ -153,6 +153,16 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, _ error) {
 	if !info.IsDir() {
 		return nil, false, &BuildError{File: opts.Path, Err: fmt.Errorf("not a directory")}
 	}
+	// Folders are compared, and files named, by where they really are: a
+	// workspace reached through a link (a CI runner's mount) would
+	// otherwise have a folder linked from its sibling walked twice, and
+	// name files by absolute paths.
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	if real, err := filepath.EvalSymlinks(opts.WorkDir); err == nil {
+		opts.WorkDir = real
+	}
 
 	if !opts.AllowRemoteBases {
 		if err := refuseRemote(abs, opts.WorkDir, map[string]bool{}); err != nil {

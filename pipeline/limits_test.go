@@ -243,3 +243,27 @@ func TestPlainFolderFollowsLinksInTheWorkspace(t *testing.T) {
 		})
 	}
 }
+
+// A folder linked from its sibling is walked once, also when the path
+// given reaches the workspace through a link of its own (a CI workspace
+// mounted behind one): the walk compares folders by where they really are.
+func TestPlainFolderBehindALinkWalksALinkedFolderOnce(t *testing.T) {
+	t.Parallel()
+	cm := func(name string) string { return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n" }
+	ws := writeFiles(t, map[string]string{".git/HEAD": "x\n", "app/base/cm.yaml": cm("base")})
+	// "a-link" sorts before "base": the link is walked first.
+	if err := os.Symlink("base", filepath.Join(ws, "app", "a-link")); err != nil {
+		t.Fatal(err)
+	}
+	mount := filepath.Join(t.TempDir(), "workspace")
+	if err := os.Symlink(ws, mount); err != nil {
+		t.Fatal(err)
+	}
+	objects, err := Build(BuildOptions{Path: filepath.Join(mount, "app"), WorkDir: mount})
+	if err != nil {
+		t.Fatalf("a folder reached twice, once through a link: %v", err)
+	}
+	if len(objects) != 1 || objects[0].GetName() != "base" {
+		t.Errorf("built %d objects, want the one ConfigMap once", len(objects))
+	}
+}
