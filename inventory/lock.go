@@ -148,11 +148,15 @@ type Held struct {
 
 	mu sync.Mutex
 	// current is the Lease as last written; renewed is when the request
-	// that wrote it was sent (the Lease runs from then), on the monotonic
-	// clock, which goes on while the process is stopped.
+	// that wrote it was sent (the Lease runs from then).
 	current *coordinationv1.Lease
 	renewed time.Time
-	lostErr *LostError
+	// renewedWall is renewed on the wall clock alone. The monotonic clock
+	// goes on while the process is stopped but not while the machine
+	// sleeps (a laptop's lid closed, a suspended VM); the wall clock, set
+	// again on waking, goes on through both.
+	renewedWall time.Time
+	lostErr     *LostError
 }
 
 // LostError says that a run no longer holds its inventory's Lease, and so
@@ -193,7 +197,7 @@ func (s *Store) keep(namespace, name string, lease *coordinationv1.Lease, d time
 		store: s, namespace: namespace, name: name, leaseName: ConfigMapName(name),
 		holder: ptr.Deref(lease.Spec.HolderIdentity, ""), duration: d,
 		lost: make(chan struct{}), stop: stop, done: make(chan struct{}),
-		current: lease, renewed: sent,
+		current: lease, renewed: sent, renewedWall: sent.Round(0),
 	}
 	go h.renew(stopping)
 	return h
@@ -243,7 +247,7 @@ func (h *Held) renew(ctx context.Context) {
 		}
 		h.mu.Lock()
 		if h.lostErr == nil {
-			h.current, h.renewed = updated, sent
+			h.current, h.renewed, h.renewedWall = updated, sent, sent.Round(0)
 		}
 		h.mu.Unlock()
 	}
@@ -256,7 +260,7 @@ func (h *Held) renew(ctx context.Context) {
 // before its next write goes out.
 func (h *Held) Check() error {
 	h.mu.Lock()
-	lost, unrenewed := h.lostErr, time.Since(h.renewed)
+	lost, unrenewed := h.lostErr, h.unrenewed()
 	h.mu.Unlock()
 	if lost != nil {
 		return lost
@@ -266,6 +270,16 @@ func (h *Held) Check() error {
 		return h.Check()
 	}
 	return nil
+}
+
+// unrenewed is how long the Lease has gone without renewal: the longer of
+// what the two clocks say, so that neither a stopped process nor a machine
+// that slept passes for a run that kept its Lease. A wall clock stepped
+// forward (a drifted clock corrected) can make a run give its Lease up
+// early: a failed run, never two runs writing; one set back changes
+// nothing, the monotonic clock still bounds it. Called with mu held.
+func (h *Held) unrenewed() time.Duration {
+	return max(time.Since(h.renewed), time.Since(h.renewedWall))
 }
 
 // loseTo records the loss once, naming who holds the Lease now; callers
