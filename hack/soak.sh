@@ -9,7 +9,7 @@ logs=$(mktemp -d)
 trap 'rm -rf "$figures" "$logs"' EXIT
 
 GANTRY_SOAK=1 GANTRY_FIGURES="$figures" go test -count=1 -timeout 60m \
-	-run 'TestAPIServerKilledMidRun|TestTwoRunsNeverInterleave|TestDeadHolderLeaseIsTakenOver|TestStalledAndSlowAPIServerEndAtTheTimeout|TestRegistryFailures|TestBadInputCorpus|TestSecretsNeverPrintedOnErrorPaths|TestGitHubAction' ./e2e
+	-run 'TestAPIServerKilledMidRun|TestTwoRunsNeverInterleave|TestDeadHolderLeaseIsTakenOver|TestPausedRunIsFenced|TestStalledAndSlowAPIServerEndAtTheTimeout|TestRegistryFailures|TestBadInputCorpus|TestSecretsNeverPrintedOnErrorPaths|TestGitHubAction' ./e2e
 
 total=0
 for target in pipeline:FuzzManifestDecoding entrypoint:FuzzLoad inventory:FuzzEntryID reporters:FuzzOutputsCannotInject diffs:FuzzSecretValuesNeverInDiffs; do
