@@ -25,6 +25,9 @@ type invocation struct {
 	flags   map[string]string
 	// path is the path argument (build, diff, apply, push, pull), if given.
 	path string
+	// unit is the run file's settings of one unit: over the defaults,
+	// under the command line and the variables.
+	unit map[string]value
 }
 
 // parseCommandLine reads the command line with cobra. The command is its

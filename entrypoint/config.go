@@ -125,16 +125,24 @@ func resolve(inv *invocation, env map[string]string) (map[string]value, error) {
 
 	out := map[string]value{}
 	for _, in := range Inputs {
-		raw, given := inv.flags[in.Name]
+		// A unit of a run file keeps its own setting where a variable
+		// holds only the input's default: action.yml and the CI
+		// templates set every input, given or not.
+		given := func(v string) bool {
+			return v != "" && (inv.unit == nil || (v != in.Default && v != in.ActionDefault))
+		}
+		raw, flagged := inv.flags[in.Name]
 		switch {
-		case given:
+		case flagged:
 			out[in.Name] = value{raw, "--" + in.Name}
 		case in.Name == "path" && inv.path != "":
 			out[in.Name] = value{inv.path, "the path argument"}
-		case env[in.EnvName()] != "":
+		case given(env[in.EnvName()]):
 			out[in.Name] = value{env[in.EnvName()], in.EnvName()}
-		case env[in.GantryEnvName()] != "":
+		case given(env[in.GantryEnvName()]):
 			out[in.Name] = value{env[in.GantryEnvName()], in.GantryEnvName()}
+		case inv.unit[in.Name].origin != "":
+			out[in.Name] = inv.unit[in.Name]
 		default:
 			out[in.Name] = value{in.Default, "default"}
 		}

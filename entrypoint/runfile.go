@@ -1,0 +1,462 @@
+package entrypoint
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/gantry-dev/gantry/kube"
+)
+
+// Unit is one deploy: a source, a cluster and an inventory, configured as
+// a single run is. The command line and its variables make a run of one
+// unit; a run file makes many, with the order between them.
+type Unit struct {
+	Name string
+	// DependsOn names the units that must have applied, and be healthy,
+	// before this one starts.
+	DependsOn []string
+	// Suspend: the unit is reported Suspended and not run; its
+	// dependents wait for nothing from it.
+	Suspend bool
+	Config  *Config
+}
+
+// runLevel are the inputs of a whole run, not of one unit: what is run,
+// how the run is reported, and the run file itself. A unit may not set
+// them; the command line and the variables set them for the run.
+var runLevel = map[string]bool{
+	"command": true, "run-file": true, "units-concurrency": true,
+	"report": true, "summary": true, "comment": true, "github-token": true, "gitlab-token": true,
+	"dotenv": true, "tekton-results": true, "output": true, "detailed-exitcode": true,
+}
+
+// pathInputs hold paths, which a run file gives relative to itself.
+var pathInputs = map[string]bool{"path": true, "kubeconfig": true, "patches": true, "certificate-roots": true}
+
+// unitName is a unit's name: it becomes part of step output names
+// (web-changed), so it is a DNS label, as inventories are.
+var unitName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// unitSpec is one unit as its run file gives it, before it is configured.
+type unitSpec struct {
+	Name      string
+	DependsOn []string
+	Suspend   bool
+	// settings are the unit's inputs (the defaults' first, then its
+	// own), raw, each with where it was written.
+	settings map[string]value
+	where    string // file:line, for messages
+}
+
+// loadRunFile reads a run file: a list of units under units:, and under
+// defaults: the inputs they share. Every problem in it is reported at
+// once, each naming the file and line. env resolves the secret references.
+func loadRunFile(path string, env map[string]string) ([]*unitSpec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("run-file: %w", err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("run-file %s: %w", path, err)
+	}
+	r := &runFileReader{path: path, dir: filepath.Dir(path), env: env}
+	if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("run-file %s: want a mapping with units: (and optionally defaults:)", path)
+	}
+	var defaults map[string]value
+	var units *yaml.Node
+	top := doc.Content[0]
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		k, v := top.Content[i], top.Content[i+1]
+		switch k.Value {
+		case "defaults":
+			defaults = r.settings(v, "defaults")
+		case "units":
+			units = v
+		default:
+			r.fail(k, "unknown key %q: a run file has units and defaults", k.Value)
+		}
+	}
+	var specs []*unitSpec
+	switch {
+	case units == nil:
+		r.fail(top, "no units: list the units to run under units:")
+	case units.Kind != yaml.SequenceNode || len(units.Content) == 0:
+		r.fail(units, "units: want a list of units, each a mapping with name and the inputs of one run")
+	default:
+		for _, u := range units.Content {
+			if spec := r.unit(u, defaults); spec != nil {
+				specs = append(specs, spec)
+			}
+		}
+	}
+	if err := errors.Join(r.errs...); err != nil {
+		return nil, err
+	}
+	return specs, nil
+}
+
+type runFileReader struct {
+	path, dir string
+	env       map[string]string
+	errs      []error
+}
+
+func (r *runFileReader) at(n *yaml.Node) string { return fmt.Sprintf("%s:%d", r.path, n.Line) }
+
+func (r *runFileReader) fail(n *yaml.Node, format string, a ...any) {
+	r.errs = append(r.errs, fmt.Errorf("%s: %s", r.at(n), fmt.Sprintf(format, a...)))
+}
+
+// unit reads one entry of units: its name, depends-on and suspend, and
+// its inputs over the defaults.
+func (r *runFileReader) unit(n *yaml.Node, defaults map[string]value) *unitSpec {
+	if n.Kind != yaml.MappingNode {
+		r.fail(n, "a unit is a mapping with name and the inputs of one run")
+		return nil
+	}
+	spec := &unitSpec{where: r.at(n), settings: map[string]value{}}
+	for k, v := range defaults {
+		spec.settings[k] = v
+	}
+	var own []*yaml.Node // the unit's inputs, read once its name is known
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		switch k.Value {
+		case "name":
+			spec.Name = v.Value
+			if v.Kind != yaml.ScalarNode || !unitName.MatchString(v.Value) || len(v.Value) > 40 {
+				r.fail(v, "unit name %q: want lower-case letters, digits and '-', at most 40 characters, as in infra-crds", v.Value)
+			}
+		case "depends-on":
+			items := []*yaml.Node{v}
+			if v.Kind == yaml.SequenceNode {
+				items = v.Content
+			}
+			for _, it := range items {
+				if it.Kind != yaml.ScalarNode || it.Value == "" {
+					r.fail(it, "depends-on: want unit names")
+					continue
+				}
+				spec.DependsOn = append(spec.DependsOn, it.Value)
+			}
+		case "suspend":
+			if v.Kind != yaml.ScalarNode || (v.Value != "true" && v.Value != "false") {
+				r.fail(v, "suspend: %q is not true or false", v.Value)
+			}
+			spec.Suspend = v.Value == "true"
+		default:
+			own = append(own, k, v)
+		}
+	}
+	if spec.Name == "" {
+		r.fail(n, "a unit without a name: every unit has one (name: web)")
+		return nil
+	}
+	for k, v := range r.settings(&yaml.Node{Kind: yaml.MappingNode, Content: own}, "unit "+spec.Name) {
+		spec.settings[k] = v
+	}
+	return spec
+}
+
+// settings reads a mapping of inputs into raw values, as flags give them.
+// Lists become one value per line; paths are made relative to the run
+// file's folder; secrets are read from the reference that names them.
+func (r *runFileReader) settings(n *yaml.Node, what string) map[string]value {
+	out := map[string]value{}
+	if n.Kind != yaml.MappingNode {
+		r.fail(n, "%s: want a mapping of inputs, such as timeout: 5m", what)
+		return out
+	}
+	inputs := map[string]Input{}
+	for _, in := range Inputs {
+		inputs[in.Name] = in
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		in, ok := inputs[k.Value]
+		switch {
+		case !ok:
+			if k.Value == "name" || k.Value == "depends-on" || k.Value == "suspend" {
+				r.fail(k, "%s: %s is a unit's own, not a default", what, k.Value)
+			} else {
+				r.fail(k, "%s: unknown input %q (docs/reference.md lists them)", what, k.Value)
+			}
+			continue
+		case runLevel[in.Name]:
+			r.fail(k, "%s: %s is a setting of the whole run, not of a unit: give it on the command line or as a variable", what, in.Name)
+			continue
+		}
+		origin := fmt.Sprintf("%s, %s", r.at(k), what)
+		raw, ok := r.raw(in, v, what)
+		if !ok {
+			continue
+		}
+		if pathInputs[in.Name] {
+			raw = r.relative(raw)
+		}
+		out[in.Name] = value{raw: raw, origin: origin}
+	}
+	return out
+}
+
+// raw is an input's value as the text a flag would give.
+func (r *runFileReader) raw(in Input, v *yaml.Node, what string) (string, bool) {
+	switch {
+	case in.Name == "substitute": // secret by the names of its values
+		return r.substitutions(v, what)
+	case in.Secret:
+		s, ok := r.secret(v, what+": "+in.Name)
+		return s, ok
+	case v.Kind == yaml.ScalarNode:
+		if in.Bool && v.Value != "true" && v.Value != "false" {
+			r.fail(v, "%s: %s: %q is not true or false", what, in.Name, v.Value)
+			return "", false
+		}
+		return v.Value, true
+	case v.Kind == yaml.SequenceNode && in.Lines:
+		var lines []string
+		for _, it := range v.Content {
+			if it.Kind != yaml.ScalarNode {
+				r.fail(it, "%s: %s: want a list of text values", what, in.Name)
+				return "", false
+			}
+			lines = append(lines, it.Value)
+		}
+		return strings.Join(lines, "\n"), true
+	}
+	r.fail(v, "%s: %s: want a single value%s", what, in.Name, map[bool]string{true: " or a list", false: ""}[in.Lines])
+	return "", false
+}
+
+// secret reads a secret input from its reference, {env: NAME} or
+// {file: path}. A secret written in the file itself is refused: a run
+// file is committed, and what it holds is read by everyone who can read
+// the repository. Messages never echo the value.
+func (r *runFileReader) secret(v *yaml.Node, what string) (string, bool) {
+	if v.Kind != yaml.MappingNode || len(v.Content) != 2 {
+		r.fail(v, "%s is a secret: refer to it as {env: VARIABLE} or {file: path}; a run file never holds a secret itself", what)
+		return "", false
+	}
+	kind, ref := v.Content[0].Value, v.Content[1].Value
+	switch kind {
+	case "env":
+		s, ok := r.env[ref]
+		if !ok || s == "" {
+			r.fail(v, "%s: the variable %s is not set", what, ref)
+			return "", false
+		}
+		return s, true
+	case "file":
+		b, err := os.ReadFile(r.relative(ref))
+		if err != nil {
+			r.fail(v, "%s: %v", what, err)
+			return "", false
+		}
+		return string(b), true
+	}
+	r.fail(v, "%s: %q is not a reference; want {env: VARIABLE} or {file: path}", what, kind)
+	return "", false
+}
+
+// substitutions reads substitute as a mapping (NAME: value) or a list of
+// NAME=value lines. A value whose name says it is secret is read from a
+// reference only, as the secret inputs are; any value may be one.
+func (r *runFileReader) substitutions(v *yaml.Node, what string) (string, bool) {
+	var lines []string
+	ok := true
+	switch v.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(v.Content); i += 2 {
+			k, val := v.Content[i], v.Content[i+1]
+			var s string
+			switch {
+			case val.Kind == yaml.MappingNode:
+				var good bool
+				if s, good = r.secret(val, what+": substitute "+k.Value); !good {
+					ok = false
+					continue
+				}
+				s = strings.TrimSuffix(s, "\n")
+				if strings.Contains(s, "\n") {
+					r.fail(val, "%s: substitute %s: a substituted value is one line", what, k.Value)
+					ok = false
+					continue
+				}
+			case val.Kind != yaml.ScalarNode:
+				r.fail(val, "%s: substitute %s: want a value or {env: VARIABLE}", what, k.Value)
+				ok = false
+				continue
+			case secretName.MatchString(k.Value) && val.Value != "":
+				r.fail(val, "%s: substitute %s looks secret by its name: refer to it as {env: VARIABLE} or {file: path}", what, k.Value)
+				ok = false
+				continue
+			default:
+				s = val.Value
+			}
+			lines = append(lines, k.Value+"="+s)
+		}
+	case yaml.SequenceNode:
+		for _, it := range v.Content {
+			k, _, _ := strings.Cut(it.Value, "=")
+			if it.Kind == yaml.ScalarNode && secretName.MatchString(strings.TrimSpace(k)) {
+				r.fail(it, "%s: substitute %s looks secret by its name: write substitute as a mapping and refer to it as {env: VARIABLE}", what, strings.TrimSpace(k))
+				ok = false
+				continue
+			}
+			lines = append(lines, it.Value)
+		}
+	default:
+		r.fail(v, "%s: substitute: want a mapping of NAME: value", what)
+		return "", false
+	}
+	return strings.Join(lines, "\n"), ok
+}
+
+// relative makes each line of a path input relative to the run file's
+// folder, unless it is absolute or a reference (env://, a KMS URI).
+func (r *runFileReader) relative(raw string) string {
+	lines := strings.Split(raw, "\n")
+	for i, l := range lines {
+		if l == "" || filepath.IsAbs(l) || strings.Contains(l, "://") {
+			continue
+		}
+		lines[i] = filepath.Join(r.dir, l)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// configureUnits makes the units of a run file, each configured as a
+// single run is. Inputs given on the command line or as variables apply
+// to every unit, over what the file says; a variable that holds an
+// input's default (as action.yml and the CI templates set every input)
+// is taken as not given. The graph is checked before anything runs:
+// unknown names, cycles, two units on one inventory of one cluster, a
+// unit with no source.
+func configureUnits(inv *invocation, env map[string]string, file string) ([]*Unit, error) {
+	if inv.path != "" {
+		return nil, fmt.Errorf("path %q: a run file gives each unit its path; give one or the other", inv.path)
+	}
+	specs, err := loadRunFile(file, env)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	var units []*Unit
+	for _, s := range specs {
+		uinv := *inv
+		uinv.unit = s.settings
+		cfg, err := configure(&uinv, env)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("unit %s (%s):\n%s", s.Name, s.where, indent(err.Error())))
+			continue
+		}
+		if !cfg.PathGiven && cfg.Artifact == "" && cfg.Command != "delete" {
+			errs = append(errs, fmt.Errorf("unit %s (%s): no source: give it a path or an artifact", s.Name, s.where))
+		}
+		units = append(units, &Unit{Name: s.Name, DependsOn: s.DependsOn, Suspend: s.Suspend, Config: cfg})
+	}
+	if len(errs) == 0 {
+		errs = append(errs, checkGraph(units)...)
+	}
+	return units, errors.Join(errs...)
+}
+
+// checkGraph refuses what would make a run of units ambiguous or endless:
+// two units of one name, a dependency on no unit, a cycle (named as a
+// chain), and two units on one inventory of one cluster (each would
+// prune the other's objects).
+func checkGraph(units []*Unit) []error {
+	var errs []error
+	byName := map[string]*Unit{}
+	for _, u := range units {
+		if _, dup := byName[u.Name]; dup {
+			errs = append(errs, fmt.Errorf("unit %s is named twice", u.Name))
+		}
+		byName[u.Name] = u
+	}
+	for _, u := range units {
+		for _, d := range u.DependsOn {
+			if _, ok := byName[d]; !ok {
+				errs = append(errs, fmt.Errorf("unit %s depends on %s, which is not a unit of the run file", u.Name, d))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	if cycle := findCycle(units, byName); cycle != nil {
+		errs = append(errs, fmt.Errorf("units depend on each other in a cycle: %s", strings.Join(cycle, " -> ")))
+	}
+	owner := map[string]string{}
+	for _, u := range units {
+		if u.Config.Inventory == "" {
+			continue
+		}
+		key := clusterOf(u.Config) + "|" + u.Config.InventoryNamespace + "|" + u.Config.Inventory
+		if other, dup := owner[key]; dup {
+			errs = append(errs, fmt.Errorf("units %s and %s use one inventory, %s/%s, on one cluster: each would prune the other's objects; give each its own inventory",
+				other, u.Name, u.Config.InventoryNamespace, u.Config.Inventory))
+			continue
+		}
+		owner[key] = u.Name
+	}
+	return errs
+}
+
+// findCycle returns a cycle of dependencies as a chain that ends where it
+// starts (a -> b -> a), or nil.
+func findCycle(units []*Unit, byName map[string]*Unit) []string {
+	const (
+		unseen = iota
+		onPath
+		done
+	)
+	state := map[string]int{}
+	var path []string
+	var visit func(name string) []string
+	visit = func(name string) []string {
+		switch state[name] {
+		case onPath:
+			start := slices.Index(path, name)
+			return append(slices.Clone(path[start:]), name)
+		case done:
+			return nil
+		}
+		state[name] = onPath
+		path = append(path, name)
+		for _, d := range byName[name].DependsOn {
+			if c := visit(d); c != nil {
+				return c
+			}
+		}
+		path = path[:len(path)-1]
+		state[name] = done
+		return nil
+	}
+	for _, u := range units {
+		if c := visit(u.Name); c != nil {
+			return c
+		}
+	}
+	return nil
+}
+
+// clusterOf names a unit's cluster by its server's address, read from
+// its kubeconfig and context, never its credentials; where the
+// kubeconfig cannot be read, by what the unit names.
+func clusterOf(c *Config) string {
+	rc, err := kube.RESTConfig(kube.Options{Kubeconfig: c.Kubeconfig, Context: c.Context})
+	if err != nil || rc.Host == "" {
+		return "kubeconfig " + c.Kubeconfig + ", context " + c.Context
+	}
+	return rc.Host
+}
