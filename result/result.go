@@ -46,6 +46,11 @@ const (
 	// ReasonCancelled: the run was cancelled (a runner's SIGTERM, Ctrl-C)
 	// and stopped where it was.
 	ReasonCancelled Reason = "Cancelled"
+	// ReasonDependencyNotReady: a unit of a run file was not run, because
+	// a unit it depends on did not succeed (Flux's reason).
+	ReasonDependencyNotReady Reason = "DependencyNotReady"
+	// ReasonSuspended: a unit of a run file marked suspend was not run.
+	ReasonSuspended Reason = "Suspended"
 )
 
 // Action is what happened, or would happen, to one object.

@@ -1,0 +1,151 @@
+package entrypoint
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gantry-dev/gantry/result"
+)
+
+// unitRun is what one unit of a run came to.
+type unitRun struct {
+	Unit       *Unit
+	Result     *result.Result
+	Start, End time.Time
+}
+
+// runUnits runs units as their graph allows, at most concurrency at once:
+// a unit starts once every unit it depends on has finished and reached
+// its goal (run says whether a unit must also be healthy for that: it is
+// depended on). A unit whose dependency did not is not run, and is
+// DependencyNotReady; a suspended unit is not run, is Suspended, and its
+// dependents wait for nothing from it. With reverse (delete), a unit goes
+// after every unit that depends on it. Units not started when ctx ends
+// are Cancelled; a running unit stops as a single run does. The result
+// keeps the units' order.
+func runUnits(ctx context.Context, units []*Unit, concurrency int, reverse bool,
+	run func(ctx context.Context, u *Unit, dependedOn bool) *result.Result) []unitRun {
+	n := len(units)
+	runs := make([]unitRun, n)
+	index := make(map[string]int, n)
+	for i, u := range units {
+		index[u.Name], runs[i].Unit = i, u
+	}
+	// next[i] are the units that wait for i; waiting[i] counts the
+	// units i still waits for.
+	next := make([][]int, n)
+	waiting := make([]int, n)
+	for i, u := range units {
+		for _, d := range u.DependsOn {
+			first, then := index[d], i
+			if reverse {
+				first, then = i, index[d]
+			}
+			next[first] = append(next[first], then)
+			waiting[then]++
+		}
+	}
+	blockedBy := make([]string, n) // the first unit that kept i from running
+	var queue []int
+	for i := range units {
+		if waiting[i] == 0 {
+			queue = append(queue, i)
+		}
+	}
+	done := make(chan int)
+	running, finished := 0, 0
+	finish := func(i int) {
+		finished++
+		ok := reachedGoal(runs[i].Result)
+		for _, k := range next[i] {
+			if !ok && blockedBy[k] == "" {
+				blockedBy[k] = units[i].Name
+			}
+			if waiting[k]--; waiting[k] == 0 {
+				queue = append(queue, k)
+			}
+		}
+	}
+	for finished < n {
+		for len(queue) > 0 && running < max(concurrency, 1) {
+			i := queue[0]
+			queue = queue[1:]
+			u := units[i]
+			now := time.Now()
+			switch {
+			case blockedBy[i] != "":
+				runs[i].Result = notRun(u, result.ReasonDependencyNotReady, blockedMessage(u, blockedBy[i], reverse), now)
+			case u.Suspend:
+				runs[i].Result = notRun(u, result.ReasonSuspended, "suspended: not run", now)
+			case ctx.Err() != nil:
+				runs[i].Result = notRun(u, result.ReasonCancelled, "cancelled before it started", now)
+			default:
+				running++
+				runs[i].Start = now
+				go func() {
+					res := run(ctx, u, !reverse && len(next[i]) > 0)
+					runs[i].Result, runs[i].End = res, time.Now()
+					done <- i
+				}()
+				continue
+			}
+			runs[i].Start, runs[i].End = now, now
+			finish(i)
+		}
+		if finished == n {
+			break
+		}
+		if running == 0 {
+			// Only a cycle leaves units waiting with none running;
+			// checkGraph refuses cycles before a run starts.
+			for i := range runs {
+				if runs[i].Result == nil {
+					runs[i].Result = notRun(units[i], result.ReasonDependencyNotReady, "not run: its dependencies form a cycle", time.Now())
+				}
+			}
+			break
+		}
+		i := <-done
+		running--
+		finish(i)
+	}
+	return runs
+}
+
+// reachedGoal says whether a unit's dependents may go: it succeeded, or
+// a diff found changes, or it was suspended (they wait for nothing from it).
+func reachedGoal(r *result.Result) bool {
+	switch r.Reason {
+	case result.ReasonSucceeded, result.ReasonProgressing, result.ReasonSuspended:
+		return true
+	}
+	return false
+}
+
+func blockedMessage(u *Unit, by string, reverse bool) string {
+	if reverse {
+		return fmt.Sprintf("not deleted: %s, which depends on it, was not deleted", by)
+	}
+	return fmt.Sprintf("not run: it depends on %s, which did not succeed", by)
+}
+
+// notRun is the result of a unit that was not run.
+func notRun(u *Unit, reason result.Reason, message string, at time.Time) *result.Result {
+	return &result.Result{Schema: result.SchemaVersion, Command: u.Config.Command, Version: Version,
+		Started: at, Finished: at, Reason: reason, Message: message,
+		Stages: []result.Stage{}, Objects: []result.Object{}}
+}
+
+// worstExit is the exit code of a run of units: the worst unit's, bad
+// input before failure before pending changes before success.
+func worstExit(codes ...int) int {
+	rank := map[int]int{ExitOK: 0, ExitChanges: 1, ExitFailed: 2, ExitInvalid: 3}
+	worst := ExitOK
+	for _, c := range codes {
+		if rank[c] > rank[worst] {
+			worst = c
+		}
+	}
+	return worst
+}

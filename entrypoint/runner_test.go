@@ -1,0 +1,201 @@
+package entrypoint
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/result"
+)
+
+// fakeUnits makes units from name -> dependencies.
+func fakeUnits(graph [][2]any) []*Unit {
+	var units []*Unit
+	for _, g := range graph {
+		units = append(units, &Unit{Name: g[0].(string), DependsOn: g[1].([]string), Config: &Config{Command: "apply"}})
+	}
+	return units
+}
+
+// recorder runs fake units: each sleeps, then ends with the reason its
+// name is given in fail (or succeeds), and records what it was called with.
+type recorder struct {
+	mu         sync.Mutex
+	called     []string
+	dependedOn map[string]bool
+	fail       map[string]result.Reason
+	sleep      time.Duration
+	now, most  atomic.Int32
+}
+
+func (r *recorder) run(ctx context.Context, u *Unit, dependedOn bool) *result.Result {
+	cur := r.now.Add(1)
+	for {
+		m := r.most.Load()
+		if cur <= m || r.most.CompareAndSwap(m, cur) {
+			break
+		}
+	}
+	defer r.now.Add(-1)
+	r.mu.Lock()
+	r.called = append(r.called, u.Name)
+	if r.dependedOn == nil {
+		r.dependedOn = map[string]bool{}
+	}
+	r.dependedOn[u.Name] = dependedOn
+	r.mu.Unlock()
+	select {
+	case <-time.After(r.sleep):
+	case <-ctx.Done():
+		return &result.Result{Reason: result.ReasonCancelled}
+	}
+	if reason, ok := r.fail[u.Name]; ok {
+		return &result.Result{Reason: reason}
+	}
+	return &result.Result{Reason: result.ReasonSucceeded}
+}
+
+func byName(runs []unitRun) map[string]unitRun {
+	m := map[string]unitRun{}
+	for _, r := range runs {
+		m[r.Unit.Name] = r
+	}
+	return m
+}
+
+// Three levels: independent units overlap; a unit starts only after
+// every unit it depends on has ended; a unit that is depended on is told
+// so (it must then be healthy, whatever its own wait says).
+func TestRunUnitsFollowsTheGraph(t *testing.T) {
+	t.Parallel()
+	units := fakeUnits([][2]any{
+		{"crds", []string(nil)},
+		{"app-a", []string{"crds"}},
+		{"app-b", []string{"crds"}},
+		{"last", []string{"app-a", "app-b"}},
+	})
+	r := &recorder{sleep: 150 * time.Millisecond}
+	runs := byName(runUnits(context.Background(), units, 4, false, r.run))
+	for name, u := range runs {
+		if u.Result.Reason != result.ReasonSucceeded {
+			t.Errorf("%s: %s", name, u.Result.Reason)
+		}
+	}
+	a, b := runs["app-a"], runs["app-b"]
+	if !(a.Start.Before(b.End) && b.Start.Before(a.End)) {
+		t.Errorf("app-a (%s..%s) and app-b (%s..%s) did not overlap", a.Start, a.End, b.Start, b.End)
+	}
+	for _, app := range []unitRun{a, b} {
+		if app.Start.Before(runs["crds"].End) {
+			t.Errorf("%s started before crds ended", app.Unit.Name)
+		}
+	}
+	if last := runs["last"]; last.Start.Before(a.End) || last.Start.Before(b.End) {
+		t.Errorf("last started before both apps ended")
+	}
+	want := map[string]bool{"crds": true, "app-a": true, "app-b": true, "last": false}
+	for name, w := range want {
+		if r.dependedOn[name] != w {
+			t.Errorf("%s: told depended on %v, want %v", name, r.dependedOn[name], w)
+		}
+	}
+}
+
+// A failed unit's dependents are not run and are DependencyNotReady,
+// down the whole chain; its siblings run. A suspended unit is not run,
+// and its dependents go on.
+func TestRunUnitsStopsAtAFailureAndSkipsSuspended(t *testing.T) {
+	t.Parallel()
+	units := fakeUnits([][2]any{
+		{"crds", []string(nil)},
+		{"broken", []string{"crds"}},
+		{"sibling", []string{"crds"}},
+		{"needs-broken", []string{"broken"}},
+		{"needs-needs", []string{"needs-broken"}},
+		{"paused", []string(nil)},
+		{"after-paused", []string{"paused"}},
+	})
+	units[5].Suspend = true
+	r := &recorder{sleep: 10 * time.Millisecond, fail: map[string]result.Reason{"broken": result.ReasonHealthCheckFailed}}
+	runs := byName(runUnits(context.Background(), units, 2, false, r.run))
+	want := map[string]result.Reason{
+		"crds": result.ReasonSucceeded, "broken": result.ReasonHealthCheckFailed, "sibling": result.ReasonSucceeded,
+		"needs-broken": result.ReasonDependencyNotReady, "needs-needs": result.ReasonDependencyNotReady,
+		"paused": result.ReasonSuspended, "after-paused": result.ReasonSucceeded,
+	}
+	for name, w := range want {
+		if got := runs[name].Result.Reason; got != w {
+			t.Errorf("%s: %s, want %s (%s)", name, got, w, runs[name].Result.Message)
+		}
+	}
+	for _, never := range []string{"needs-broken", "needs-needs", "paused"} {
+		if slices.Contains(r.called, never) {
+			t.Errorf("%s was run", never)
+		}
+	}
+	if msg := runs["needs-broken"].Result.Message; msg != "not run: it depends on broken, which did not succeed" {
+		t.Errorf("message %q", msg)
+	}
+}
+
+// At most concurrency units run at once.
+func TestRunUnitsBoundsConcurrency(t *testing.T) {
+	t.Parallel()
+	var graph [][2]any
+	for _, n := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+		graph = append(graph, [2]any{n, []string(nil)})
+	}
+	r := &recorder{sleep: 30 * time.Millisecond}
+	runUnits(context.Background(), fakeUnits(graph), 3, false, r.run)
+	if m := r.most.Load(); m != 3 {
+		t.Errorf("at most %d at once, want 3", m)
+	}
+}
+
+// Delete goes the other way: a unit after every unit that depends on it.
+func TestRunUnitsReversedForDelete(t *testing.T) {
+	t.Parallel()
+	units := fakeUnits([][2]any{{"crds", []string(nil)}, {"app", []string{"crds"}}})
+	r := &recorder{sleep: 5 * time.Millisecond, fail: map[string]result.Reason{"app": result.ReasonPruneFailed}}
+	runs := byName(runUnits(context.Background(), units, 4, true, r.run))
+	if !slices.Equal(r.called, []string{"app"}) || runs["crds"].Result.Reason != result.ReasonDependencyNotReady {
+		t.Errorf("called %v; crds %s, want only app deleted and crds kept", r.called, runs["crds"].Result.Reason)
+	}
+}
+
+// Cancelled (a runner's SIGTERM): running units stop as a single run
+// does; units not started are Cancelled, never started.
+func TestRunUnitsCancelled(t *testing.T) {
+	t.Parallel()
+	units := fakeUnits([][2]any{{"first", []string(nil)}, {"second", []string{"first"}}})
+	r := &recorder{sleep: time.Minute}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	runs := byName(runUnits(ctx, units, 4, false, r.run))
+	if runs["first"].Result.Reason != result.ReasonCancelled || runs["second"].Result.Reason != result.ReasonDependencyNotReady {
+		t.Errorf("first %s, second %s", runs["first"].Result.Reason, runs["second"].Result.Reason)
+	}
+	if slices.Contains(r.called, "second") {
+		t.Errorf("second was started after the cancel")
+	}
+}
+
+func TestWorstExit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		codes []int
+		want  int
+	}{
+		{nil, ExitOK},
+		{[]int{ExitOK, ExitChanges}, ExitChanges},
+		{[]int{ExitChanges, ExitFailed, ExitOK}, ExitFailed},
+		{[]int{ExitFailed, ExitInvalid, ExitChanges}, ExitInvalid},
+	} {
+		if got := worstExit(tc.codes...); got != tc.want {
+			t.Errorf("worstExit(%v) = %d, want %d", tc.codes, got, tc.want)
+		}
+	}
+}
