@@ -52,24 +52,43 @@ var ErrNoWriteAccess = errors.New("the token may not write comments (a pull requ
 
 // Report implements Reporter.
 func (p *PullRequestComment) Report(ctx context.Context, res *result.Result) error {
+	client, err := p.client()
+	if err != nil {
+		return err
+	}
+	page := p.Page
+	page.Marker = CommentMarker(res)
+	return p.publish(ctx, client, page.Marker, StickyBody(res, page, CommentLimit, p.Redact))
+}
+
+// ReportRun implements RunReporter: one comment per run file.
+func (p *PullRequestComment) ReportRun(ctx context.Context, run *result.Run) error {
+	client, err := p.client()
+	if err != nil {
+		return err
+	}
+	page := p.Page
+	page.Marker = RunMarker(run)
+	return p.publish(ctx, client, page.Marker, RunStickyBody(run, page, CommentLimit, p.Redact))
+}
+
+func (p *PullRequestComment) client() (*github.Client, error) {
 	hc := p.HTTPClient
 	if hc == nil {
 		hc = &http.Client{Timeout: 30 * time.Second}
 	}
 	base := strings.TrimSuffix(p.APIURL, "/") + "/"
-	client, err := github.NewClient(github.WithHTTPClient(hc), github.WithAuthToken(p.Token), github.WithURLs(&base, &base), github.WithUserAgent("gantry"))
-	if err != nil {
-		return err
-	}
+	return github.NewClient(github.WithHTTPClient(hc), github.WithAuthToken(p.Token), github.WithURLs(&base, &base), github.WithUserAgent("gantry"))
+}
+
+// publish writes body as the comment that carries marker and was written
+// by the token's identity, creating it or updating it in place.
+func (p *PullRequestComment) publish(ctx context.Context, client *github.Client, marker, body string) error {
 	me, err := p.viewer(ctx, client)
 	if err != nil {
 		return fmt.Errorf("finding the token's identity: %w", err)
 	}
-	page := p.Page
-	page.Marker = CommentMarker(res)
-	body := StickyBody(res, page, CommentLimit, p.Redact)
-
-	existing, err := p.find(ctx, client, me, page.Marker)
+	existing, err := p.find(ctx, client, me, marker)
 	if err != nil {
 		return classify(err)
 	}

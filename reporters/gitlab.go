@@ -44,6 +44,21 @@ func (*MergeRequestNote) Name() string { return "GitLab merge request note" }
 
 // Report implements Reporter.
 func (m *MergeRequestNote) Report(ctx context.Context, res *result.Result) error {
+	page := m.Page
+	page.Marker = CommentMarker(res)
+	return m.publish(ctx, page.Marker, StickyBody(res, page, NoteLimit, m.Redact))
+}
+
+// ReportRun implements RunReporter: one note per run file.
+func (m *MergeRequestNote) ReportRun(ctx context.Context, run *result.Run) error {
+	page := m.Page
+	page.Marker = RunMarker(run)
+	return m.publish(ctx, page.Marker, RunStickyBody(run, page, NoteLimit, m.Redact))
+}
+
+// publish writes body as the note that carries marker and was written by
+// the token's user, creating it or updating it in place.
+func (m *MergeRequestNote) publish(ctx context.Context, marker, body string) error {
 	if m.Token == "" {
 		return ErrJobTokenCannotComment
 	}
@@ -60,9 +75,6 @@ func (m *MergeRequestNote) Report(ctx context.Context, res *result.Result) error
 	if err != nil {
 		return fmt.Errorf("finding the token's user: %w", err)
 	}
-	page := m.Page
-	page.Marker = CommentMarker(res)
-	body := StickyBody(res, page, NoteLimit, m.Redact)
 
 	var existing *gitlab.Note
 	opts := &gitlab.ListMergeRequestNotesOptions{ListOptions: gitlab.ListOptions{PerPage: 100}}
@@ -72,7 +84,7 @@ func (m *MergeRequestNote) Report(ctx context.Context, res *result.Result) error
 			return err
 		}
 		for _, n := range notes {
-			if n.Author.ID == me.ID && strings.Contains(n.Body, "<!-- "+page.Marker+" -->") {
+			if n.Author.ID == me.ID && strings.Contains(n.Body, "<!-- "+marker+" -->") {
 				existing = n
 				break
 			}

@@ -1,11 +1,166 @@
 package reporters
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gantry-dev/gantry/result"
 )
+
+// RunReporter publishes a run of units (a run file) in one place, as one
+// report: one summary, one comment, one JSON report.
+type RunReporter interface {
+	Name() string
+	ReportRun(ctx context.Context, run *result.Run) error
+}
+
+// ReportRun runs every reporter on a run of units and returns their
+// failures as warnings, each naming its reporter.
+func (m Multi) ReportRun(ctx context.Context, run *result.Run) []error {
+	var warnings []error
+	for _, r := range m {
+		rr, ok := r.(RunReporter)
+		if !ok {
+			warnings = append(warnings, fmt.Errorf("%s: does not report a run of units", r.Name()))
+			continue
+		}
+		if err := rr.ReportRun(ctx, run); err != nil {
+			warnings = append(warnings, fmt.Errorf("%s: %w", r.Name(), err))
+		}
+	}
+	return warnings
+}
+
+var (
+	_ RunReporter = (*JSONReport)(nil)
+	_ RunReporter = (*DiffFile)(nil)
+	_ RunReporter = (*GitHubSummary)(nil)
+	_ RunReporter = (*GitHubOutputs)(nil)
+	_ RunReporter = (*GitHubAnnotations)(nil)
+	_ RunReporter = (*PullRequestComment)(nil)
+	_ RunReporter = (*MergeRequestNote)(nil)
+	_ RunReporter = (*Dotenv)(nil)
+	_ RunReporter = (*TektonResults)(nil)
+)
+
+// ReportRun implements RunReporter: the run, every unit's whole result in it.
+func (j *JSONReport) ReportRun(_ context.Context, run *result.Run) error {
+	b, err := json.MarshalIndent(run, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFile(j.Path, []byte(j.Redact.String(string(b))+"\n"))
+}
+
+// ReportRun implements RunReporter: every unit's diffs, in the units' order.
+func (d *DiffFile) ReportRun(_ context.Context, run *result.Run) error {
+	return writeFile(d.Path, []byte(d.Redact.String(FullDiff(run.Total()))))
+}
+
+// ReportRun implements RunReporter.
+func (s *GitHubSummary) ReportRun(_ context.Context, run *result.Run) error {
+	md, _ := RunFit(run, s.Page, SummaryLimit)
+	return safely(func() { s.Action.AddStepSummary(s.Redact.String(md)) })
+}
+
+// ReportRun implements RunReporter: the totals under the single run's
+// names, then each unit's <unit>-changed and <unit>-reason.
+func (g *GitHubOutputs) ReportRun(_ context.Context, run *result.Run) error {
+	f, err := os.OpenFile(g.Path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	outputs := RunOutputs(run, g.ReportPath, g.DiffPath)
+	for _, name := range RunOutputNames(run) {
+		if err := writeOutput(f, name, g.Redact.String(outputs[name])); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
+}
+
+// ReportRun implements RunReporter: the failed objects of every unit.
+func (a *GitHubAnnotations) ReportRun(ctx context.Context, run *result.Run) error {
+	return a.Report(ctx, run.Total())
+}
+
+// ReportRun implements RunReporter, as ReportRun of GitHubOutputs.
+func (d *Dotenv) ReportRun(_ context.Context, run *result.Run) error {
+	outputs := RunOutputs(run, d.ReportPath, d.DiffPath)
+	var b strings.Builder
+	for _, name := range RunOutputNames(run) {
+		v := singleLine(d.Redact.String(outputs[name]))
+		fmt.Fprintf(&b, "GANTRY_%s=%s\n", strings.ToUpper(strings.ReplaceAll(name, "-", "_")), v)
+	}
+	if b.Len() > DotenvLimit {
+		return fmt.Errorf("dotenv would be %d bytes, over GitLab's %d", b.Len(), DotenvLimit)
+	}
+	return writeFile(d.Path, []byte(b.String()))
+}
+
+// ReportRun implements RunReporter: the Task's results are the run's
+// totals (a Task declares its results; per-unit results belong to a
+// Pipeline of one Task per unit, which gantry plan writes).
+func (t *TektonResults) ReportRun(ctx context.Context, run *result.Run) error {
+	return t.Report(ctx, run.Total())
+}
+
+// RunOutputs are the outputs of a run of units: the totals by the single
+// run's names, and per unit <unit>-changed and <unit>-reason.
+func RunOutputs(run *result.Run, reportPath, diffPath string) map[string]string {
+	out := Outputs(run.Total(), reportPath, diffPath)
+	out["inventory"] = ""
+	for _, u := range run.Units {
+		out[u.Name+"-changed"] = strconv.FormatBool(u.Changed())
+		out[u.Name+"-reason"] = string(u.Reason)
+	}
+	return out
+}
+
+// RunOutputNames lists a run's outputs in a stable order.
+func RunOutputNames(run *result.Run) []string {
+	names := OutputNames()
+	for _, u := range run.Units {
+		names = append(names, u.Name+"-changed", u.Name+"-reason")
+	}
+	return names
+}
+
+// RunMarker is the hidden marker of a run file's comment: one comment per
+// run file, whatever its units.
+func RunMarker(run *result.Run) string {
+	return "gantry:comment run-file=" + run.RunFile
+}
+
+// RunStickyBody is RunFit's rendering for a comment updated in place,
+// redacted, with a hidden key of its content without what changes on
+// every run (timings, the link to the run), as StickyBody.
+func RunStickyBody(run *result.Run, page Page, limit int, redact *Redactor) string {
+	body, detail := RunFit(run, page, limit)
+	stable := *run
+	stable.Units = make([]result.Unit, len(run.Units))
+	for i, u := range run.Units {
+		r := *u.Result
+		r.Started, r.Finished = time.Time{}, time.Time{}
+		r.Stages = make([]result.Stage, len(u.Stages))
+		for j, s := range u.Stages {
+			s.Duration = 0
+			r.Stages[j] = s
+		}
+		u.Result = &r
+		stable.Units[i] = u
+	}
+	page.RunURL = ""
+	sum := sha256.Sum256([]byte(redact.String(RunMarkdown(&stable, page, detail))))
+	return redact.String(body) + fmt.Sprintf("\n<!-- gantry-content %x -->\n", sum[:12])
+}
 
 // runIcon is a unit's or a run's outcome at a glance.
 func runIcon(r result.Reason) string {

@@ -147,3 +147,25 @@ func (r *Run) Levels() [][]string {
 	}
 	return levels
 }
+
+// Total is the run as one result: every unit's objects, the run's
+// reason, and a message naming each unit that did not reach its goal,
+// for what reports a run by its totals (step outputs, annotations).
+func (r *Run) Total() *Result {
+	t := &Result{Schema: SchemaVersion, Command: r.Command, Version: r.Version, Started: r.Started, Finished: r.Finished,
+		Reason: r.Reason, Message: r.Message, Stages: []Stage{}, Objects: []Object{}}
+	var why []string
+	for _, u := range r.Units {
+		if t.Revision == "" {
+			t.Revision = u.Revision
+		}
+		t.Objects = append(t.Objects, u.Objects...)
+		if Severity(u.Reason) >= 2 {
+			why = append(why, fmt.Sprintf("unit %s: %s: %s", u.Name, u.Reason, u.Message))
+		}
+	}
+	if len(why) > 0 {
+		t.Message = strings.Join(why, "\n")
+	}
+	return t
+}
