@@ -86,6 +86,8 @@ type Config struct {
 	Verify         *artifact.VerifyOptions
 	// Secrets are the values that must never be printed.
 	Secrets []string
+	// UnitsConcurrency bounds the units of a run file that run at once.
+	UnitsConcurrency int
 }
 
 // value is one input's raw value and where it came from.
@@ -442,6 +444,11 @@ func configure(inv *invocation, env map[string]string) (*Config, error) {
 		bad("lease-duration", "%q is not a whole number of seconds of at least 3s, such as 30s or 2m", vals["lease-duration"].raw)
 	} else {
 		c.LeaseDuration = d
+	}
+	if n, err := strconv.Atoi(str("units-concurrency")); err != nil || n < 1 || n > 64 {
+		bad("units-concurrency", "%q is not a whole number from 1 to 64", vals["units-concurrency"].raw)
+	} else {
+		c.UnitsConcurrency = n
 	}
 	if n, err := strconv.Atoi(str("concurrency")); err != nil || n < 1 || n > 256 {
 		bad("concurrency", "%q is not a whole number from 1 to 256", vals["concurrency"].raw)

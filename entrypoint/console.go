@@ -27,7 +27,7 @@ import (
 // and a summary; in colour on a terminal. Every line goes through the
 // redactor, whatever produced it.
 type console struct {
-	mu     sync.Mutex
+	mu     *sync.Mutex // shared by the consoles of a run's units
 	w      io.Writer
 	redact *reporters.Redactor
 	p      platform
@@ -38,13 +38,22 @@ type console struct {
 	unanswered atomic.Int32
 	// fenced counts the objects whose write the lost Lease stopped.
 	fenced atomic.Int32
+	// unit, in a run of several, starts each line: units run side by
+	// side, so their stages are lines, not groups or sections.
+	unit string
 }
 
 var _ pipeline.Observer = (*console)(nil)
 
 func newConsole(w io.Writer, redact *reporters.Redactor, p platform) *console {
 	color := colorTerminal(w)
-	return &console{w: w, redact: redact, p: p, color: color, now: time.Now}
+	return &console{mu: &sync.Mutex{}, w: w, redact: redact, p: p, color: color, now: time.Now}
+}
+
+// forUnit is the console of one unit of a run: every line starts with
+// the unit's name.
+func (c *console) forUnit(name string) *console {
+	return &console{mu: c.mu, w: c.w, redact: c.redact, p: c.p, color: c.color, now: c.now, unit: name}
 }
 
 // Write lets client-go's warning writer print through the console.
@@ -55,6 +64,10 @@ func (c *console) Write(b []byte) (int, error) {
 
 func (c *console) printf(format string, a ...any) {
 	s := c.redact.String(fmt.Sprintf(format, a...))
+	if c.unit != "" {
+		prefix := c.paint("2", "["+c.unit+"]") + " "
+		s = prefix + strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "\n"+prefix) + "\n"
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	fmt.Fprint(c.w, s)
@@ -68,10 +81,12 @@ func (c *console) paint(code, s string) string {
 }
 
 func (c *console) StageStarted(name string) {
-	switch c.p {
-	case githubActions:
+	switch {
+	case c.unit != "":
+		c.printf("%s %s\n", c.paint("1", "▸"), name)
+	case c.p == githubActions:
 		c.printf("::group::%s\n", name)
-	case gitlabCI:
+	case c.p == gitlabCI:
 		c.printf("\x1b[0Ksection_start:%d:gantry_%s[collapsed=false]\r\x1b[0K%s\n", c.now().Unix(), name, name)
 	default:
 		c.printf("%s %s\n", c.paint("1", "▸"), name)
@@ -79,10 +94,11 @@ func (c *console) StageStarted(name string) {
 }
 
 func (c *console) StageFinished(s result.Stage) {
-	switch c.p {
-	case githubActions:
+	switch {
+	case c.unit != "":
+	case c.p == githubActions:
 		c.printf("::endgroup::\n")
-	case gitlabCI:
+	case c.p == gitlabCI:
 		c.printf("\x1b[0Ksection_end:%d:gantry_%s\r\x1b[0K", c.now().Unix(), s.Name)
 	}
 	if s.Error != "" {
@@ -128,7 +144,7 @@ func (c *console) Info(msg string) { c.printf("  %s\n", msg) }
 
 // warn reports a problem that does not fail the run.
 func (c *console) warn(msg string) {
-	if c.p == githubActions {
+	if c.p == githubActions && c.unit == "" {
 		c.printf("::warning title=gantry::%s\n", escapeCommandData(msg))
 		return
 	}

@@ -65,35 +65,19 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "gantry %s\n", Version)
 		return ExitOK
 	}
+	if file := runFileOf(inv, env); file != "" {
+		return runFile(ctx, inv, env, file, p, stdout, stderr)
+	}
 	cfg, cfgErr := configure(inv, env)
 
 	// Every secret is known, and masked on GitHub, before anything else is
 	// printed.
 	var secrets []string
 	if cfg != nil {
-		secrets = append(secrets, cfg.Secrets...)
-		secrets = append(secrets, kubeconfigSecrets(cfg.Kubeconfig, env)...)
+		secrets = append(cfg.Secrets, kubeconfigSecrets(cfg.Kubeconfig, env)...)
 	}
-	redact := reporters.NewRedactor(secrets...)
-	var gha *githubactions.Action
-	if p == githubActions {
-		gha = githubAction(stderr, env)
-		for _, s := range redact.Secrets() {
-			gha.AddMask(s)
-		}
-	}
-	console := newConsole(stderr, redact, p)
-	// Values a build decrypts are masked from then on, like any secret.
-	var maskMu sync.Mutex
-	decrypted := func(values []string) {
-		maskMu.Lock()
-		defer maskMu.Unlock()
-		for _, s := range redact.Add(values...) {
-			if gha != nil {
-				gha.AddMask(s)
-			}
-		}
-	}
+	s := newSession(env, p, secrets, stderr)
+	redact, gha, console, decrypted := s.redact, s.gha, s.console, s.decrypted
 
 	if cfgErr != nil {
 		console.printf("gantry: invalid configuration:\n%s\n", indent(cfgErr.Error()))
@@ -106,66 +90,13 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		}
 		return ExitInvalid
 	}
-	kopts := kube.Options{Kubeconfig: cfg.Kubeconfig, Context: cfg.Context, ServiceAccount: cfg.ServiceAccount, Concurrency: cfg.Concurrency}
-	connect := func() (*kube.Clients, error) {
-		rc, err := kube.RESTConfig(kopts)
-		if err != nil {
-			return nil, err
-		}
-		rc.WarningHandler = rest.NewWarningWriter(console, rest.WarningWriterOptions{Deduplicate: true})
-		return kube.Connect(rc)
-	}
-	opts := pipeline.Options{
-		Build: pipeline.BuildOptions{
-			Path:             cfg.Path,
-			TargetNamespace:  cfg.TargetNamespace,
-			Patches:          cfg.Patches,
-			Substitute:       cfg.Substitute,
-			SOPSIdentities:   cfg.SOPSIdentities,
-			Decrypted:        decrypted,
-			MaxFileBytes:     cfg.MaxFileBytes,
-			MaxObjects:       cfg.MaxObjects,
-			AllowRemoteBases: cfg.AllowRemoteBases,
-		},
-		Inventory:              cfg.Inventory,
-		InventoryNamespace:     cfg.InventoryNamespace,
-		DefaultNamespace:       kube.DefaultNamespace(kopts),
-		Prune:                  cfg.Prune,
-		Wait:                   cfg.Wait,
-		Force:                  cfg.Force,
-		AllowEmpty:             cfg.AllowEmpty,
-		MaxPrune:               cfg.MaxPrune,
-		PruneCRDsWithResources: cfg.PruneCRDsWithResources,
-		DeleteFluxApplied:      cfg.DeleteFluxApplied,
-		RefuseConflicts:        cfg.RefuseConflicts,
-		TakeOwnership:          cfg.TakeOwnership,
-		ValidateAll:            cfg.ValidateAll,
-		ReleaseTo:              cfg.ReleaseTo,
-		Timeout:                cfg.Timeout,
-		HealthChecks:           cfg.HealthChecks,
-		Concurrency:            cfg.Concurrency,
-		Revision:               cfg.Revision,
-		Source:                 cfg.Source,
-		Version:                Version,
-		Holder:                 holder(env),
-		LeaseDuration:          cfg.LeaseDuration,
-	}
+	connect := s.connect(cfg, console)
+	opts := s.options(cfg)
 
 	if cfg.Artifact != "" {
-		client := artifact.New(artifact.Options{
-			Username: cfg.Registry.Username, Password: cfg.Registry.Password,
-			GitHubToken: cfg.GitHubToken, Insecure: cfg.Registry.Insecure,
-			Recipients: cfg.AgeRecipients, Identities: cfg.AgeIdentities,
-			Sign: cfg.Sign, Verify: cfg.Verify,
-		})
-		opts.Artifact = &pipeline.ArtifactOptions{Ref: cfg.Artifact, Path: cfg.ArtifactPath, Tags: cfg.Tags, Client: client,
-			Meta: artifact.Meta{Source: cfg.Source, Revision: cfg.Revision}}
-		if (cfg.Command == "apply" || cfg.Command == "diff") && !cfg.PathGiven {
-			opts.Build.Path = "" // pull, then build what was pulled
-		}
 		switch cfg.Command {
 		case "pull", "tag", "list", "inspect", "diff-artifact":
-			return runArtifact(ctx, cfg, client, stdout, console, decrypted)
+			return runArtifact(ctx, cfg, opts.Artifact.Client, stdout, console, decrypted)
 		}
 	}
 
@@ -226,6 +157,111 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		console.warn(err.Error())
 	}
 	return exitCode(res, cfg)
+}
+
+// session is what every unit of one invocation shares: the environment,
+// the platform, the secrets to mask and the console.
+type session struct {
+	env      map[string]string
+	platform platform
+	redact   *reporters.Redactor
+	gha      *githubactions.Action // on GitHub only
+	console  *console
+	maskMu   sync.Mutex
+}
+
+// newSession masks every secret, on GitHub too, before anything is printed.
+func newSession(env map[string]string, p platform, secrets []string, stderr io.Writer) *session {
+	s := &session{env: env, platform: p, redact: reporters.NewRedactor(secrets...)}
+	if p == githubActions {
+		s.gha = githubAction(stderr, env)
+		for _, v := range s.redact.Secrets() {
+			s.gha.AddMask(v)
+		}
+	}
+	s.console = newConsole(stderr, s.redact, p)
+	return s
+}
+
+// decrypted masks the values a build decrypts, like any secret, from then on.
+func (s *session) decrypted(values []string) {
+	s.maskMu.Lock()
+	defer s.maskMu.Unlock()
+	for _, v := range s.redact.Add(values...) {
+		if s.gha != nil {
+			s.gha.AddMask(v)
+		}
+	}
+}
+
+func kubeOptions(cfg *Config) kube.Options {
+	return kube.Options{Kubeconfig: cfg.Kubeconfig, Context: cfg.Context, ServiceAccount: cfg.ServiceAccount, Concurrency: cfg.Concurrency}
+}
+
+// connect connects to cfg's cluster when the pipeline first needs it;
+// the API server's warnings print on out.
+func (s *session) connect(cfg *Config, out *console) func() (*kube.Clients, error) {
+	return func() (*kube.Clients, error) {
+		rc, err := kube.RESTConfig(kubeOptions(cfg))
+		if err != nil {
+			return nil, err
+		}
+		rc.WarningHandler = rest.NewWarningWriter(out, rest.WarningWriterOptions{Deduplicate: true})
+		return kube.Connect(rc)
+	}
+}
+
+// options are the pipeline's options for one unit's configuration.
+func (s *session) options(cfg *Config) pipeline.Options {
+	opts := pipeline.Options{
+		Build: pipeline.BuildOptions{
+			Path:             cfg.Path,
+			TargetNamespace:  cfg.TargetNamespace,
+			Patches:          cfg.Patches,
+			Substitute:       cfg.Substitute,
+			SOPSIdentities:   cfg.SOPSIdentities,
+			Decrypted:        s.decrypted,
+			MaxFileBytes:     cfg.MaxFileBytes,
+			MaxObjects:       cfg.MaxObjects,
+			AllowRemoteBases: cfg.AllowRemoteBases,
+		},
+		Inventory:              cfg.Inventory,
+		InventoryNamespace:     cfg.InventoryNamespace,
+		DefaultNamespace:       kube.DefaultNamespace(kubeOptions(cfg)),
+		Prune:                  cfg.Prune,
+		Wait:                   cfg.Wait,
+		Force:                  cfg.Force,
+		AllowEmpty:             cfg.AllowEmpty,
+		MaxPrune:               cfg.MaxPrune,
+		PruneCRDsWithResources: cfg.PruneCRDsWithResources,
+		DeleteFluxApplied:      cfg.DeleteFluxApplied,
+		RefuseConflicts:        cfg.RefuseConflicts,
+		TakeOwnership:          cfg.TakeOwnership,
+		ValidateAll:            cfg.ValidateAll,
+		ReleaseTo:              cfg.ReleaseTo,
+		Timeout:                cfg.Timeout,
+		HealthChecks:           cfg.HealthChecks,
+		Concurrency:            cfg.Concurrency,
+		Revision:               cfg.Revision,
+		Source:                 cfg.Source,
+		Version:                Version,
+		Holder:                 holder(s.env),
+		LeaseDuration:          cfg.LeaseDuration,
+	}
+	if cfg.Artifact != "" {
+		client := artifact.New(artifact.Options{
+			Username: cfg.Registry.Username, Password: cfg.Registry.Password,
+			GitHubToken: cfg.GitHubToken, Insecure: cfg.Registry.Insecure,
+			Recipients: cfg.AgeRecipients, Identities: cfg.AgeIdentities,
+			Sign: cfg.Sign, Verify: cfg.Verify,
+		})
+		opts.Artifact = &pipeline.ArtifactOptions{Ref: cfg.Artifact, Path: cfg.ArtifactPath, Tags: cfg.Tags, Client: client,
+			Meta: artifact.Meta{Source: cfg.Source, Revision: cfg.Revision}}
+		if (cfg.Command == "apply" || cfg.Command == "diff") && !cfg.PathGiven {
+			opts.Build.Path = "" // pull, then build what was pulled
+		}
+	}
+	return opts
 }
 
 // exitCode maps a result to the documented exit codes.

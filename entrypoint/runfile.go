@@ -10,8 +10,6 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/gantry-dev/gantry/kube"
 )
 
 // Unit is one deploy: a source, a cluster and an inventory, configured as
@@ -35,6 +33,18 @@ var runLevel = map[string]bool{
 	"command": true, "run-file": true, "units-concurrency": true,
 	"report": true, "summary": true, "comment": true, "github-token": true, "gitlab-token": true,
 	"dotenv": true, "tekton-results": true, "output": true, "detailed-exitcode": true,
+}
+
+// UnitInputs are the inputs a unit of a run file may set: all but those
+// of the whole run.
+func UnitInputs() []Input {
+	var out []Input
+	for _, in := range Inputs {
+		if !runLevel[in.Name] {
+			out = append(out, in)
+		}
+	}
+	return out
 }
 
 // pathInputs hold paths, which a run file gives relative to itself.
@@ -450,13 +460,11 @@ func findCycle(units []*Unit, byName map[string]*Unit) []string {
 	return nil
 }
 
-// clusterOf names a unit's cluster by its server's address, read from
-// its kubeconfig and context, never its credentials; where the
-// kubeconfig cannot be read, by what the unit names.
+// clusterOf names a unit's cluster by its server's address, never its
+// credentials; where the kubeconfig cannot be read, by what the unit names.
 func clusterOf(c *Config) string {
-	rc, err := kube.RESTConfig(kube.Options{Kubeconfig: c.Kubeconfig, Context: c.Context})
-	if err != nil || rc.Host == "" {
-		return "kubeconfig " + c.Kubeconfig + ", context " + c.Context
+	if server := clusterInfo(c).Server; server != "" {
+		return server
 	}
-	return rc.Host
+	return "kubeconfig " + c.Kubeconfig + ", context " + c.Context
 }

@@ -1,6 +1,8 @@
 package entrypoint
 
 import (
+	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -202,5 +204,48 @@ func TestRunFileGraphRefusals(t *testing.T) {
 	file := writeRunFile(t, "defaults:\n  kubeconfig: "+kc+"\nunits:\n- {name: a, path: x, inventory: shop, context: a}\n- {name: b, path: x, inventory: shop, context: b}\n", "x")
 	if _, err := configureUnits(&invocation{command: "apply", flags: map[string]string{}}, map[string]string{}, file); err != nil {
 		t.Errorf("one inventory name on two clusters: %v", err)
+	}
+}
+
+// The route of a run file, short of a cluster: a suspended unit is
+// reported and exits 0; a bad run file exits 2 with a JSON report that
+// says InvalidInput, and nothing else runs.
+func TestRunFileRoute(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, file string
+		code       int
+		reason     string
+	}{
+		{"suspended", "units:\n- {name: later, path: x, inventory: later, suspend: true}\n", ExitOK, "ReconciliationSucceeded"},
+		{"bad", "units:\n- {name: a, path: x, inventory: a, depends-on: [b]}\n", ExitInvalid, "InvalidInput"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			file := writeRunFile(t, tc.file, "x")
+			report := filepath.Join(t.TempDir(), "report.json")
+			var stdout, stderr strings.Builder
+			code := Run(context.Background(), []string{"apply", "--run-file", file, "--report", report}, []string{"HOME=" + t.TempDir()}, &stdout, &stderr)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\n%s", code, tc.code, stderr.String())
+			}
+			b, err := os.ReadFile(report)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var run struct {
+				Schema, Reason string
+				Units          []struct{ Name, Reason string }
+			}
+			if err := json.Unmarshal(b, &run); err != nil {
+				t.Fatal(err)
+			}
+			if run.Schema != "gantry.dev/run/v1" || run.Reason != tc.reason {
+				t.Errorf("report %s %s, want %s", run.Schema, run.Reason, tc.reason)
+			}
+			if tc.name == "suspended" && (len(run.Units) != 1 || run.Units[0].Reason != "Suspended") {
+				t.Errorf("units %+v, want later Suspended", run.Units)
+			}
+		})
 	}
 }

@@ -1,0 +1,258 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gantry-dev/gantry/e2e/cluster"
+	"github.com/gantry-dev/gantry/entrypoint"
+	"github.com/gantry-dev/gantry/inventory"
+	"github.com/gantry-dev/gantry/result"
+)
+
+// runOfUnits is one gantry invocation with a run file.
+type runOfUnits struct {
+	code           int
+	stdout, stderr string
+	run            *result.Run
+}
+
+// gantryRunFile runs gantry with a run file; each unit names its own
+// kubeconfig, so none is given for the whole run.
+func gantryRunFile(t *testing.T, ctx context.Context, args ...string) runOfUnits {
+	t.Helper()
+	report := filepath.Join(t.TempDir(), "report.json")
+	environ := []string{"HOME=" + os.Getenv("HOME"), "GANTRY_REPORT=" + report}
+	var stdout, stderr bytes.Buffer
+	code := entrypoint.Run(ctx, args, environ, &stdout, &stderr)
+	r := runOfUnits{code: code, stdout: stdout.String(), stderr: stderr.String()}
+	if b, err := os.ReadFile(report); err == nil {
+		r.run = &result.Run{}
+		if err := json.Unmarshal(b, r.run); err != nil {
+			t.Fatalf("report is not JSON: %v", err)
+		}
+	}
+	t.Logf("gantry %s --run-file: exit %d\n%s", args[0], code, r.stderr)
+	return r
+}
+
+func (r runOfUnits) unit(t *testing.T, name string) result.Unit {
+	t.Helper()
+	if r.run == nil {
+		t.Fatalf("no report")
+	}
+	for _, u := range r.run.Units {
+		if u.Name == name {
+			return u
+		}
+	}
+	t.Fatalf("no unit %s in the report", name)
+	return result.Unit{}
+}
+
+// secondControlPlane starts a control plane (etcd and kube-apiserver) for
+// one test: the second cluster of a run of units.
+func secondControlPlane(t *testing.T) *cluster.Cluster {
+	t.Helper()
+	env.Require(t)
+	c, err := (&cluster.Local{}).Start(context.Background(), cluster.Options{Name: "units-b", ControlPlaneOnly: true})
+	if err != nil {
+		t.Fatalf("starting a second control plane: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	return c
+}
+
+// labelledUnlisted returns the ConfigMaps labelled for an inventory that
+// the inventory does not list.
+func labelledUnlisted(t *testing.T, client kubernetes.Interface, invNS, inv string) []string {
+	t.Helper()
+	ctx := context.Background()
+	listed := map[string]bool{}
+	stored, err := (&inventory.Store{Client: client}).Load(ctx, invNS, inv)
+	if err == nil {
+		for _, e := range stored.Entries {
+			listed[e.ID] = true
+		}
+	}
+	cms, err := client.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: inventory.NameLabel + "=" + inv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, cm := range cms.Items {
+		id := cm.Namespace + "_" + cm.Name + "__ConfigMap"
+		if !listed[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// A platform team's run over two clusters: CRDs and a controller on
+// cluster A, then an app on each cluster, then a unit that depends on
+// both. A failed unit stops its dependents (untouched in their cluster)
+// while its sibling applies; the run after the fix converges, the two
+// apps overlapping in time and starting only once the platform is
+// healthy. A cycle and two units on one inventory are refused with
+// nothing written; a run cancelled midway (a runner's SIGTERM) leaves
+// every inventory listing what carries its labels, and the next converges.
+func TestRunFileAcrossTwoClusters(t *testing.T) {
+	t.Parallel()
+	b := secondControlPlane(t)
+	clientB, err := kubernetes.NewForConfig(b.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := env.Namespace(t)
+	if _, err := clientB.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	group := strings.ReplaceAll(ns, "-", "") + ".example.com"
+	root := t.TempDir()
+	files := map[string]string{
+		"platform/crd.yaml":        crdYAML(group, "Widget"),
+		"platform/controller.yaml": readyDeployment(ns, "widget-controller"),
+		"apps/a/widget.yaml":       fmt.Sprintf("apiVersion: %s/v1\nkind: Widget\nmetadata: {name: shop, namespace: %s}\nspec: {size: 3}\n", group, ns),
+		"apps/a/cm.yaml":           fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app-a, namespace: %s}\ndata: {k: v}\n", ns),
+		"apps/b/cm.yaml":           fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app-b, namespace: %s}\ndata: {k: v}\n", ns),
+		"last/cm.yaml":             fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: last, namespace: %s}\ndata: {k: v}\n", ns),
+	}
+	for p, c := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(root, p), c)
+	}
+	runFile := filepath.Join(root, "gantry.yaml")
+	writeRun := func(units string) {
+		writeFile(t, runFile, fmt.Sprintf("defaults:\n  inventory-namespace: %s\n  timeout: 2m\nunits:\n%s", ns, units))
+	}
+	a, bk := env.Cluster.Kubeconfig, b.Kubeconfig
+	graph := fmt.Sprintf(`  - {name: platform, path: platform, inventory: platform, kubeconfig: %s, wait: false}
+  - {name: app-a, depends-on: [platform], path: apps/a, inventory: app-a, kubeconfig: %s, wait: false}
+  - {name: app-b, depends-on: [platform], path: apps/b, inventory: app-b, kubeconfig: %s}
+  - {name: last, depends-on: [app-a, app-b], path: last, inventory: last, kubeconfig: %s}
+`, a, a, bk, bk)
+
+	// Refused before anything is written: a cycle, and one inventory on
+	// one cluster twice.
+	for _, tc := range []struct{ name, units, says string }{
+		{"cycle", fmt.Sprintf("  - {name: x, depends-on: [y], path: last, inventory: x, kubeconfig: %s}\n  - {name: y, depends-on: [x], path: last, inventory: y, kubeconfig: %s}\n", bk, bk),
+			"units depend on each other in a cycle: x -> y -> x"},
+		{"one inventory twice", fmt.Sprintf("  - {name: x, path: last, inventory: same, kubeconfig: %s}\n  - {name: y, path: apps/b, inventory: same, kubeconfig: %s}\n", bk, bk),
+			"units x and y use one inventory, " + ns + "/same, on one cluster"},
+	} {
+		writeRun(tc.units)
+		r := gantryRunFile(t, context.Background(), "apply", "--run-file", runFile)
+		if r.code != entrypoint.ExitInvalid || r.run == nil || r.run.Reason != result.ReasonInvalidInput || !strings.Contains(r.stderr, tc.says) {
+			t.Fatalf("%s: exit %d, want 2 with reason InvalidInput, saying %q", tc.name, r.code, tc.says)
+		}
+		for _, inv := range []string{"x", "y", "same"} {
+			if _, err := clientB.CoreV1().ConfigMaps(ns).Get(context.Background(), inventory.ConfigMapName(inv), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("%s: inventory %s was written (%v)", tc.name, inv, err)
+			}
+		}
+	}
+
+	// app-b fails validation: last is not run and leaves cluster B
+	// untouched; app-a, app-b's sibling, applies.
+	writeFile(t, filepath.Join(root, "apps/b/cm.yaml"), fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: App_B, namespace: %s}\ndata: {k: v}\n", ns))
+	writeRun(graph)
+	r := gantryRunFile(t, context.Background(), "apply", "--run-file", runFile)
+	if r.code != entrypoint.ExitFailed {
+		t.Fatalf("a failing unit: exit %d, want 1", r.code)
+	}
+	for name, want := range map[string]result.Reason{"platform": result.ReasonSucceeded, "app-a": result.ReasonSucceeded,
+		"app-b": result.ReasonValidationFailed, "last": result.ReasonDependencyNotReady} {
+		if got := r.unit(t, name).Reason; got != want {
+			t.Errorf("%s: %s, want %s", name, got, want)
+		}
+	}
+	if _, err := clientB.CoreV1().ConfigMaps(ns).Get(context.Background(), "last", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the unit that was not run wrote its ConfigMap (%v)", err)
+	}
+	if _, err := clientB.CoreV1().ConfigMaps(ns).Get(context.Background(), inventory.ConfigMapName("last"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the unit that was not run wrote its inventory (%v)", err)
+	}
+
+	// Fixed: the run converges, in order, the apps side by side.
+	writeFile(t, filepath.Join(root, "apps/b/cm.yaml"), files["apps/b/cm.yaml"])
+	r = gantryRunFile(t, context.Background(), "apply", "--run-file", runFile)
+	if r.code != 0 || r.run.Reason != result.ReasonSucceeded {
+		t.Fatalf("after the fix: exit %d, %v", r.code, r.run)
+	}
+	platform, appA, appB, last := r.unit(t, "platform"), r.unit(t, "app-a"), r.unit(t, "app-b"), r.unit(t, "last")
+	if !(appA.Started.Before(appB.Finished) && appB.Started.Before(appA.Finished)) {
+		t.Errorf("app-a (%s..%s) and app-b (%s..%s) did not overlap", appA.Started, appA.Finished, appB.Started, appB.Finished)
+	}
+	for _, app := range []result.Unit{appA, appB} {
+		if app.Started.Before(platform.Finished) {
+			t.Errorf("%s started at %s, before platform was healthy (%s)", app.Name, app.Started, platform.Finished)
+		}
+	}
+	if last.Started.Before(appA.Finished) || last.Started.Before(appB.Finished) {
+		t.Errorf("last started before both apps were done")
+	}
+	// platform is depended on: it waited for its controller (its pod is
+	// kwok's, simulated) before the apps started, though it says
+	// wait: false.
+	if h := objectIn(platform.Result, "Deployment.apps/"+ns+"/widget-controller"); h == nil || h.Health == nil || h.Health.Status != "Current" {
+		t.Errorf("platform's controller was not waited for: %+v", h)
+	}
+	if platform.Cluster.Server == last.Cluster.Server || platform.Cluster.Server == "" {
+		t.Errorf("clusters: platform %q, last %q: want two servers", platform.Cluster.Server, last.Cluster.Server)
+	}
+	for _, secret := range []string{"token", "BEGIN"} {
+		if strings.Contains(r.stderr, secret) {
+			t.Errorf("the console shows %q", secret)
+		}
+	}
+
+	// A run cancelled midway: every inventory lists what carries its
+	// labels; the next run converges.
+	for i := range 40 {
+		writeFile(t, filepath.Join(root, fmt.Sprintf("last/more-%02d.yaml", i)), fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: more-%02d, namespace: %s}\n", i, ns))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	r = gantryRunFile(t, ctx, "apply", "--run-file", runFile)
+	cancel()
+	t.Logf("cancelled run: exit %d, %s", r.code, r.run.Message)
+	for _, c := range []struct {
+		client kubernetes.Interface
+		inv    string
+	}{{env.Client, "platform"}, {env.Client, "app-a"}, {clientB, "app-b"}, {clientB, "last"}} {
+		if orphans := labelledUnlisted(t, c.client, ns, c.inv); len(orphans) > 0 {
+			t.Errorf("inventory %s does not list %v", c.inv, orphans)
+		}
+	}
+	r = gantryRunFile(t, context.Background(), "apply", "--run-file", runFile)
+	if r.code != 0 {
+		t.Fatalf("the run after the cancel: exit %d", r.code)
+	}
+	if got := r.unit(t, "last").Counts()[result.Unchanged] + r.unit(t, "last").Counts()[result.Created]; got != 41 {
+		t.Errorf("last holds %d objects after converging, want 41", got)
+	}
+}
+
+func objectIn(res *result.Result, ref string) *result.Object {
+	for i, o := range res.Objects {
+		if o.Ref() == ref {
+			return &res.Objects[i]
+		}
+	}
+	return nil
+}

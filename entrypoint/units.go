@@ -1,0 +1,192 @@
+package entrypoint
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/gantry-dev/gantry/kube"
+	"github.com/gantry-dev/gantry/pipeline"
+	"github.com/gantry-dev/gantry/reporters"
+	"github.com/gantry-dev/gantry/result"
+)
+
+// runFileOf is the run file an apply, diff or delete was given, if any.
+func runFileOf(inv *invocation, env map[string]string) string {
+	switch inv.command {
+	case "apply", "diff", "delete":
+	default:
+		return ""
+	}
+	if f := strings.TrimSpace(inv.flags["run-file"]); f != "" {
+		return f
+	}
+	return firstNonEmpty(strings.TrimSpace(env["INPUT_RUN-FILE"]), strings.TrimSpace(env["GANTRY_RUN_FILE"]))
+}
+
+// runFile runs the units of a run file as their graph allows, each as a
+// single run of the command, and reports them as one run.
+func runFile(ctx context.Context, inv *invocation, env map[string]string, file string, p platform, stdout, stderr io.Writer) int {
+	units, unitsErr := configureUnits(inv, env, file)
+	// The run's own inputs (report, summary, comment, tokens) come from
+	// the command line and the variables only: every unit has the same.
+	runCfg, _ := configure(inv, env)
+	if len(units) > 0 {
+		runCfg = units[0].Config
+	}
+	var secrets []string
+	for _, u := range units {
+		secrets = append(secrets, u.Config.Secrets...)
+		secrets = append(secrets, kubeconfigSecrets(u.Config.Kubeconfig, env)...)
+	}
+	if runCfg != nil {
+		secrets = append(secrets, runCfg.Secrets...)
+	}
+	s := newSession(env, p, secrets, stderr)
+	run := &result.Run{Schema: result.RunSchemaVersion, Command: inv.command, Version: Version, RunFile: file,
+		Started: time.Now(), Units: []result.Unit{}}
+
+	if unitsErr != nil {
+		s.console.printf("gantry: invalid run file %s:\n%s\n", file, indent(unitsErr.Error()))
+		run.Finished, run.Reason, run.Message = time.Now(), result.ReasonInvalidInput, unitsErr.Error()
+		if runCfg != nil && runCfg.Report != "" {
+			if err := (&reporters.JSONReport{Path: runCfg.Report, Redact: s.redact}).ReportRun(ctx, run); err != nil {
+				s.console.warn("JSON report: " + err.Error())
+			}
+		}
+		return ExitInvalid
+	}
+	for _, o := range overrides(inv, env) {
+		s.console.printf("gantry: %s applies to every unit of %s\n", o, file)
+	}
+
+	runs := runUnits(ctx, units, runCfg.UnitsConcurrency, inv.command == "delete",
+		func(ctx context.Context, u *Unit, dependedOn bool) *result.Result {
+			out := s.console.forUnit(u.Name)
+			opts := s.options(u.Config)
+			// Its dependents start once it is healthy, whatever its
+			// own wait says.
+			opts.Wait = opts.Wait || dependedOn && u.Config.Command == "apply"
+			connect := s.connect(u.Config, out)
+			var res *result.Result
+			switch u.Config.Command {
+			case "diff":
+				if u.Config.Inventory == "" {
+					opts.Prune = false
+				}
+				res = pipeline.Diff(ctx, opts, connect, out)
+			case "apply":
+				res = pipeline.Apply(ctx, opts, connect, out)
+			case "delete":
+				res = pipeline.Delete(ctx, opts, connect, out)
+			}
+			out.summary(res)
+			return res
+		})
+
+	code := ExitOK
+	for _, r := range runs {
+		run.Units = append(run.Units, result.Unit{Name: r.Unit.Name, Cluster: clusterInfo(r.Unit.Config), DependsOn: r.Unit.DependsOn, Result: r.Result})
+		switch r.Result.Reason {
+		case result.ReasonSuspended, result.ReasonDependencyNotReady:
+			s.console.forUnit(r.Unit.Name).printf("%s: %s", r.Result.Reason, r.Result.Message)
+		}
+		if r.Result.Reason != result.ReasonSuspended { // not run, as asked
+			code = worstExit(code, exitCode(r.Result, r.Unit.Config))
+		}
+	}
+	run.Finished = time.Now()
+	run.Conclude()
+	s.console.printf("gantry %s: %s: %s\n", run.Command, run.Reason, run.Message)
+
+	if run.Command == "diff" {
+		if err := writeRunDiff(stdout, run, runCfg.Output, p == githubActions, colorTerminal(stdout), s.redact); err != nil {
+			s.console.warn("printing the diff: " + err.Error())
+		}
+	}
+	set, warnings := reporterSet(runCfg, env, p, s.redact, s.gha)
+	for _, w := range warnings {
+		s.console.warn(w)
+	}
+	for _, err := range set.ReportRun(ctx, run) {
+		s.console.warn(err.Error())
+	}
+	return code
+}
+
+// writeRunDiff prints a diff of every unit: as text, each unit's under a
+// line that names it; as JSON or YAML, the whole run.
+func writeRunDiff(w io.Writer, run *result.Run, format string, fenced, color bool, redact *reporters.Redactor) error {
+	if format == "json" || format == "yaml" {
+		if fenced {
+			end, err := fence(w)
+			if err != nil {
+				return err
+			}
+			defer end()
+		}
+		b, err := marshalAs(format, run)
+		if err != nil {
+			return err
+		}
+		_, err = io.WriteString(w, redact.String(b))
+		return err
+	}
+	for _, u := range run.Units {
+		if _, err := fmt.Fprintf(w, "# unit %s: %s\n", u.Name, u.Reason); err != nil {
+			return err
+		}
+		if u.Reason != result.ReasonSucceeded && u.Reason != result.ReasonProgressing {
+			continue
+		}
+		if err := writeDiff(w, u.Result, "text", fenced, color, redact); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// overrides names the unit inputs given on the command line or as
+// variables, which apply to every unit over the run file.
+func overrides(inv *invocation, env map[string]string) []string {
+	var out []string
+	for _, in := range Inputs {
+		if runLevel[in.Name] {
+			continue
+		}
+		if _, ok := inv.flags[in.Name]; ok {
+			out = append(out, fmt.Sprintf("%s (from --%s)", in.Name, in.Name))
+			continue
+		}
+		for _, name := range []string{in.EnvName(), in.GantryEnvName()} {
+			if v := env[name]; v != "" && v != in.Default && v != in.ActionDefault {
+				out = append(out, fmt.Sprintf("%s (from %s)", in.Name, name))
+				break
+			}
+		}
+	}
+	return out
+}
+
+// clusterInfo names a unit's cluster: its context and its API server's
+// address, read from its kubeconfig; never its credentials.
+func clusterInfo(c *Config) result.Cluster {
+	cl := result.Cluster{Context: c.Context}
+	if cl.Context == "" {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		if c.Kubeconfig != "" {
+			rules.ExplicitPath = c.Kubeconfig
+		}
+		if raw, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).RawConfig(); err == nil {
+			cl.Context = raw.CurrentContext
+		}
+	}
+	if rc, err := kube.RESTConfig(kube.Options{Kubeconfig: c.Kubeconfig, Context: c.Context}); err == nil {
+		cl.Server = rc.Host
+	}
+	return cl
+}
