@@ -2,6 +2,7 @@ package reporters
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -86,5 +87,57 @@ func TestRunLevels(t *testing.T) {
 	got := fmt.Sprint(sampleRun().Levels())
 	if want := "[[crds later] [app-a app-b] [last]]"; got != want {
 		t.Errorf("levels %s, want %s", got, want)
+	}
+}
+
+// The comment of a run file and its JSON report, as golden files; the
+// comment carries the run file's marker and a content key that does not
+// change with timings.
+func TestRunCommentAndReportGolden(t *testing.T) {
+	t.Parallel()
+	page := Page{RunURL: "https://github.com/acme/shop/actions/runs/42", Marker: RunMarker(sampleRun())}
+	body := RunStickyBody(sampleRun(), page, CommentLimit, NewRedactor())
+	golden(t, "run-comment.md", body)
+	if !strings.HasPrefix(body, "<!-- gantry:comment run-file=gantry.yaml -->\n") {
+		t.Errorf("the comment does not start with its run file's marker")
+	}
+	later := sampleRun()
+	for i := range later.Units {
+		later.Units[i].Finished = later.Units[i].Finished.Add(time.Minute)
+	}
+	if !Unchanged(body, RunStickyBody(later, page, CommentLimit, NewRedactor())) {
+		t.Errorf("a run that differs only in its timings is taken as changed")
+	}
+
+	path := t.TempDir() + "/report.json"
+	if err := (&JSONReport{Path: path}).ReportRun(t.Context(), sampleRun()); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "run-report.json", string(b))
+}
+
+// Step outputs of a run: the totals by the single run's names, and each
+// unit's changed and reason.
+func TestRunOutputs(t *testing.T) {
+	t.Parallel()
+	run := sampleRun()
+	out := RunOutputs(run, ".gantry/report.json", ".gantry/report.diff")
+	want := map[string]string{
+		"reason": "HealthCheckFailed", "changed": "true", "created": "1", "configured": "2", "deleted": "1",
+		"crds-changed": "false", "crds-reason": "ReconciliationSucceeded", "app-a-changed": "true",
+		"app-b-reason": "HealthCheckFailed", "last-reason": "DependencyNotReady", "later-reason": "Suspended",
+		"report": ".gantry/report.json",
+	}
+	for k, v := range want {
+		if out[k] != v {
+			t.Errorf("%s = %q, want %q", k, out[k], v)
+		}
+	}
+	if names := RunOutputNames(run); len(names) != len(OutputNames())+2*len(run.Units) {
+		t.Errorf("%d output names", len(names))
 	}
 }
