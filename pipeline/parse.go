@@ -149,6 +149,12 @@ func parseDocuments(factory *resource.Factory, data []byte) ([]*resource.Resourc
 		return factory.SliceFromBytes(data)
 	}
 	for _, n := range nodes {
+		// kyaml reads fields of mappings only, and panics on anything
+		// else: a document that is not one (a list at the top) gets
+		// kustomize's own answer.
+		if y := n.YNode(); y == nil || y.Kind != yaml.MappingNode || len(y.Content)%2 != 0 {
+			return factory.SliceFromBytes(data)
+		}
 		if !anchorFree(n.YNode()) {
 			if err := n.DeAnchor(); err != nil {
 				return factory.SliceFromBytes(data)
