@@ -34,9 +34,11 @@ func runFile(ctx context.Context, inv *invocation, env map[string]string, file s
 	units, unitsErr := configureUnits(inv, env, file)
 	// The run's own inputs (report, summary, comment, tokens) come from
 	// the command line and the variables only: every unit has the same.
-	runCfg, _ := configure(inv, env)
+	var runCfg *Config
 	if len(units) > 0 {
 		runCfg = units[0].Config
+	} else {
+		runCfg, _ = configure(inv, env) // for the report of a run file refused whole
 	}
 	var secrets []string
 	for _, u := range units {

@@ -105,12 +105,16 @@ func (*GitHubOutputs) Name() string { return "GitHub step outputs" }
 
 // Report implements Reporter.
 func (g *GitHubOutputs) Report(_ context.Context, res *result.Result) error {
+	return g.write(Outputs(res, g.ReportPath, g.DiffPath), OutputNames())
+}
+
+// write appends the outputs to GITHUB_OUTPUT, in the order of names.
+func (g *GitHubOutputs) write(outputs map[string]string, names []string) error {
 	f, err := os.OpenFile(g.Path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
-	outputs := Outputs(res, g.ReportPath, g.DiffPath)
-	for _, name := range OutputNames() {
+	for _, name := range names {
 		if err := writeOutput(f, name, g.Redact.String(outputs[name])); err != nil {
 			f.Close()
 			return err

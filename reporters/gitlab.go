@@ -121,9 +121,13 @@ func (*Dotenv) Name() string { return "GitLab dotenv" }
 
 // Report implements Reporter.
 func (d *Dotenv) Report(_ context.Context, res *result.Result) error {
-	outputs := Outputs(res, d.ReportPath, d.DiffPath)
+	return d.write(Outputs(res, d.ReportPath, d.DiffPath), OutputNames())
+}
+
+// write writes the outputs, in the order of names, as the dotenv file.
+func (d *Dotenv) write(outputs map[string]string, names []string) error {
 	var b strings.Builder
-	for _, name := range OutputNames() {
+	for _, name := range names {
 		v := singleLine(d.Redact.String(outputs[name]))
 		fmt.Fprintf(&b, "GANTRY_%s=%s\n", strings.ToUpper(strings.ReplaceAll(name, "-", "_")), v)
 	}

@@ -235,12 +235,18 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 // CountsOnly is returned even when it does not fit (it is a few hundred
 // bytes).
 func Fit(res *result.Result, page Page, limit int) (string, Detail) {
+	return fit(limit, func(d Detail) string { return Markdown(res, page, d) })
+}
+
+// fit renders at the most detail whose size is at most limit bytes, and
+// at CountsOnly when none is.
+func fit(limit int, render func(Detail) string) (string, Detail) {
 	for d := FullDiffs; d < CountsOnly; d++ {
-		if s := Markdown(res, page, d); len(s) <= limit {
+		if s := render(d); len(s) <= limit {
 			return s, d
 		}
 	}
-	return Markdown(res, page, CountsOnly), CountsOnly
+	return render(CountsOnly), CountsOnly
 }
 
 // StickyBody renders res for a comment that is updated in place: Fit's

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -72,18 +71,7 @@ func (s *GitHubSummary) ReportRun(_ context.Context, run *result.Run) error {
 // ReportRun implements RunReporter: the totals under the single run's
 // names, then each unit's <unit>-changed and <unit>-reason.
 func (g *GitHubOutputs) ReportRun(_ context.Context, run *result.Run) error {
-	f, err := os.OpenFile(g.Path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	outputs := RunOutputs(run, g.ReportPath, g.DiffPath)
-	for _, name := range RunOutputNames(run) {
-		if err := writeOutput(f, name, g.Redact.String(outputs[name])); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	return f.Close()
+	return g.write(RunOutputs(run, g.ReportPath, g.DiffPath), RunOutputNames(run))
 }
 
 // ReportRun implements RunReporter: the failed objects of every unit.
@@ -93,16 +81,7 @@ func (a *GitHubAnnotations) ReportRun(ctx context.Context, run *result.Run) erro
 
 // ReportRun implements RunReporter, as ReportRun of GitHubOutputs.
 func (d *Dotenv) ReportRun(_ context.Context, run *result.Run) error {
-	outputs := RunOutputs(run, d.ReportPath, d.DiffPath)
-	var b strings.Builder
-	for _, name := range RunOutputNames(run) {
-		v := singleLine(d.Redact.String(outputs[name]))
-		fmt.Fprintf(&b, "GANTRY_%s=%s\n", strings.ToUpper(strings.ReplaceAll(name, "-", "_")), v)
-	}
-	if b.Len() > DotenvLimit {
-		return fmt.Errorf("dotenv would be %d bytes, over GitLab's %d", b.Len(), DotenvLimit)
-	}
-	return writeFile(d.Path, []byte(b.String()))
+	return d.write(RunOutputs(run, d.ReportPath, d.DiffPath), RunOutputNames(run))
 }
 
 // ReportRun implements RunReporter: the Task's results are the run's
@@ -250,10 +229,5 @@ func RunMarkdown(run *result.Run, page Page, detail Detail) string {
 // RunFit renders a run of units at the most detail whose size is at most
 // limit bytes; CountsOnly is returned even when it does not fit.
 func RunFit(run *result.Run, page Page, limit int) (string, Detail) {
-	for d := FullDiffs; d < CountsOnly; d++ {
-		if s := RunMarkdown(run, page, d); len(s) <= limit {
-			return s, d
-		}
-	}
-	return RunMarkdown(run, page, CountsOnly), CountsOnly
+	return fit(limit, func(d Detail) string { return RunMarkdown(run, page, d) })
 }
