@@ -352,8 +352,8 @@ func (r *runFileReader) relative(raw string) string {
 // unknown names, cycles, two units on one inventory of one cluster, a
 // unit with no source.
 func configureUnits(inv *invocation, env map[string]string, file string) ([]*Unit, error) {
-	if inv.path != "" {
-		return nil, fmt.Errorf("path %q: a run file gives each unit its path; give one or the other", inv.path)
+	if p := firstNonEmpty(inv.path, inv.flags["path"]); p != "" {
+		return nil, fmt.Errorf("path %q: a run file gives each unit its path; give one or the other", p)
 	}
 	specs, err := loadRunFile(file, env)
 	if err != nil {

@@ -219,13 +219,18 @@ func TestRunFileRoute(t *testing.T) {
 	}{
 		{"suspended", "units:\n- {name: later, path: x, inventory: later, suspend: true}\n", ExitOK, "ReconciliationSucceeded"},
 		{"bad", "units:\n- {name: a, path: x, inventory: a, depends-on: [b]}\n", ExitInvalid, "InvalidInput"},
+		{"a path beside it", "units:\n- {name: a, path: x, inventory: a}\n", ExitInvalid, "InvalidInput"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			file := writeRunFile(t, tc.file, "x")
 			report := filepath.Join(t.TempDir(), "report.json")
 			var stdout, stderr strings.Builder
-			code := Run(context.Background(), []string{"apply", "--run-file", file, "--report", report}, []string{"HOME=" + t.TempDir()}, &stdout, &stderr)
+			args := []string{"apply", "--run-file", file, "--report", report}
+			if tc.name == "a path beside it" {
+				args = append(args, "--path", filepath.Dir(file))
+			}
+			code := Run(context.Background(), args, []string{"HOME=" + t.TempDir()}, &stdout, &stderr)
 			if code != tc.code {
 				t.Errorf("exit %d, want %d\n%s", code, tc.code, stderr.String())
 			}
