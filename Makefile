@@ -13,7 +13,7 @@ KUBE_BINS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-sc
 AGE_BINS  := $(BIN)/age $(BIN)/age-keygen
 # The local control plane: all that make demo and make cluster need.
 CLUSTER_TOOLS := $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/kwok-stages.yaml
-TOOLS     := $(CLUSTER_TOOLS) $(AGE_BINS) $(BIN)/cosign $(BIN)/sops $(BIN)/actionlint $(BIN)/tektoncheck
+TOOLS     := $(CLUSTER_TOOLS) $(AGE_BINS) $(BIN)/cosign $(BIN)/sops $(BIN)/actionlint $(BIN)/tektoncheck $(BIN)/gitlab-ci-local
 
 FLUX_BINS := $(BIN)/source-controller $(BIN)/kustomize-controller
 
@@ -25,7 +25,7 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/gantry .
 
-## tools: the local control plane (Kubernetes v1.36.3, etcd, kwok) the interop CLIs (age, cosign, sops), actionlint, tektoncheck from the Go module proxy, and a registry server (Debian docker-registry), into bin/
+## tools: the local control plane (Kubernetes v1.36.3, etcd, kwok) the interop CLIs (age, cosign, sops), actionlint, tektoncheck from the Go module proxy, gitlab-ci-local from the npm registry, and a registry server (Debian docker-registry), into bin/
 tools: $(TOOLS)
 	@hack/install-registry.sh
 
@@ -69,6 +69,14 @@ $(BIN)/actionlint: hack/tools/actionlint/go.mod hack/tools/actionlint/go.sum
 
 $(BIN)/tektoncheck: hack/tools/tektoncheck/go.mod hack/tools/tektoncheck/go.sum hack/tools/tektoncheck/main.go
 	cd hack/tools/tektoncheck && $(GO) build -trimpath -ldflags '-s -w' -o $@ .
+
+# GitLab's CI JSON Schema, as gitlab-ci-local checks files against it: the
+# package from the npm registry, pinned by its lock file, run by the
+# machine's Node.js.
+$(BIN)/gitlab-ci-local: hack/tools/gitlab-ci-local/package.json hack/tools/gitlab-ci-local/package-lock.json
+	cd hack/tools/gitlab-ci-local && npm ci --no-audit --no-fund --loglevel=error
+	@mkdir -p $(BIN)
+	printf '#!/bin/sh\nexec node "%s/hack/tools/gitlab-ci-local/node_modules/gitlab-ci-local/src/index.js" "$$@"\n' "$(CURDIR)" > $@ && chmod +x $@
 
 $(BIN)/kwok-stages.yaml: hack/tools/kwok/go.mod hack/tools/kwok/go.sum hack/tools/kwok/stages/main.go
 	@mkdir -p $(BIN)

@@ -132,6 +132,18 @@ artifact and the other side, Secret values masked.`,
 
   # Compare an artifact with the folder it came from
   gantry diff-artifact --artifact oci://ghcr.io/acme/shop:1.4.2 --compare-to deploy`},
+	{Name: "plan", Group: commandsOther,
+		Short: "Print a run file's units as a CI engine's jobs, one per unit, in dependency order",
+		Long: `Read a run file and print its units as jobs of a CI engine, each running one
+unit with gantry (run-file and unit), ordered by depends-on: for github, a
+matrix per dependency level, as JSON for fromJSON; for tekton, a Pipeline
+of the gantry Task with runAfter; for gitlab, a child pipeline with needs.
+The graph is checked as apply checks it; secrets are not read.`,
+		Example: `  # A Tekton Pipeline of the units
+  gantry plan --run-file gantry.yaml --format tekton > pipeline.yaml
+
+  # A GitLab child pipeline, for trigger: include: artifact
+  gantry plan --run-file gantry.yaml --format gitlab > units.gitlab-ci.yml`},
 	{Name: "version", Group: commandsOther,
 		Short: "Print gantry's version"},
 }

@@ -88,6 +88,10 @@ type Config struct {
 	Secrets []string
 	// UnitsConcurrency bounds the units of a run file that run at once.
 	UnitsConcurrency int
+	// Units, with a run file, are the only units to run (unit).
+	Units []string
+	// Format is plan's output: github, tekton or gitlab.
+	Format string
 }
 
 // value is one input's raw value and where it came from.
@@ -444,6 +448,12 @@ func configure(inv *invocation, env map[string]string) (*Config, error) {
 		bad("lease-duration", "%q is not a whole number of seconds of at least 3s, such as 30s or 2m", vals["lease-duration"].raw)
 	} else {
 		c.LeaseDuration = d
+	}
+	c.Units = lines(vals["unit"].raw)
+	switch c.Format = str("format"); c.Format {
+	case "github", "tekton", "gitlab":
+	default:
+		bad("format", "%q is not github, tekton or gitlab", c.Format)
 	}
 	if n, err := strconv.Atoi(str("units-concurrency")); err != nil || n < 1 || n > 64 {
 		bad("units-concurrency", "%q is not a whole number from 1 to 64", vals["units-concurrency"].raw)

@@ -65,6 +65,9 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "gantry %s\n", Version)
 		return ExitOK
 	}
+	if inv.command == "plan" {
+		return runPlan(inv, env, stdout, stderr)
+	}
 	if file := runFileOf(inv, env); file != "" {
 		return runFile(ctx, inv, env, file, p, stdout, stderr)
 	}

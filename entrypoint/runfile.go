@@ -30,7 +30,7 @@ type Unit struct {
 // how the run is reported, and the run file itself. A unit may not set
 // them; the command line and the variables set them for the run.
 var runLevel = map[string]bool{
-	"command": true, "run-file": true, "units-concurrency": true,
+	"command": true, "run-file": true, "units-concurrency": true, "unit": true, "format": true,
 	"report": true, "summary": true, "comment": true, "github-token": true, "gitlab-token": true,
 	"dotenv": true, "tekton-results": true, "output": true, "detailed-exitcode": true,
 }
@@ -68,7 +68,7 @@ type unitSpec struct {
 // loadRunFile reads a run file: a list of units under units:, and under
 // defaults: the inputs they share. Every problem in it is reported at
 // once, each naming the file and line. env resolves the secret references.
-func loadRunFile(path string, env map[string]string) ([]*unitSpec, error) {
+func loadRunFile(path string, env map[string]string, refsOnly bool) ([]*unitSpec, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("run-file: %w", err)
@@ -77,7 +77,7 @@ func loadRunFile(path string, env map[string]string) ([]*unitSpec, error) {
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("run-file %s: %w", path, err)
 	}
-	r := &runFileReader{path: path, dir: filepath.Dir(path), env: env}
+	r := &runFileReader{path: path, dir: filepath.Dir(path), env: env, refsOnly: refsOnly}
 	if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("run-file %s: want a mapping with units: (and optionally defaults:)", path)
 	}
@@ -118,6 +118,9 @@ type runFileReader struct {
 	path, dir string
 	env       map[string]string
 	errs      []error
+	// refsOnly checks secret references without reading them: plan
+	// writes jobs that read them where they run.
+	refsOnly bool
 }
 
 func (r *runFileReader) at(n *yaml.Node) string { return fmt.Sprintf("%s:%d", r.path, n.Line) }
@@ -257,6 +260,9 @@ func (r *runFileReader) secret(v *yaml.Node, what string) (string, bool) {
 		return "", false
 	}
 	kind, ref := v.Content[0].Value, v.Content[1].Value
+	if r.refsOnly && (kind == "env" || kind == "file") && ref != "" {
+		return "", false
+	}
 	switch kind {
 	case "env":
 		s, ok := r.env[ref]
@@ -292,7 +298,7 @@ func (r *runFileReader) substitutions(v *yaml.Node, what string) (string, bool) 
 			case val.Kind == yaml.MappingNode:
 				var good bool
 				if s, good = r.secret(val, what+": substitute "+k.Value); !good {
-					ok = false
+					ok = ok && r.refsOnly
 					continue
 				}
 				s = strings.TrimSuffix(s, "\n")
@@ -351,11 +357,11 @@ func (r *runFileReader) relative(raw string) string {
 // is taken as not given. The graph is checked before anything runs:
 // unknown names, cycles, two units on one inventory of one cluster, a
 // unit with no source.
-func configureUnits(inv *invocation, env map[string]string, file string) ([]*Unit, error) {
+func configureUnits(inv *invocation, env map[string]string, file string, refsOnly bool) ([]*Unit, error) {
 	if p := firstNonEmpty(inv.path, inv.flags["path"]); p != "" {
 		return nil, fmt.Errorf("path %q: a run file gives each unit its path; give one or the other", p)
 	}
-	specs, err := loadRunFile(file, env)
+	specs, err := loadRunFile(file, env, refsOnly)
 	if err != nil {
 		return nil, err
 	}
@@ -420,6 +426,39 @@ func checkGraph(units []*Unit) []error {
 		owner[key] = u.Name
 	}
 	return errs
+}
+
+// selectUnits keeps the units named, as a CI engine's job for a unit runs
+// them: the engine has run their dependencies, so only the dependencies
+// among them are kept. dependedOn names those others depend on in the
+// whole run file, which must still wait to be healthy.
+func selectUnits(units []*Unit, names []string) (selected []*Unit, dependedOn map[string]bool, err error) {
+	dependedOn = map[string]bool{}
+	byName := map[string]bool{}
+	for _, u := range units {
+		byName[u.Name] = true
+		for _, d := range u.DependsOn {
+			dependedOn[d] = true
+		}
+	}
+	var unknown []string
+	for _, n := range names {
+		if !byName[n] {
+			unknown = append(unknown, n)
+		}
+	}
+	if len(unknown) > 0 {
+		return nil, nil, fmt.Errorf("unit: %s is not a unit of the run file", strings.Join(unknown, ", "))
+	}
+	for _, u := range units {
+		if !slices.Contains(names, u.Name) {
+			continue
+		}
+		kept := *u
+		kept.DependsOn = slices.DeleteFunc(slices.Clone(u.DependsOn), func(d string) bool { return !slices.Contains(names, d) })
+		selected = append(selected, &kept)
+	}
+	return selected, dependedOn, nil
 }
 
 // findCycle returns a cycle of dependencies as a chain that ends where it

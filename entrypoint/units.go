@@ -31,11 +31,15 @@ func runFileOf(inv *invocation, env map[string]string) string {
 // runFile runs the units of a run file as their graph allows, each as a
 // single run of the command, and reports them as one run.
 func runFile(ctx context.Context, inv *invocation, env map[string]string, file string, p platform, stdout, stderr io.Writer) int {
-	units, unitsErr := configureUnits(inv, env, file)
+	units, unitsErr := configureUnits(inv, env, file, false)
+	dependedOn := map[string]bool{}
+	if unitsErr == nil && len(units[0].Config.Units) > 0 {
+		units, dependedOn, unitsErr = selectUnits(units, units[0].Config.Units)
+	}
 	// The run's own inputs (report, summary, comment, tokens) come from
 	// the command line and the variables only: every unit has the same.
 	var runCfg *Config
-	if len(units) > 0 {
+	if unitsErr == nil {
 		runCfg = units[0].Config
 	} else {
 		runCfg, _ = configure(inv, env) // for the report of a run file refused whole
@@ -67,12 +71,12 @@ func runFile(ctx context.Context, inv *invocation, env map[string]string, file s
 	}
 
 	runs := runUnits(ctx, units, runCfg.UnitsConcurrency, inv.command == "delete",
-		func(ctx context.Context, u *Unit, dependedOn bool) *result.Result {
+		func(ctx context.Context, u *Unit, dependents bool) *result.Result {
 			out := s.console.forUnit(u.Name)
 			opts := s.options(u.Config)
 			// Its dependents start once it is healthy, whatever its
 			// own wait says.
-			opts.Wait = opts.Wait || dependedOn && u.Config.Command == "apply"
+			opts.Wait = opts.Wait || (dependents || dependedOn[u.Name]) && u.Config.Command == "apply"
 			connect := s.connect(u.Config, out)
 			var res *result.Result
 			switch u.Config.Command {

@@ -1,5 +1,5 @@
-// Command tektoncheck decodes Tekton Task files strictly into Tekton's own
-// Go types and runs Tekton's validation on them, the way the Tekton
+// Command tektoncheck decodes Tekton Task and Pipeline files strictly into
+// Tekton's own Go types and runs Tekton's validation on them, the way the Tekton
 // controller's webhook would. It lives in its own module so Tekton's
 // dependency pins never touch gantry's.
 package main
@@ -33,14 +33,34 @@ func check(path string) error {
 	if err != nil {
 		return err
 	}
-	var task pipelinev1.Task
-	if err := yaml.UnmarshalStrict(b, &task); err != nil {
+	var meta struct {
+		Kind string `json:"kind"`
+	}
+	if err := yaml.Unmarshal(b, &meta); err != nil {
 		return fmt.Errorf("decoding: %w", err)
 	}
 	ctx := context.Background()
-	task.SetDefaults(ctx)
-	if err := task.Validate(ctx); err != nil {
-		return fmt.Errorf("validation: %w", err)
+	switch meta.Kind {
+	case "Task":
+		var task pipelinev1.Task
+		if err := yaml.UnmarshalStrict(b, &task); err != nil {
+			return fmt.Errorf("decoding: %w", err)
+		}
+		task.SetDefaults(ctx)
+		if err := task.Validate(ctx); err != nil {
+			return fmt.Errorf("validation: %w", err)
+		}
+	case "Pipeline":
+		var pipeline pipelinev1.Pipeline
+		if err := yaml.UnmarshalStrict(b, &pipeline); err != nil {
+			return fmt.Errorf("decoding: %w", err)
+		}
+		pipeline.SetDefaults(ctx)
+		if err := pipeline.Validate(ctx); err != nil {
+			return fmt.Errorf("validation: %w", err)
+		}
+	default:
+		return fmt.Errorf("kind %q: want a Task or a Pipeline", meta.Kind)
 	}
 	return nil
 }
