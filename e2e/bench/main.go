@@ -10,7 +10,8 @@
 //
 // Scenarios: apply (first apply, no-op, one change, diff), newset (first
 // apply of a Namespace with its objects, and of a CRD with its custom
-// resources), prune, wait, build, memory, startup.
+// resources), prune, wait, build, memory, operator, tenants, units (a run
+// file of 20 units over three control planes), startup.
 //
 // kapp is timed beside kubectl where it is found: bin/kapp (make
 // bench-peers builds it) or a folder named by BENCH_PEERS.
@@ -61,7 +62,7 @@ func main() {
 	flag.IntVar(&b.buildObjects, "build-objects", 5000, "resources of the build scenario's overlay")
 	flag.IntVar(&b.memoryObjects, "memory-objects", 10000, "ConfigMaps of the memory scenario")
 	flag.IntVar(&b.otherCRDs, "other-crds", 40, "CRDs of 285 KB the cluster serves in the operator scenario")
-	only := flag.String("only", "apply,newset,prune,wait,build,components,memory,operator,tenants,startup", "scenarios to run, comma-separated")
+	only := flag.String("only", "apply,newset,prune,wait,build,components,memory,operator,tenants,units,startup", "scenarios to run, comma-separated")
 	flag.Parse()
 	b.only = map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
@@ -127,6 +128,9 @@ func (b *bench) run() error {
 	}
 	if b.only["tenants"] {
 		rows = append(rows, b.tenantsScenario(ctx)...)
+	}
+	if b.only["units"] {
+		rows = append(rows, b.unitsScenario(ctx)...)
 	}
 	// Last: its Deployments and pods leave the most behind.
 	if b.only["wait"] {
