@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gantry-dev/gantry/e2e/cluster"
+)
+
+// The units scenario: a platform team's run file of 20 units over three
+// control planes, 5,000 objects in all. On each cluster a platform unit
+// comes first; the other units of that cluster depend on it. Every unit
+// brings its Namespace, which holds its inventory, and 249 ConfigMaps.
+const (
+	unitCount    = 20
+	unitClusters = 3
+	unitObjects  = 250
+)
+
+// unitsScenario times the run file's first apply and no-op as one graph
+// (gantry apply --run-file), against the same units run one after another
+// by a shell loop (gantry apply --run-file --unit, one process each), and
+// the graph's no-op against the slowest single unit's no-op.
+func (b *bench) unitsScenario(ctx context.Context) []row {
+	kubeconfigs := []string{b.kubeconfig}
+	for i := 1; i < unitClusters; i++ {
+		c, err := (&cluster.Local{}).Start(ctx, cluster.Options{Name: fmt.Sprintf("bench-units-%d", i), ControlPlaneOnly: true})
+		b.must(err)
+		defer func() { _ = c.Stop(context.Background()) }()
+		kubeconfigs = append(kubeconfigs, c.Kubeconfig)
+	}
+	var graph, loop, graphNoop, slowestNoop []time.Duration
+	for rep := range b.reps {
+		graphFile := b.unitsRunFile(fmt.Sprintf("g%d", rep), kubeconfigs)
+		loopFile := b.unitsRunFile(fmt.Sprintf("l%d", rep), kubeconfigs)
+
+		d, err := timed(func() error { return b.exec(b.gantry, "apply", "--run-file", graphFile) })
+		b.must(err)
+		graph = append(graph, d)
+
+		d, err = timed(func() error {
+			for u := range unitCount {
+				if err := b.exec(b.gantry, "apply", "--run-file", loopFile, "--unit", unitName(u)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		b.must(err)
+		loop = append(loop, d)
+
+		d, err = timed(func() error { return b.exec(b.gantry, "apply", "--run-file", graphFile) })
+		b.must(err)
+		graphNoop = append(graphNoop, d)
+
+		var slowest time.Duration
+		for u := range unitCount {
+			d, err := timed(func() error { return b.exec(b.gantry, "apply", "--run-file", graphFile, "--unit", unitName(u)) })
+			b.must(err)
+			slowest = max(slowest, d)
+		}
+		slowestNoop = append(slowestNoop, slowest)
+		b.logf("units, rep %d: graph %s, loop %s; no-op graph %s, slowest unit alone %s", rep+1, graph[rep], loop[rep], graphNoop[rep], slowest)
+	}
+	name := fmt.Sprintf("%d units over %d control planes, %d objects", unitCount, unitClusters, unitCount*unitObjects)
+	return []row{
+		{name: name + ": first apply, the graph (floor: the same units one after another, by a shell loop)",
+			gantry: median(graph), flr: median(loop), ratios: ratios(graph, loop), target: "≤ 0.6 × the loop"},
+		{name: name + ": no-op of the graph (floor: the slowest unit's no-op alone)",
+			gantry: median(graphNoop), flr: median(slowestNoop), ratios: ratios(graphNoop, slowestNoop), target: "≤ 2 × the slowest unit"},
+	}
+}
+
+func unitName(u int) string { return fmt.Sprintf("unit-%02d", u) }
+
+// unitsRunFile writes the units' folders and their run file, with names of
+// their own (prefix), and returns the run file's path.
+func (b *bench) unitsRunFile(prefix string, kubeconfigs []string) string {
+	dir := filepath.Join(b.work, "units-"+prefix)
+	var rf strings.Builder
+	rf.WriteString("defaults:\n  timeout: 5m\n  wait: false\nunits:\n")
+	for u := range unitCount {
+		ns := fmt.Sprintf("bench-units-%s-%02d", prefix, u)
+		b.must(configMaps(filepath.Join(dir, unitName(u)), ns, unitObjects-1))
+		b.must(os.WriteFile(filepath.Join(dir, unitName(u), "namespace.yaml"), []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: "+ns+"\n"), 0o644))
+		cluster := u % unitClusters
+		deps := ""
+		if u >= unitClusters {
+			deps = fmt.Sprintf(", depends-on: [%s]", unitName(cluster)) // the platform unit of its cluster
+		}
+		fmt.Fprintf(&rf, "  - {name: %s, path: %s, inventory: %s, inventory-namespace: %s, kubeconfig: %s%s}\n",
+			unitName(u), unitName(u), unitName(u), ns, kubeconfigs[cluster], deps)
+	}
+	file := filepath.Join(dir, "gantry.yaml")
+	b.must(os.WriteFile(file, []byte(rf.String()), 0o644))
+	return file
+}
