@@ -195,7 +195,7 @@ func TestRunFileAcrossTwoClusters(t *testing.T) {
 		t.Fatalf("after the fix: exit %d, %v", r.code, r.run)
 	}
 	platform, appA, appB, last := r.unit(t, "platform"), r.unit(t, "app-a"), r.unit(t, "app-b"), r.unit(t, "last")
-	if !(appA.Started.Before(appB.Finished) && appB.Started.Before(appA.Finished)) {
+	if !appA.Started.Before(appB.Finished) || !appB.Started.Before(appA.Finished) {
 		t.Errorf("app-a (%s..%s) and app-b (%s..%s) did not overlap", appA.Started, appA.Finished, appB.Started, appB.Finished)
 	}
 	for _, app := range []result.Unit{appA, appB} {

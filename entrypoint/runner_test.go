@@ -85,7 +85,7 @@ func TestRunUnitsFollowsTheGraph(t *testing.T) {
 		}
 	}
 	a, b := runs["app-a"], runs["app-b"]
-	if !(a.Start.Before(b.End) && b.Start.Before(a.End)) {
+	if !a.Start.Before(b.End) || !b.Start.Before(a.End) {
 		t.Errorf("app-a (%s..%s) and app-b (%s..%s) did not overlap", a.Start, a.End, b.Start, b.End)
 	}
 	for _, app := range []unitRun{a, b} {
