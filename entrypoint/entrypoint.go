@@ -125,20 +125,14 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		}
 		console.summary(res)
 		return exitCode(res, cfg)
-	case "diff":
-		if cfg.Inventory == "" {
-			opts.Prune = false
-		}
-		res = pipeline.Diff(ctx, opts, connect, console)
-		if res.Reason == result.ReasonSucceeded || res.Reason == result.ReasonProgressing {
+	case "diff", "apply", "delete":
+		// A run of one unit, as each unit of a run file runs.
+		res = s.runUnit(ctx, &Unit{Name: cfg.Inventory, Config: cfg}, console, false)
+		if cfg.Command == "diff" && (res.Reason == result.ReasonSucceeded || res.Reason == result.ReasonProgressing) {
 			if err := writeDiff(stdout, res, cfg.Output, p == githubActions, colorTerminal(stdout), redact); err != nil {
 				console.warn("printing the diff: " + err.Error())
 			}
 		}
-	case "apply":
-		res = pipeline.Apply(ctx, opts, connect, console)
-	case "delete":
-		res = pipeline.Delete(ctx, opts, connect, console)
 	case "release":
 		res = pipeline.Release(ctx, opts, connect, console)
 		if res.Succeeded() && cfg.Artifact != "" {

@@ -73,23 +73,7 @@ func runFile(ctx context.Context, inv *invocation, env map[string]string, file s
 	runs := runUnits(ctx, units, runCfg.UnitsConcurrency, inv.command == "delete",
 		func(ctx context.Context, u *Unit, dependents bool) *result.Result {
 			out := s.console.forUnit(u.Name)
-			opts := s.options(u.Config)
-			// Its dependents start once it is healthy, whatever its
-			// own wait says.
-			opts.Wait = opts.Wait || (dependents || dependedOn[u.Name]) && u.Config.Command == "apply"
-			connect := s.connect(u.Config, out)
-			var res *result.Result
-			switch u.Config.Command {
-			case "diff":
-				if u.Config.Inventory == "" {
-					opts.Prune = false
-				}
-				res = pipeline.Diff(ctx, opts, connect, out)
-			case "apply":
-				res = pipeline.Apply(ctx, opts, connect, out)
-			case "delete":
-				res = pipeline.Delete(ctx, opts, connect, out)
-			}
+			res := s.runUnit(ctx, u, out, dependents || dependedOn[u.Name])
 			out.summary(res)
 			return res
 		})
@@ -122,6 +106,27 @@ func runFile(ctx context.Context, inv *invocation, env map[string]string, file s
 		s.console.warn(err.Error())
 	}
 	return code
+}
+
+// runUnit runs one unit's pipeline for its command (diff, apply or
+// delete): a single run is a run of one unit, and each unit of a run file
+// runs here too. A unit that others depend on (dependedOn) is applied and
+// waited for until healthy, whatever its own wait says: its dependents
+// start only then.
+func (s *session) runUnit(ctx context.Context, u *Unit, out *console, dependedOn bool) *result.Result {
+	opts := s.options(u.Config)
+	opts.Wait = opts.Wait || dependedOn && u.Config.Command == "apply"
+	connect := s.connect(u.Config, out)
+	switch u.Config.Command {
+	case "diff":
+		if u.Config.Inventory == "" {
+			opts.Prune = false
+		}
+		return pipeline.Diff(ctx, opts, connect, out)
+	case "delete":
+		return pipeline.Delete(ctx, opts, connect, out)
+	}
+	return pipeline.Apply(ctx, opts, connect, out)
 }
 
 // writeRunDiff prints a diff of every unit: as text, each unit's under a
