@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -221,16 +223,34 @@ func TestRunFileAcrossTwoClusters(t *testing.T) {
 		}
 	}
 
-	// A run cancelled midway: every inventory lists what carries its
-	// labels; the next run converges.
-	for i := range 40 {
-		writeFile(t, filepath.Join(root, fmt.Sprintf("last/more-%02d.yaml", i)), fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: more-%02d, namespace: %s}\n", i, ns))
+	// A runner's SIGTERM midway, to the gantry process, while the last
+	// unit applies: every inventory lists what carries its labels; the
+	// next run converges.
+	const more = 300
+	for i := range more {
+		writeFile(t, filepath.Join(root, fmt.Sprintf("last/more-%03d.yaml", i)), fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: more-%03d, namespace: %s}\n", i, ns))
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(300*time.Millisecond, cancel)
-	r = gantryRunFile(t, ctx, "apply", "--run-file", runFile)
-	cancel()
-	t.Logf("cancelled run: exit %d, %s", r.code, r.run.Message)
+	cmd := exec.Command(gantryBinary(t), "apply", "--run-file", runFile)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	cmd.Env = []string{"HOME=" + os.Getenv("HOME")}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	for deadline := time.Now().Add(90 * time.Second); !strings.Contains(stderr.String(), "[last] ▸ apply"); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the run never reached the last unit's apply:\n%s", stderr.String())
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	t.Logf("SIGTERM in the last unit's apply: %v\n%s", err, stderr.String())
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(stderr.String(), "Cancelled") {
+		t.Errorf("after SIGTERM: exit %d, want 1 with the last unit Cancelled", code)
+	}
 	for _, c := range []struct {
 		client kubernetes.Interface
 		inv    string
@@ -243,8 +263,8 @@ func TestRunFileAcrossTwoClusters(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("the run after the cancel: exit %d", r.code)
 	}
-	if got := r.unit(t, "last").Counts()[result.Unchanged] + r.unit(t, "last").Counts()[result.Created]; got != 41 {
-		t.Errorf("last holds %d objects after converging, want 41", got)
+	if got := r.unit(t, "last").Counts()[result.Unchanged] + r.unit(t, "last").Counts()[result.Created]; got != more+1 {
+		t.Errorf("last holds %d objects after converging, want %d", got, more+1)
 	}
 }
 
