@@ -89,7 +89,7 @@ func labelledUnlisted(t *testing.T, client kubernetes.Interface, invNS, inv stri
 			listed[e.ID] = true
 		}
 	}
-	cms, err := client.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: inventory.NameLabel + "=" + inv})
+	cms, err := client.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: inventory.NameLabel + "=" + inv + "," + inventory.NamespaceLabel + "=" + invNS})
 	if err != nil {
 		t.Fatal(err)
 	}
