@@ -276,3 +276,81 @@ func objectIn(res *result.Result, ref string) *result.Object {
 	}
 	return nil
 }
+
+// A run file as the GitHub Action runs it: the runner sets every input of
+// action.yml, at its default where the workflow gives none; only run-file
+// and the token are given. The defaults do not override the units; the
+// run writes one summary, one pull request comment for the run file, and
+// step outputs per unit; a secret a unit reads from a variable is masked
+// everywhere.
+func TestRunFileAsAGitHubAction(t *testing.T) {
+	t.Parallel()
+	r := newGitHubRunner(t, false)
+	if err := os.MkdirAll(filepath.Join(r.ws, "extra"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(r.ws, "extra", "cm.yaml"), fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra, namespace: %s}\ndata: {k: v}\n", r.ns))
+	writeFile(t, filepath.Join(r.ws, "gantry.yaml"), fmt.Sprintf(`defaults:
+  inventory-namespace: %[1]s
+  kubeconfig: kubeconfig
+units:
+  - name: web
+    path: deploy
+    inventory: shop
+    substitute:
+      DB_PASSWORD: {env: DB_PASSWORD}
+  - {name: extra, depends-on: [web], path: extra, inventory: extra}
+`, r.ns))
+	extra := map[string]string{"INPUT_RUN-FILE": "gantry.yaml", "DB_PASSWORD": r.dbPassword}
+	defaults := actionInputs(t)
+	for _, k := range []string{"INPUT_PATH", "INPUT_INVENTORY", "INPUT_INVENTORY-NAMESPACE", "INPUT_KUBECONFIG", "INPUT_TIMEOUT", "INPUT_SUBSTITUTE"} {
+		extra[k] = defaults[k]
+	}
+	run := r.run(extra)
+	if run.code != 0 {
+		t.Fatalf("exit %d", run.code)
+	}
+	outs := parseOutputs(t, r.outputs)
+	for k, want := range map[string]string{"web-reason": "ReconciliationSucceeded", "extra-reason": "ReconciliationSucceeded",
+		"web-changed": "true", "extra-changed": "true", "created": "4", "reason": "ReconciliationSucceeded"} {
+		if outs[k] != want {
+			t.Errorf("output %s = %q, want %q", k, outs[k], want)
+		}
+	}
+	sum := readAll(t, r.summary)
+	if !strings.Contains(sum, "gantry apply: 2 units: 2 changed") || !strings.Contains(sum, "<b>web</b>") || !strings.Contains(sum, "**Order** `web` → `extra`") {
+		t.Errorf("summary:\n%s", sum)
+	}
+	bodies := r.gh.Bodies()
+	if got := strings.Join(r.gh.Writes(), ", "); got != "POST 1" || len(bodies) != 1 || !strings.Contains(bodies[0], "<!-- gantry:comment run-file=gantry.yaml -->") {
+		t.Errorf("comment writes %q, want one comment for the run file", got)
+	}
+	if !strings.Contains(run.stderr, "[web] ▸ validate") || strings.Contains(run.stderr, "::group::") {
+		t.Errorf("units' stages are not lines of their own")
+	}
+	// Each secret is registered with ::add-mask:: (which carries it, for
+	// the runner to hide) before anything else is printed, and appears
+	// nowhere else.
+	var logged []string
+	masked := map[string]bool{}
+	for _, l := range strings.Split(run.stderr, "\n") {
+		if v, ok := strings.CutPrefix(l, "::add-mask::"); ok && len(logged) == 0 {
+			masked[v] = true
+			continue
+		}
+		logged = append(logged, l)
+	}
+	for _, secret := range []string{r.dbPassword, r.kubeToken, r.ghToken} {
+		if !masked[secret] {
+			t.Errorf("a secret (%s…) was not masked before the first line", secret[:8])
+		}
+	}
+	for where, text := range map[string]string{"stdout": run.stdout, "stderr": strings.Join(logged, "\n"), "summary": sum, "outputs": readAll(t, r.outputs),
+		"report": readAll(t, filepath.Join(r.ws, outs["report"])), "comment": strings.Join(bodies, "\n")} {
+		for _, secret := range []string{r.dbPassword, r.secretData, r.secretString, r.kubeToken, r.ghToken} {
+			if strings.Contains(text, secret) {
+				t.Errorf("%s holds a secret (%s…)", where, secret[:8])
+			}
+		}
+	}
+}
