@@ -223,6 +223,23 @@ func TestRunFileAcrossTwoClusters(t *testing.T) {
 		}
 	}
 
+	// The pull request's preview: diff of every unit, one change in
+	// app-b, nothing written.
+	writeFile(t, filepath.Join(root, "apps/b/cm.yaml"), strings.Replace(files["apps/b/cm.yaml"], "{k: v}", "{k: changed}", 1))
+	r = gantryRunFile(t, context.Background(), "diff", "--run-file", runFile, "--detailed-exitcode")
+	if r.code != entrypoint.ExitChanges || r.run.Reason != result.ReasonProgressing {
+		t.Errorf("diff with one change: exit %d, %s; want 3, Progressing", r.code, r.run.Reason)
+	}
+	for _, want := range []string{"# unit platform: ReconciliationSucceeded", "# unit app-b: Progressing", "+  k: changed", "# unit last: ReconciliationSucceeded"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the diff does not say %q:\n%s", want, r.stdout)
+		}
+	}
+	if cm, err := clientB.CoreV1().ConfigMaps(ns).Get(context.Background(), "app-b", metav1.GetOptions{}); err != nil || cm.Data["k"] != "v" {
+		t.Errorf("diff wrote: %v %v", cm.Data, err)
+	}
+	writeFile(t, filepath.Join(root, "apps/b/cm.yaml"), files["apps/b/cm.yaml"])
+
 	// A runner's SIGTERM midway, to the gantry process, while the last
 	// unit applies: every inventory lists what carries its labels; the
 	// next run converges.
