@@ -15,14 +15,14 @@ total=0
 for target in pipeline:FuzzManifestDecoding entrypoint:FuzzLoad inventory:FuzzEntryID reporters:FuzzOutputsCannotInject diffs:FuzzSecretValuesNeverInDiffs; do
 	pkg=${target%%:*} fuzz=${target#*:}
 	corpus="$pkg/testdata/fuzz/$fuzz"
-	before=$(ls "$corpus" 2>/dev/null | wc -l)
+	before=$({ ls "$corpus" 2>/dev/null || true; } | wc -l)
 	go test -run '^$' -fuzz "^$fuzz\$" -fuzztime "$fuzztime" "./$pkg" 2>&1 | tee "$logs/$fuzz.log" | grep -v '^fuzz: elapsed' || true
 	if ! grep -q '^ok' "$logs/$fuzz.log"; then
 		# Go 1.26's fuzzing coordinator can report its own -fuzztime
 		# deadline as a failure (golang/go#75804, fixed in Go 1.27): that
 		# is a clean stop when it wrote no failing input. Anything else,
 		# or a new input under testdata/fuzz, is a finding.
-		after=$(ls "$corpus" 2>/dev/null | wc -l)
+		after=$({ ls "$corpus" 2>/dev/null || true; } | wc -l)
 		if [[ $after -eq $before ]] && grep -q '^    context deadline exceeded$' "$logs/$fuzz.log" && ! grep -q 'Failing input written' "$logs/$fuzz.log"; then
 			echo "soak: $fuzz stopped with Go's 'context deadline exceeded' at its fuzztime and wrote no failing input (golang/go#75804): a clean stop"
 			stop=" (stopped by golang/go#75804 at its fuzztime)"
