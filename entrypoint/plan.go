@@ -27,7 +27,7 @@ var (
 // units are left out. Secrets are not read: the jobs read them where they
 // run.
 func runPlan(inv *invocation, env map[string]string, stdout, stderr io.Writer) int {
-	file := runFileOf(&invocation{command: "apply", flags: inv.flags}, env)
+	file := runFileInput(inv, env)
 	if file == "" {
 		fmt.Fprintln(stderr, "gantry plan: run-file is required: the run file whose units to plan")
 		return ExitInvalid

@@ -19,9 +19,13 @@ import (
 func runFileOf(inv *invocation, env map[string]string) string {
 	switch inv.command {
 	case "apply", "diff", "delete":
-	default:
-		return ""
+		return runFileInput(inv, env)
 	}
+	return ""
+}
+
+// runFileInput is the run-file input, by the inputs' precedence.
+func runFileInput(inv *invocation, env map[string]string) string {
 	if f := strings.TrimSpace(inv.flags["run-file"]); f != "" {
 		return f
 	}
