@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -178,317 +180,106 @@ func Load(args []string, env map[string]string, stdout io.Writer) (*Config, erro
 	return configure(inv, env)
 }
 
-// configure resolves and validates the whole configuration. Every problem
-// is reported at once, each naming the input and where its value came from.
+// configure makes one unit's Config from the resolved inputs: each concern
+// reads its inputs and names every one that is wrong, so a run refused for
+// its configuration lists all it has to fix at once.
 func configure(inv *invocation, env map[string]string) (*Config, error) {
 	vals, err := resolve(inv, env)
 	if err != nil {
 		return nil, err
 	}
-	var errs []error
-	bad := func(name, format string, a ...any) {
-		v := vals[name]
-		errs = append(errs, fmt.Errorf("%s (from %s): %s", name, v.origin, fmt.Sprintf(format, a...)))
-	}
-	boolOf := func(name string) bool {
-		b, err := strconv.ParseBool(strings.TrimSpace(vals[name].raw))
-		if err != nil {
-			bad(name, "%q is not true or false", vals[name].raw)
-		}
-		return b
-	}
-	str := func(name string) string { return strings.TrimSpace(vals[name].raw) }
-
+	in := &inputs{vals: vals}
 	c := &Config{
-		Command:                str("command"),
-		Path:                   str("path"),
-		Inventory:              str("inventory"),
-		InventoryNamespace:     str("inventory-namespace"),
-		Prune:                  boolOf("prune"),
-		Wait:                   boolOf("wait"),
-		Force:                  boolOf("force"),
-		AllowEmpty:             boolOf("allow-empty"),
-		PruneCRDsWithResources: boolOf("prune-crds-with-resources"),
-		DeleteFluxApplied:      boolOf("delete-flux-applied"),
-		TakeOwnership:          boolOf("take-ownership"),
-		ReleaseTo:              strings.TrimSpace(vals["release-to"].raw),
-		AllowRemoteBases:       boolOf("allow-remote-bases"),
-		DetailedExitcode:       boolOf("detailed-exitcode"),
-		Output:                 strings.TrimSpace(vals["output"].raw),
-		TargetNamespace:        str("target-namespace"),
-		Kubeconfig:             str("kubeconfig"),
-		Context:                str("context"),
-		ServiceAccount:         str("service-account"),
-		Report:                 str("report"),
-		Revision:               str("revision"),
-		Summary:                str("summary"),
-		Comment:                str("comment"),
-		GitHubToken:            str("github-token"),
-		GitLabToken:            str("gitlab-token"),
-		Dotenv:                 str("dotenv"),
-		TektonResults:          str("tekton-results"),
+		Command:            in.str("command"),
+		Path:               in.str("path"),
+		PathGiven:          vals["path"].origin != "default",
+		Inventory:          in.str("inventory"),
+		InventoryNamespace: in.str("inventory-namespace"),
+		TargetNamespace:    in.str("target-namespace"),
+		Kubeconfig:         in.str("kubeconfig"),
+		Context:            in.str("context"),
+		ServiceAccount:     in.str("service-account"),
 	}
-	c.PathGiven = vals["path"].origin != "default"
-	c.Artifact, c.Semver, c.CompareTo = str("artifact"), str("semver"), str("compare-to")
-	c.Tags = lines(vals["tags"].raw)
-	if c.ArtifactPath = str("artifact-path"); c.ArtifactPath != "" {
-		clean := filepath.Clean(strings.TrimPrefix(c.ArtifactPath, "./"))
-		switch {
-		case !filepath.IsLocal(clean):
-			bad("artifact-path", "%q is not a folder inside the artifact (relative, without ..)", c.ArtifactPath)
-		case c.PathGiven && (c.Command == "apply" || c.Command == "diff"):
-			bad("artifact-path", "is for apply and diff from an artifact; with path, they build path and push it")
-		}
-		c.ArtifactPath = clean
-	}
-	c.Registry.Username, c.Registry.Password = str("registry-username"), str("registry-password")
-	c.Registry.Insecure = boolOf("insecure-registry")
-	if c.Registry.Password != "" {
-		c.Secrets = append(c.Secrets, c.Registry.Password)
-	}
-	if raw := vals["age-recipients"].raw; strings.TrimSpace(raw) != "" {
-		r, err := artifact.ParseRecipients(raw)
-		if err != nil {
-			bad("age-recipients", "%v", err)
-		}
-		c.AgeRecipients = r
-	}
-	if raw := vals["sops-age-key"].raw; strings.TrimSpace(raw) != "" {
-		raw, err := keyText(raw)
-		var ids []age.Identity
-		if err == nil {
-			c.Secrets = append(c.Secrets, raw)
-			ids, err = artifact.ParseIdentities(raw)
-		}
-		if err != nil {
-			bad("sops-age-key", "%v", err)
-		}
-		c.SOPSIdentities = ids
-	}
-	if raw := vals["age-identities"].raw; strings.TrimSpace(raw) != "" {
-		raw, err := keyText(raw)
-		var ids []age.Identity
-		if err == nil {
-			c.Secrets = append(c.Secrets, raw)
-			ids, err = artifact.ParseIdentities(raw)
-		}
-		if err != nil {
-			bad("age-identities", "%v", err)
-		}
-		c.AgeIdentities = ids
-	}
-	switch v := str("validate"); v {
-	case "changed", "all":
-		c.ValidateAll = v == "all"
-	default:
-		bad("validate", "%q: want changed or all", v)
-	}
-	switch c.Output {
-	case "text", "json", "yaml":
-	default:
-		bad("output", "%q: want text, json or yaml", c.Output)
-	}
-	switch c.Command {
-	case "push", "pull", "tag", "list", "inspect", "diff-artifact":
-		if c.Artifact == "" {
-			bad("artifact", "required for %s", c.Command)
-		}
-	}
-	if c.Command == "diff-artifact" {
-		switch {
-		case c.CompareTo == "":
-			bad("compare-to", "required for diff-artifact: an oci:// artifact or a folder")
-		case strings.HasPrefix(c.CompareTo, "oci://"):
-			if _, err := artifact.ParseRef(c.CompareTo, c.Registry.Insecure); err != nil {
-				bad("compare-to", "%v", err)
-			}
-		default:
-			if info, err := os.Stat(c.CompareTo); err != nil || !info.IsDir() {
-				bad("compare-to", "%s is neither an oci:// artifact nor a folder", c.CompareTo)
-			}
-		}
-	}
-	if c.Artifact != "" {
-		if c.Command == "list" {
-			if err := artifact.ValidRepository(c.Artifact); err != nil {
-				bad("artifact", "%v", err)
-			}
-		} else if _, err := artifact.ParseRef(c.Artifact, c.Registry.Insecure); err != nil {
-			bad("artifact", "%v", err)
-		}
-	}
-	switch str("sign") {
-	case "":
-	case "cosign":
-		if str("cosign-key") == "" && (env["ACTIONS_ID_TOKEN_REQUEST_URL"] == "" || env["ACTIONS_ID_TOKEN_REQUEST_TOKEN"] == "") {
-			bad("sign", "cosign without cosign-key signs keyless, which needs the CI's OIDC identity (on GitHub: permissions: id-token: write); give cosign-key otherwise")
-		}
-		c.Sign = &artifact.SignOptions{KeyRef: str("cosign-key"), Password: []byte(vals["cosign-password"].raw),
-			FulcioURL: str("fulcio-url"), RekorURL: str("rekor-url")}
-	default:
-		bad("sign", "%q is not cosign or empty", str("sign"))
-	}
-	if pw := vals["cosign-password"].raw; pw != "" {
-		c.Secrets = append(c.Secrets, pw)
-	}
-	for _, name := range []string{"cosign-key", "cosign-public-key"} {
-		if v, ok := strings.CutPrefix(str(name), "env://"); ok && env[v] != "" {
-			c.Secrets = append(c.Secrets, env[v])
-		}
-	}
-	switch str("verify") {
-	case "":
-	case "cosign":
-		v := &artifact.VerifyOptions{PublicKeyRef: str("cosign-public-key"),
-			Identity: str("certificate-identity"), IdentityRegexp: str("certificate-identity-regexp"),
-			Issuer: str("certificate-oidc-issuer"), IssuerRegexp: str("certificate-oidc-issuer-regexp")}
-		if v.PublicKeyRef == "" {
-			if v.Identity == "" && v.IdentityRegexp == "" {
-				bad("certificate-identity", "keyless verification (verify: cosign without cosign-public-key) needs certificate-identity or certificate-identity-regexp")
-			}
-			if v.Issuer == "" && v.IssuerRegexp == "" {
-				bad("certificate-oidc-issuer", "keyless verification needs certificate-oidc-issuer or certificate-oidc-issuer-regexp")
-			}
-			for _, name := range []string{"certificate-identity-regexp", "certificate-oidc-issuer-regexp"} {
-				if _, err := regexp.Compile(str(name)); err != nil {
-					bad(name, "%v", err)
-				}
-			}
-			if p := str("certificate-roots"); p != "" {
-				b, err := os.ReadFile(p)
-				if err != nil {
-					bad("certificate-roots", "%v", err)
-				}
-				v.RootsPEM = b
-			}
-		}
-		c.Verify = v
-	default:
-		bad("verify", "%q is not cosign or empty", str("verify"))
-	}
-	if c.Command == "tag" && len(c.Tags) == 0 {
-		bad("tags", "required for tag")
-	}
-	if c.Command == "pull" {
-		if !c.PathGiven {
-			bad("path", "required for pull: the folder to write the artifact's files to")
-		} else if entries, err := os.ReadDir(c.Path); err == nil && len(entries) > 0 {
-			bad("path", "%s is not empty; pull writes into an empty or new folder", c.Path)
-		}
-	}
-	for _, name := range []string{"summary", "comment"} {
-		if v := str(name); v != "auto" && v != "true" && v != "false" {
-			bad(name, "%q is not auto, true or false", v)
-		}
-	}
-	for _, tok := range []string{c.GitHubToken, c.GitLabToken, env["ACTIONS_ID_TOKEN_REQUEST_TOKEN"]} {
-		if tok != "" {
-			c.Secrets = append(c.Secrets, tok)
-		}
-	}
+	in.source(c)
+	in.cluster(c)
+	in.behaviour(c)
+	in.limits(c)
+	in.artifact(c)
+	in.keys(c, env)
+	in.reporting(c, env)
+	return c, errors.Join(in.errs...)
+}
 
+// inputs reads the resolved inputs of one configuration and collects what
+// is wrong with them, each error naming the input and where it came from.
+type inputs struct {
+	vals map[string]value
+	errs []error
+}
+
+func (in *inputs) bad(name, format string, a ...any) {
+	in.errs = append(in.errs, fmt.Errorf("%s (from %s): %s", name, in.vals[name].origin, fmt.Sprintf(format, a...)))
+}
+
+func (in *inputs) str(name string) string { return strings.TrimSpace(in.vals[name].raw) }
+
+func (in *inputs) lines(name string) []string { return lines(in.vals[name].raw) }
+
+func (in *inputs) bool(name string) bool {
+	b, err := strconv.ParseBool(in.str(name))
+	if err != nil {
+		in.bad(name, "%q is not true or false", in.vals[name].raw)
+	}
+	return b
+}
+
+// number reads a whole number from lo to hi; want says so in the error.
+func (in *inputs) number(name string, lo, hi int64, want string) int64 {
+	n, err := strconv.ParseInt(in.str(name), 10, 64)
+	if err != nil || n < lo || n > hi {
+		in.bad(name, "%q is not %s", in.vals[name].raw, want)
+	}
+	return n
+}
+
+// oneOf reads an input that takes one of a few words.
+func (in *inputs) oneOf(name string, words ...string) string {
+	v := in.str(name)
+	if !slices.Contains(words, v) {
+		in.bad(name, "%q: want %s", v, orList(words))
+	}
+	return v
+}
+
+// source: what is built and how (path, patches, substitute), or the
+// artifact apply and diff pull instead.
+func (in *inputs) source(c *Config) {
+	c.AllowRemoteBases = in.bool("allow-remote-bases")
 	// The command is one of gantry's: parseCommandLine refused others.
 	// apply and diff with an artifact and no path pull instead of building.
-	pulls := (c.Command == "apply" || c.Command == "diff") && c.Artifact != "" && !c.PathGiven
+	pulls := (c.Command == "apply" || c.Command == "diff") && in.str("artifact") != "" && !c.PathGiven
 	needsBuild := (c.Command == "build" || c.Command == "diff" || c.Command == "apply" || c.Command == "push") && !pulls
 	if needsBuild {
 		if info, err := os.Stat(c.Path); err != nil {
-			bad("path", "%s does not exist", c.Path)
+			in.bad("path", "%s does not exist", c.Path)
 		} else if !info.IsDir() {
-			bad("path", "%s is not a directory", c.Path)
+			in.bad("path", "%s is not a directory", c.Path)
 		}
 	}
-	if c.Inventory == "" && (c.Command == "apply" || c.Command == "delete" || c.Command == "release") {
-		bad("inventory", "required for %s", c.Command)
-	}
-	if c.Inventory != "" {
-		for _, msg := range validation.IsDNS1123Label(c.Inventory) {
-			bad("inventory", "%q: %s", c.Inventory, msg)
-		}
-		if len(c.Inventory) > 56 {
-			bad("inventory", "%q is longer than 56 characters", c.Inventory)
-		}
-	}
-	for _, msg := range validation.IsDNS1123Label(c.InventoryNamespace) {
-		bad("inventory-namespace", "%q: %s", c.InventoryNamespace, msg)
-	}
-	if c.TargetNamespace != "" {
-		for _, msg := range validation.IsDNS1123Label(c.TargetNamespace) {
-			bad("target-namespace", "%q: %s", c.TargetNamespace, msg)
-		}
-	}
-	if d, err := time.ParseDuration(str("timeout")); err != nil || d <= 0 {
-		bad("timeout", "%q is not a positive duration such as 90s or 5m", vals["timeout"].raw)
-	} else {
-		c.Timeout = d
-	}
-	switch str("field-conflicts") {
-	case "take":
-	case "refuse":
-		c.RefuseConflicts = true
-	default:
-		bad("field-conflicts", "%q is neither take nor refuse", vals["field-conflicts"].raw)
-	}
-	if raw := strings.TrimSpace(str("max-prune")); raw != "" {
-		if pct, ok := strings.CutSuffix(raw, "%"); ok {
-			n, err := strconv.Atoi(pct)
-			if err != nil || n < 0 || n > 100 {
-				bad("max-prune", "%q is not a percentage from 0%% to 100%%", raw)
-			}
-			c.MaxPrune = pipeline.PruneLimit{Percent: n, Given: true}
-		} else {
-			n, err := strconv.Atoi(raw)
-			if err != nil || n < 0 {
-				bad("max-prune", "%q is neither a count of objects (such as 40) nor a percentage (such as 80%%)", raw)
-			}
-			c.MaxPrune = pipeline.PruneLimit{Count: n, Given: true}
-		}
-	}
-	if d, err := time.ParseDuration(str("lease-duration")); err != nil || d < 3*time.Second || d%time.Second != 0 {
-		bad("lease-duration", "%q is not a whole number of seconds of at least 3s, such as 30s or 2m", vals["lease-duration"].raw)
-	} else {
-		c.LeaseDuration = d
-	}
-	c.Units = lines(vals["unit"].raw)
-	switch c.Format = str("format"); c.Format {
-	case "github", "tekton", "gitlab":
-	default:
-		bad("format", "%q is not github, tekton or gitlab", c.Format)
-	}
-	if n, err := strconv.Atoi(str("units-concurrency")); err != nil || n < 1 || n > 64 {
-		bad("units-concurrency", "%q is not a whole number from 1 to 64", vals["units-concurrency"].raw)
-	} else {
-		c.UnitsConcurrency = n
-	}
-	if n, err := strconv.Atoi(str("concurrency")); err != nil || n < 1 || n > 256 {
-		bad("concurrency", "%q is not a whole number from 1 to 256", vals["concurrency"].raw)
-	} else {
-		c.Concurrency = n
-	}
-	if n, err := strconv.ParseInt(str("max-file-bytes"), 10, 64); err != nil || n < 1 {
-		bad("max-file-bytes", "%q is not a positive whole number of bytes", vals["max-file-bytes"].raw)
-	} else {
-		c.MaxFileBytes = n
-	}
-	if n, err := strconv.Atoi(str("max-objects")); err != nil || n < 1 {
-		bad("max-objects", "%q is not a positive whole number", vals["max-objects"].raw)
-	} else {
-		c.MaxObjects = n
-	}
-	for _, p := range lines(vals["patches"].raw) {
+	for _, p := range in.lines("patches") {
 		if info, err := os.Stat(p); err != nil || info.IsDir() {
-			bad("patches", "patch file %s does not exist", p)
+			in.bad("patches", "patch file %s does not exist", p)
 		}
 		c.Patches = append(c.Patches, p)
 	}
-	if subs := lines(vals["substitute"].raw); len(subs) > 0 {
+	if subs := in.lines("substitute"); len(subs) > 0 {
 		c.Substitute = map[string]string{}
 		for i, l := range subs {
 			k, v, ok := strings.Cut(l, "=")
 			k = strings.TrimSpace(k)
 			if !ok || !envKey.MatchString(k) {
 				// Never echo the line: it may hold a secret value.
-				bad("substitute", "line %d is not KEY=VALUE with KEY a variable name", i+1)
+				in.bad("substitute", "line %d is not KEY=VALUE with KEY a variable name", i+1)
 				continue
 			}
 			c.Substitute[k] = v
@@ -497,41 +288,276 @@ func configure(inv *invocation, env map[string]string) (*Config, error) {
 			}
 		}
 	}
+}
+
+// cluster: where the unit goes and under which names it is kept there.
+func (in *inputs) cluster(c *Config) {
+	if c.Inventory == "" && (c.Command == "apply" || c.Command == "delete" || c.Command == "release") {
+		in.bad("inventory", "required for %s", c.Command)
+	}
+	if c.Inventory != "" {
+		for _, msg := range validation.IsDNS1123Label(c.Inventory) {
+			in.bad("inventory", "%q: %s", c.Inventory, msg)
+		}
+		if len(c.Inventory) > 56 {
+			in.bad("inventory", "%q is longer than 56 characters", c.Inventory)
+		}
+	}
+	for _, msg := range validation.IsDNS1123Label(c.InventoryNamespace) {
+		in.bad("inventory-namespace", "%q: %s", c.InventoryNamespace, msg)
+	}
+	if c.TargetNamespace != "" {
+		for _, msg := range validation.IsDNS1123Label(c.TargetNamespace) {
+			in.bad("target-namespace", "%q: %s", c.TargetNamespace, msg)
+		}
+	}
 	if c.Kubeconfig != "" {
 		if _, err := os.Stat(c.Kubeconfig); err != nil {
-			bad("kubeconfig", "%s does not exist", c.Kubeconfig)
+			in.bad("kubeconfig", "%s does not exist", c.Kubeconfig)
 		}
 	}
 	if c.ServiceAccount != "" {
 		ns, name, ok := strings.Cut(c.ServiceAccount, "/")
 		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
-			bad("service-account", "%q is not namespace/name", c.ServiceAccount)
+			in.bad("service-account", "%q is not namespace/name", c.ServiceAccount)
 		}
 	}
-	for _, l := range lines(vals["health-checks"].raw) {
+}
+
+// behaviour: what the run does to the cluster, and what it waits for.
+func (in *inputs) behaviour(c *Config) {
+	c.Prune, c.Wait, c.Force = in.bool("prune"), in.bool("wait"), in.bool("force")
+	c.AllowEmpty = in.bool("allow-empty")
+	c.PruneCRDsWithResources = in.bool("prune-crds-with-resources")
+	c.DeleteFluxApplied = in.bool("delete-flux-applied")
+	c.TakeOwnership = in.bool("take-ownership")
+	c.ReleaseTo = in.str("release-to")
+	c.ValidateAll = in.oneOf("validate", "changed", "all") == "all"
+	c.RefuseConflicts = in.oneOf("field-conflicts", "take", "refuse") == "refuse"
+	if d, err := time.ParseDuration(in.str("timeout")); err != nil || d <= 0 {
+		in.bad("timeout", "%q is not a positive duration such as 90s or 5m", in.vals["timeout"].raw)
+	} else {
+		c.Timeout = d
+	}
+	if d, err := time.ParseDuration(in.str("lease-duration")); err != nil || d < 3*time.Second || d%time.Second != 0 {
+		in.bad("lease-duration", "%q is not a whole number of seconds of at least 3s, such as 30s or 2m", in.vals["lease-duration"].raw)
+	} else {
+		c.LeaseDuration = d
+	}
+	if raw := in.str("max-prune"); raw != "" {
+		if pct, ok := strings.CutSuffix(raw, "%"); ok {
+			n, err := strconv.Atoi(pct)
+			if err != nil || n < 0 || n > 100 {
+				in.bad("max-prune", "%q is not a percentage from 0%% to 100%%", raw)
+			}
+			c.MaxPrune = pipeline.PruneLimit{Percent: n, Given: true}
+		} else {
+			n, err := strconv.Atoi(raw)
+			if err != nil || n < 0 {
+				in.bad("max-prune", "%q is neither a count of objects (such as 40) nor a percentage (such as 80%%)", raw)
+			}
+			c.MaxPrune = pipeline.PruneLimit{Count: n, Given: true}
+		}
+	}
+	for _, l := range in.lines("health-checks") {
 		m := healthCheckRe.FindStringSubmatch(l)
 		if m == nil {
-			bad("health-checks", "%q is not Kind/namespace/name or Kind/name", l)
+			in.bad("health-checks", "%q is not Kind/namespace/name or Kind/name", l)
 			continue
 		}
 		c.HealthChecks = append(c.HealthChecks, pipeline.ObjectRef{Kind: m[1], Namespace: m[2], Name: m[3]})
 	}
-	if c.Report != "" {
-		if dir := filepath.Dir(c.Report); dir != "." {
-			if info, err := os.Stat(dir); err == nil && !info.IsDir() {
-				bad("report", "%s is not a directory", dir)
+	c.Units = in.lines("unit")
+	c.UnitsConcurrency = int(in.number("units-concurrency", 1, 64, "a whole number from 1 to 64"))
+}
+
+// limits bound what one run reads and sends at once.
+func (in *inputs) limits(c *Config) {
+	c.Concurrency = int(in.number("concurrency", 1, 256, "a whole number from 1 to 256"))
+	c.MaxFileBytes = in.number("max-file-bytes", 1, math.MaxInt64, "a positive whole number of bytes")
+	c.MaxObjects = int(in.number("max-objects", 1, math.MaxInt32, "a positive whole number"))
+}
+
+// artifact: the OCI artifact a command pushes, pulls or compares, and its
+// registry.
+func (in *inputs) artifact(c *Config) {
+	c.Artifact, c.Semver, c.CompareTo = in.str("artifact"), in.str("semver"), in.str("compare-to")
+	c.Tags = in.lines("tags")
+	c.Registry.Username, c.Registry.Password = in.str("registry-username"), in.str("registry-password")
+	c.Registry.Insecure = in.bool("insecure-registry")
+	if c.Registry.Password != "" {
+		c.Secrets = append(c.Secrets, c.Registry.Password)
+	}
+	if c.ArtifactPath = in.str("artifact-path"); c.ArtifactPath != "" {
+		clean := filepath.Clean(strings.TrimPrefix(c.ArtifactPath, "./"))
+		switch {
+		case !filepath.IsLocal(clean):
+			in.bad("artifact-path", "%q is not a folder inside the artifact (relative, without ..)", c.ArtifactPath)
+		case c.PathGiven && (c.Command == "apply" || c.Command == "diff"):
+			in.bad("artifact-path", "is for apply and diff from an artifact; with path, they build path and push it")
+		}
+		c.ArtifactPath = clean
+	}
+	switch c.Command {
+	case "push", "pull", "tag", "list", "inspect", "diff-artifact":
+		if c.Artifact == "" {
+			in.bad("artifact", "required for %s", c.Command)
+		}
+	}
+	if c.Command == "diff-artifact" {
+		switch {
+		case c.CompareTo == "":
+			in.bad("compare-to", "required for diff-artifact: an oci:// artifact or a folder")
+		case strings.HasPrefix(c.CompareTo, "oci://"):
+			if _, err := artifact.ParseRef(c.CompareTo, c.Registry.Insecure); err != nil {
+				in.bad("compare-to", "%v", err)
+			}
+		default:
+			if info, err := os.Stat(c.CompareTo); err != nil || !info.IsDir() {
+				in.bad("compare-to", "%s is neither an oci:// artifact nor a folder", c.CompareTo)
 			}
 		}
 	}
-	if c.Revision == "" {
+	if c.Artifact != "" {
+		if c.Command == "list" {
+			if err := artifact.ValidRepository(c.Artifact); err != nil {
+				in.bad("artifact", "%v", err)
+			}
+		} else if _, err := artifact.ParseRef(c.Artifact, c.Registry.Insecure); err != nil {
+			in.bad("artifact", "%v", err)
+		}
+	}
+	if c.Command == "tag" && len(c.Tags) == 0 {
+		in.bad("tags", "required for tag")
+	}
+	if c.Command == "pull" {
+		if !c.PathGiven {
+			in.bad("path", "required for pull: the folder to write the artifact's files to")
+		} else if entries, err := os.ReadDir(c.Path); err == nil && len(entries) > 0 {
+			in.bad("path", "%s is not empty; pull writes into an empty or new folder", c.Path)
+		}
+	}
+}
+
+// keys: age keys for SOPS and artifacts, cosign signing and verification.
+// Every secret among them joins c.Secrets, to be masked.
+func (in *inputs) keys(c *Config, env map[string]string) {
+	if raw := in.vals["age-recipients"].raw; strings.TrimSpace(raw) != "" {
+		r, err := artifact.ParseRecipients(raw)
+		if err != nil {
+			in.bad("age-recipients", "%v", err)
+		}
+		c.AgeRecipients = r
+	}
+	c.SOPSIdentities = in.identities(c, "sops-age-key")
+	c.AgeIdentities = in.identities(c, "age-identities")
+	switch in.str("sign") {
+	case "":
+	case "cosign":
+		if in.str("cosign-key") == "" && (env["ACTIONS_ID_TOKEN_REQUEST_URL"] == "" || env["ACTIONS_ID_TOKEN_REQUEST_TOKEN"] == "") {
+			in.bad("sign", "cosign without cosign-key signs keyless, which needs the CI's OIDC identity (on GitHub: permissions: id-token: write); give cosign-key otherwise")
+		}
+		c.Sign = &artifact.SignOptions{KeyRef: in.str("cosign-key"), Password: []byte(in.vals["cosign-password"].raw),
+			FulcioURL: in.str("fulcio-url"), RekorURL: in.str("rekor-url")}
+	default:
+		in.bad("sign", "%q is not cosign or empty", in.str("sign"))
+	}
+	if pw := in.vals["cosign-password"].raw; pw != "" {
+		c.Secrets = append(c.Secrets, pw)
+	}
+	for _, name := range []string{"cosign-key", "cosign-public-key"} {
+		if v, ok := strings.CutPrefix(in.str(name), "env://"); ok && env[v] != "" {
+			c.Secrets = append(c.Secrets, env[v])
+		}
+	}
+	switch in.str("verify") {
+	case "":
+	case "cosign":
+		c.Verify = in.verify()
+	default:
+		in.bad("verify", "%q is not cosign or empty", in.str("verify"))
+	}
+}
+
+// identities reads an input of age identities, itself or the file it
+// names; the key text is a secret.
+func (in *inputs) identities(c *Config, name string) []age.Identity {
+	raw := in.vals[name].raw
+	if strings.TrimSpace(raw) == "" {
+		return nil
+	}
+	raw, err := keyText(raw)
+	var ids []age.Identity
+	if err == nil {
+		c.Secrets = append(c.Secrets, raw)
+		ids, err = artifact.ParseIdentities(raw)
+	}
+	if err != nil {
+		in.bad(name, "%v", err)
+	}
+	return ids
+}
+
+// verify reads cosign verification: a public key, or a keyless identity
+// and issuer.
+func (in *inputs) verify() *artifact.VerifyOptions {
+	v := &artifact.VerifyOptions{PublicKeyRef: in.str("cosign-public-key"),
+		Identity: in.str("certificate-identity"), IdentityRegexp: in.str("certificate-identity-regexp"),
+		Issuer: in.str("certificate-oidc-issuer"), IssuerRegexp: in.str("certificate-oidc-issuer-regexp")}
+	if v.PublicKeyRef != "" {
+		return v
+	}
+	if v.Identity == "" && v.IdentityRegexp == "" {
+		in.bad("certificate-identity", "keyless verification (verify: cosign without cosign-public-key) needs certificate-identity or certificate-identity-regexp")
+	}
+	if v.Issuer == "" && v.IssuerRegexp == "" {
+		in.bad("certificate-oidc-issuer", "keyless verification needs certificate-oidc-issuer or certificate-oidc-issuer-regexp")
+	}
+	for _, name := range []string{"certificate-identity-regexp", "certificate-oidc-issuer-regexp"} {
+		if _, err := regexp.Compile(in.str(name)); err != nil {
+			in.bad(name, "%v", err)
+		}
+	}
+	if p := in.str("certificate-roots"); p != "" {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			in.bad("certificate-roots", "%v", err)
+		}
+		v.RootsPEM = b
+	}
+	return v
+}
+
+// reporting: where the outcome goes, and the revision and source it names.
+func (in *inputs) reporting(c *Config, env map[string]string) {
+	c.DetailedExitcode = in.bool("detailed-exitcode")
+	c.Output = in.oneOf("output", "text", "json", "yaml")
+	c.Format = in.oneOf("format", "github", "tekton", "gitlab")
+	c.Summary = in.oneOf("summary", "auto", "true", "false")
+	c.Comment = in.oneOf("comment", "auto", "true", "false")
+	c.Report, c.Dotenv, c.TektonResults = in.str("report"), in.str("dotenv"), in.str("tekton-results")
+	c.GitHubToken, c.GitLabToken = in.str("github-token"), in.str("gitlab-token")
+	for _, tok := range []string{c.GitHubToken, c.GitLabToken, env["ACTIONS_ID_TOKEN_REQUEST_TOKEN"]} {
+		if tok != "" {
+			c.Secrets = append(c.Secrets, tok)
+		}
+	}
+	if c.Report != "" {
+		if dir := filepath.Dir(c.Report); dir != "." {
+			if info, err := os.Stat(dir); err == nil && !info.IsDir() {
+				in.bad("report", "%s is not a directory", dir)
+			}
+		}
+	}
+	if c.Revision = in.str("revision"); c.Revision == "" {
 		c.Revision = firstNonEmpty(env["GITHUB_SHA"], env["CI_COMMIT_SHA"])
 		if ref := firstNonEmpty(env["GITHUB_REF_NAME"], env["CI_COMMIT_REF_NAME"]); ref != "" && c.Revision != "" {
 			c.Revision = ref + "@sha1:" + c.Revision // Flux's revision form
 		}
 	}
 	switch {
-	case str("source") != "":
-		c.Source = str("source")
+	case in.str("source") != "":
+		c.Source = in.str("source")
 	case env["GITHUB_SERVER_URL"] != "" && env["GITHUB_REPOSITORY"] != "":
 		c.Source = env["GITHUB_SERVER_URL"] + "/" + env["GITHUB_REPOSITORY"]
 	case env["CI_PROJECT_URL"] != "":
@@ -539,10 +565,14 @@ func configure(inv *invocation, env map[string]string) (*Config, error) {
 	default:
 		c.Source = c.Path
 	}
-	if err := errors.Join(errs...); err != nil {
-		return c, err
+}
+
+// orList joins words as "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
 	}
-	return c, nil
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }
 
 // lines splits a multi-line input, dropping blank lines and # comments.

@@ -65,12 +65,20 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "gantry %s\n", Version)
 		return ExitOK
 	}
+	// Every source makes units: a run file many, the command line and the
+	// environment one. plan prints them for a CI engine to run instead.
 	if inv.command == "plan" {
 		return runPlan(inv, env, stdout, stderr)
 	}
 	if file := runFileOf(inv, env); file != "" {
 		return runFile(ctx, inv, env, file, p, stdout, stderr)
 	}
+	return runOne(ctx, inv, env, p, stdout, stderr)
+}
+
+// runOne runs a command of one configuration: a unit (diff, apply,
+// delete), or a command on an artifact, a build or the inventory.
+func runOne(ctx context.Context, inv *invocation, env map[string]string, p platform, stdout, stderr io.Writer) int {
 	cfg, cfgErr := configure(inv, env)
 
 	// Every secret is known, and masked on GitHub, before anything else is
