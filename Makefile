@@ -173,6 +173,12 @@ release-prep:
 	sed -i -E 's#^  image: docker://ghcr.io/gantry-dev/gantry:.*#  image: docker://ghcr.io/gantry-dev/gantry:$(VERSION)#' action.yml
 	@grep -n '^  image:' action.yml
 
+## schemas: the OpenAPI documents of the Kubernetes releases offline validation embeds (schemas/releases), from the k8s.io/kubernetes module of each
+KUBE_SCHEMA_RELEASES := v1.37.2 v1.36.3 v1.35.4 v1.34.4 v1.33.13
+schemas:
+	rm -f schemas/releases/v*.zip
+	$(GO) run ./hack/kubeschemas -out schemas/releases $(KUBE_SCHEMA_RELEASES)
+
 ## docs: action.yml's inputs and the README's input table, from the entrypoint's table
 docs:
 	$(GO) run ./hack/gendocs

@@ -47,6 +47,24 @@ summary line. Nothing is written to the cluster.`,
 
   # The result as JSON
   gantry diff deploy --inventory shop --output json`},
+	{Name: "validate", Group: commandsDeploy, PathArg: true,
+		Short: "Check every object, against the cluster or with no cluster at all",
+		Long: `Build the configuration and check every object without writing anything.
+With --offline no cluster and no credentials are needed: built-in kinds are
+checked against the schemas of a Kubernetes release embedded in gantry
+(--kubernetes-version) and the API server's own handwritten validation,
+custom resources against the CRDs of the set and of --crds, CEL rules
+included; an apiVersion the release no longer serves is named with its
+replacement. Without --offline every object is dry-run on the cluster, as
+diff dry-runs it. Each failure names its object and file.`,
+		Example: `  # In a pull request from a fork: no secrets, no cluster
+  gantry validate deploy/overlays/prod --offline
+
+  # Against an older release, with the CRDs of an operator installed elsewhere
+  gantry validate deploy --offline --kubernetes-version 1.34 --crds vendor/cert-manager
+
+  # Against the cluster itself, writing nothing
+  gantry validate deploy`},
 	{Name: "apply", Group: commandsDeploy, PathArg: true,
 		Short: "Validate, apply, prune and wait for the configuration",
 		Long: `Build the configuration, validate every object against the cluster (a

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gantry-dev/gantry/artifact"
 	"github.com/gantry-dev/gantry/pipeline"
+	"github.com/gantry-dev/gantry/schemas/releases"
 )
 
 // Config is the validated configuration of one run.
@@ -94,6 +95,13 @@ type Config struct {
 	Units []string
 	// Format is plan's output: github, tekton or gitlab.
 	Format string
+	// Offline, for validate: no cluster. Release is the Kubernetes
+	// release checked against, CRDs the crds folders, AllowUnknownKinds
+	// the groups let through unchecked.
+	Offline           bool
+	Release           *releases.Release
+	CRDs              []string
+	AllowUnknownKinds []string
 }
 
 // value is one input's raw value and where it came from.
@@ -207,6 +215,7 @@ func configure(inv *invocation, env map[string]string) (*Config, error) {
 	in.artifact(c)
 	in.keys(c, env)
 	in.reporting(c, env)
+	in.offline(c)
 	return c, errors.Join(in.errs...)
 }
 
@@ -258,7 +267,7 @@ func (in *inputs) source(c *Config) {
 	// The command is one of gantry's: parseCommandLine refused others.
 	// apply and diff with an artifact and no path pull instead of building.
 	pulls := (c.Command == "apply" || c.Command == "diff") && in.str("artifact") != "" && !c.PathGiven
-	needsBuild := (c.Command == "build" || c.Command == "diff" || c.Command == "apply" || c.Command == "push") && !pulls
+	needsBuild := (c.Command == "build" || c.Command == "diff" || c.Command == "apply" || c.Command == "push" || c.Command == "validate") && !pulls
 	if needsBuild {
 		if info, err := os.Stat(c.Path); err != nil {
 			in.bad("path", "%s does not exist", c.Path)
@@ -564,6 +573,30 @@ func (in *inputs) reporting(c *Config, env map[string]string) {
 		c.Source = env["CI_PROJECT_URL"]
 	default:
 		c.Source = c.Path
+	}
+}
+
+// offline: what validate checks against without a cluster.
+func (in *inputs) offline(c *Config) {
+	c.Offline = in.bool("offline")
+	r, err := releases.Get(in.str("kubernetes-version"))
+	if err != nil {
+		in.bad("kubernetes-version", "%v", err)
+	}
+	c.Release = r
+	for _, dir := range in.lines("crds") {
+		if info, err := os.Stat(dir); err != nil || !info.IsDir() {
+			in.bad("crds", "%s is not a folder", dir)
+		}
+		c.CRDs = append(c.CRDs, dir)
+	}
+	for _, g := range in.lines("allow-unknown-kinds") {
+		if g == "core" {
+			g = ""
+		} else if msgs := validation.IsDNS1123Subdomain(g); len(msgs) > 0 {
+			in.bad("allow-unknown-kinds", "%q is not an API group: %s", g, strings.Join(msgs, "; "))
+		}
+		c.AllowUnknownKinds = append(c.AllowUnknownKinds, g)
 	}
 }
 

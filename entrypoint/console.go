@@ -161,10 +161,8 @@ func escapeCommandData(s string) string {
 func (c *console) summary(res *result.Result) {
 	counts := res.Counts()
 	var parts []string
-	actions := result.Actions
+	actions := result.ActionsOf(res.Command)
 	switch res.Command {
-	case "release":
-		actions = []result.Action{result.Released, result.Skipped, result.Failed}
 	case "push":
 		// A push writes no object: it says what it pushed.
 		actions = nil

@@ -112,6 +112,7 @@ func runOne(ctx context.Context, inv *invocation, env map[string]string, p platf
 	}
 
 	var res *result.Result
+	var err error
 	switch cfg.Command {
 	case "push":
 		res = pipeline.Push(ctx, opts, console)
@@ -141,6 +142,13 @@ func runOne(ctx context.Context, inv *invocation, env map[string]string, p platf
 				console.warn("printing the diff: " + err.Error())
 			}
 		}
+	case "validate":
+		opts.Offline, err = offlineOptions(cfg, opts)
+		if err != nil {
+			console.printf("gantry: invalid configuration:\n%s\n", indent(err.Error()))
+			return ExitInvalid
+		}
+		res = pipeline.Validate(ctx, opts, connect, console)
 	case "release":
 		res = pipeline.Release(ctx, opts, connect, console)
 		if res.Succeeded() && cfg.Artifact != "" {
@@ -267,6 +275,28 @@ func (s *session) options(cfg *Config) pipeline.Options {
 		}
 	}
 	return opts
+}
+
+// offlineOptions are validate's, with the CRDs of the crds folders built
+// as the set is built; nil for a validate against the cluster.
+func offlineOptions(cfg *Config, opts pipeline.Options) (*pipeline.OfflineOptions, error) {
+	if !cfg.Offline {
+		return nil, nil
+	}
+	o := &pipeline.OfflineOptions{Release: cfg.Release, AllowUnknownGroups: cfg.AllowUnknownKinds}
+	for _, dir := range cfg.CRDs {
+		b := opts.Build
+		b.Path, b.TargetNamespace, b.Patches, b.Substitute, b.NoOrigins = dir, "", nil, nil, true
+		b.KeepSOPSEncrypted = true
+		objects, err := pipeline.Build(b)
+		if err != nil {
+			return nil, fmt.Errorf("crds (%s): %w", dir, err)
+		}
+		for _, obj := range objects {
+			o.CRDs = append(o.CRDs, obj.Unstructured)
+		}
+	}
+	return o, nil
 }
 
 // exitCode maps a result to the documented exit codes.

@@ -80,6 +80,8 @@ type Options struct {
 	// renewal (default 30s). A run writes only within two thirds of it
 	// after its last renewal.
 	LeaseDuration time.Duration
+	// Offline, for validate, checks without a cluster.
+	Offline *OfflineOptions
 	// Artifact, when set, is pulled (and built from) when Build.Path is
 	// empty, or pushed after the build when it is not.
 	Artifact *ArtifactOptions

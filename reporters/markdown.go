@@ -89,9 +89,10 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 	}
 
 	counts := res.Counts()
-	b.WriteString("| " + strings.Join(actionNames(), " | ") + " |\n|")
-	b.WriteString(strings.Repeat("---|", len(result.Actions)) + "\n|")
-	for _, a := range result.Actions {
+	actions := result.ActionsOf(res.Command)
+	b.WriteString("| " + strings.Join(actionNames(actions), " | ") + " |\n|")
+	b.WriteString(strings.Repeat("---|", len(actions)) + "\n|")
+	for _, a := range actions {
 		fmt.Fprintf(&b, " %d |", counts[a])
 	}
 	b.WriteString("\n\n")
@@ -273,9 +274,9 @@ func Unchanged(existing, body string) bool {
 	return i >= 0 && strings.Contains(existing, strings.TrimSpace(body[i:]))
 }
 
-func actionNames() []string {
-	out := make([]string, len(result.Actions))
-	for i, a := range result.Actions {
+func actionNames(actions []result.Action) []string {
+	out := make([]string, len(actions))
+	for i, a := range actions {
 		out[i] = string(a)
 	}
 	return out

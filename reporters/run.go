@@ -183,7 +183,7 @@ func RunMarkdown(run *result.Run, page Page, detail Detail) string {
 	}
 	fmt.Fprintf(&b, "### %s gantry %s: %s\n\n", runIcon(run.Reason), run.Command, run.Message)
 
-	b.WriteString("| unit | cluster | outcome | " + strings.Join(actionNames(), " | ") + " | time |\n|---|---|---|")
+	b.WriteString("| unit | cluster | outcome | " + strings.Join(actionNames(result.Actions), " | ") + " | time |\n|---|---|---|")
 	b.WriteString(strings.Repeat("---|", len(result.Actions)+1) + "\n")
 	for _, u := range run.Units {
 		counts := u.Counts()

@@ -74,6 +74,10 @@ const (
 // other commands leave it out of Actions.
 const Released Action = "released"
 
+// Valid is what validate found of an object that passed: it writes
+// nothing. Only validate reports it.
+const Valid Action = "valid"
+
 // Actions lists every action in the order reports show them.
 var Actions = []Action{Created, Configured, Recreated, Unchanged, Deleted, Skipped, Failed}
 
@@ -196,13 +200,24 @@ type Result struct {
 	Objects  []Object  `json:"objects"`
 }
 
+// ActionsOf lists the actions a command's reports count, in order.
+func ActionsOf(command string) []Action {
+	switch command {
+	case "release":
+		return []Action{Released, Skipped, Failed}
+	case "validate":
+		return []Action{Valid, Failed}
+	}
+	return Actions
+}
+
 // Succeeded reports whether the run reached its goal.
 func (r *Result) Succeeded() bool { return r.Reason == ReasonSucceeded }
 
 // Counts returns how many objects took each action.
 func (r *Result) Counts() map[Action]int {
 	c := make(map[Action]int, len(Actions))
-	for _, a := range Actions {
+	for _, a := range ActionsOf(r.Command) {
 		c[a] = 0
 	}
 	for _, o := range r.Objects {

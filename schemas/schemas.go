@@ -35,6 +35,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
+
+	"github.com/gantry-dev/gantry/schemas/native"
+	"github.com/gantry-dev/gantry/schemas/releases"
 )
 
 // OpenAPISource gives the cluster's OpenAPI v3 document of one group
@@ -48,6 +51,12 @@ type Validator struct {
 	crds      map[schema.GroupKind]*apiextensionsv1.CustomResourceDefinition
 	crdGroups map[string]bool
 	openapi   OpenAPISource
+
+	// release, offline: the Kubernetes release whose built-in kinds are
+	// checked, with no cluster. Any kind that neither it nor a CRD defines
+	// is then an error, unless its group is in allowUnknown.
+	release      *releases.Release
+	allowUnknown map[string]bool
 
 	mu       sync.Mutex
 	versions map[schema.GroupVersionKind]*crdVersion
@@ -65,19 +74,54 @@ func New(set []*unstructured.Unstructured, openapi OpenAPISource) (*Validator, e
 		versions:  map[schema.GroupVersionKind]*crdVersion{},
 		builtins:  map[schema.GroupVersion]*builtinGroup{},
 	}
-	for _, u := range set {
+	if err := v.addCRDs(set); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// Offline returns a Validator that needs no cluster: built-in kinds are
+// checked against the schemas of a Kubernetes release, custom resources
+// against the CRDs of the set and of crds (the set's win). A kind that
+// neither defines is an error, a removed apiVersion naming its release and
+// replacement, unless allowUnknown lists its group.
+func Offline(set, crds []*unstructured.Unstructured, release *releases.Release, allowUnknown []string) (*Validator, error) {
+	v := &Validator{
+		crds:         map[schema.GroupKind]*apiextensionsv1.CustomResourceDefinition{},
+		crdGroups:    map[string]bool{},
+		openapi:      release,
+		release:      release,
+		allowUnknown: map[string]bool{},
+		versions:     map[schema.GroupVersionKind]*crdVersion{},
+		builtins:     map[schema.GroupVersion]*builtinGroup{},
+	}
+	for _, g := range allowUnknown {
+		v.allowUnknown[g] = true
+	}
+	if err := v.addCRDs(crds); err != nil {
+		return nil, err
+	}
+	if err := v.addCRDs(set); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// addCRDs reads the CRDs among objects (others are ignored).
+func (v *Validator) addCRDs(objects []*unstructured.Unstructured) error {
+	for _, u := range objects {
 		gvk := u.GroupVersionKind()
 		if gvk.Group != apiextensionsv1.GroupName || gvk.Kind != "CustomResourceDefinition" {
 			continue
 		}
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, crd); err != nil {
-			return nil, fmt.Errorf("CustomResourceDefinition/%s: %w", u.GetName(), err)
+			return fmt.Errorf("CustomResourceDefinition/%s: %w", u.GetName(), err)
 		}
 		v.crds[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}] = crd
 		v.crdGroups[crd.Spec.Group] = true
 	}
-	return v, nil
+	return nil
 }
 
 // Prepare loads the cluster's schemas of gv ahead of Validate, so that
@@ -104,9 +148,39 @@ func (v *Validator) Validate(ctx context.Context, u *unstructured.Unstructured) 
 	if _, ok := v.crds[gvk.GroupKind()]; ok {
 		cv, err := v.crdVersion(gvk)
 		if err != nil {
-			return err
+			if v.release == nil {
+				return err
+			}
+			// Offline, a version the CRD does not serve is the object's
+			// fault, as the server's "no matches for kind" is.
+			msgs = []string{err.Error()}
+		} else {
+			msgs = messages(cv.validate(ctx, u))
 		}
-		msgs = messages(cv.validate(ctx, u))
+	} else if v.release != nil {
+		served, problem, err := v.builtinKind(gvk)
+		switch {
+		case err != nil:
+			return err
+		case problem != "":
+			msgs = []string{problem}
+		case !served:
+			return nil // of a group allow-unknown-kinds lets through unchecked
+		default:
+			b, err := v.builtin(gvk.GroupVersion())
+			if err != nil {
+				return err
+			}
+			if msgs, err = b.validate(gvk, withoutSecretValues(u)); err != nil {
+				return err
+			}
+			// The kind's handwritten rules, once the object reads as its
+			// type, as the API server runs them after decoding it.
+			if len(msgs) == 0 {
+				errs, _ := native.Validate(u)
+				msgs = messages(errs)
+			}
+		}
 	} else {
 		b, err := v.builtin(gvk.GroupVersion())
 		if err != nil {
@@ -308,6 +382,47 @@ func (cv *crdVersion) validate(ctx context.Context, u *unstructured.Unstructured
 	}
 	celErrs, _ := cv.cel.Validate(ctx, nil, cv.structural, obj, nil, celconfig.RuntimeCELCostBudget)
 	return append(errs, celErrs...)
+}
+
+// builtinKind says, offline, what is wrong with a kind no CRD defines: it
+// was removed from the release, it is not in the group version it names,
+// or it is no kind the release knows. served says the release serves it;
+// neither served nor a problem is a kind of a group allow-unknown-kinds
+// lists. A removed apiVersion is a problem whatever that list says.
+func (v *Validator) builtinKind(gvk schema.GroupVersionKind) (served bool, problem string, err error) {
+	r := v.release
+	if ok, err := r.ServesKind(gvk); ok || err != nil {
+		return ok, "", err
+	}
+	rm, err := r.Removed(gvk)
+	if err != nil {
+		return false, "", err
+	}
+	if rm != nil {
+		return false, rm.Error(), nil
+	}
+	api := gvk.GroupVersion().String()
+	if r.Serves(gvk.GroupVersion()) {
+		return false, fmt.Sprintf("%s has no kind %s in Kubernetes %s", api, gvk.Kind, r.Version), nil
+	}
+	if v.allowUnknown[gvk.Group] {
+		return false, "", nil
+	}
+	for _, gv := range r.GroupVersions() {
+		if gv.Group == gvk.Group {
+			return false, fmt.Sprintf("Kubernetes %s does not serve %s (the group %s has other versions); no CRD in the set or in crds defines %s", r.Version, api, groupName(gvk.Group), gvk.Kind), nil
+		}
+	}
+	return false, fmt.Sprintf("no CRD in the set or in crds defines %s %s, and it is no built-in kind of Kubernetes %s; to let it through unchecked, list %s in allow-unknown-kinds", api, gvk.Kind, r.Version, groupName(gvk.Group)), nil
+}
+
+// groupName writes the core group as "core", the way allow-unknown-kinds
+// takes it.
+func groupName(g string) string {
+	if g == "" {
+		return "core"
+	}
+	return g
 }
 
 // ErrNoSchema is returned for a kind the cluster publishes no schema for.

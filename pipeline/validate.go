@@ -1,0 +1,141 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/gantry-dev/gantry/result"
+	"github.com/gantry-dev/gantry/schemas"
+	"github.com/gantry-dev/gantry/schemas/releases"
+)
+
+// OfflineOptions are what validation without a cluster checks against.
+type OfflineOptions struct {
+	// Release is the Kubernetes release of the built-in kinds.
+	Release *releases.Release
+	// CRDs define custom resources beyond the set's own CRDs (the crds
+	// input).
+	CRDs []*unstructured.Unstructured
+	// AllowUnknownGroups lets kinds of these groups through unchecked
+	// when no CRD defines them.
+	AllowUnknownGroups []string
+}
+
+// Validate builds the configuration and checks every object, writing
+// nothing. With opts.Offline it needs no cluster and no credentials:
+// built-in kinds against the release's schemas and the API server's
+// handwritten rules, custom resources against their CRDs, CEL rules
+// included. Without it, every object is dry-run on the cluster as diff
+// dry-runs it. Each object is reported valid or failed.
+func Validate(ctx context.Context, opts Options, connect Connector, obs Observer) *result.Result {
+	if opts.Offline != nil {
+		connect = nil
+		// A SOPS file without its key is checked as far as it can be
+		// (its metadata), not refused: a fork's pull request has no key.
+		opts.Build.KeepSOPSEncrypted = true
+	}
+	opts.ValidateAll, opts.Inventory, opts.Prune = true, "", false
+	r := newRun("validate", opts, connect, obs)
+	run := r.validateOnCluster
+	if opts.Offline != nil {
+		run = r.validateWithoutCluster
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout+time.Minute)
+	defer cancel()
+	return r.execute(ctx, []stage{
+		r.buildStage(),
+		{name: "validate", reason: result.ReasonValidationFailed, stopOnError: true, run: run},
+	})
+}
+
+// validateWithoutCluster checks every object offline, at once.
+func (r *run) validateWithoutCluster(ctx context.Context) error {
+	o := r.opts.Offline
+	set := make([]*unstructured.Unstructured, len(r.objects))
+	for i, obj := range r.objects {
+		set[i] = obj.Unstructured
+	}
+	v, err := schemas.Offline(set, o.CRDs, o.Release, o.AllowUnknownGroups)
+	if err != nil {
+		return err
+	}
+	problems := make([]error, len(r.objects))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, obj := range r.objects {
+		if obj.Encrypted {
+			// Its values are ciphertext: only its name and kind can be
+			// checked, which the build did.
+			continue
+		}
+		g.Go(func() error {
+			err := v.Validate(gctx, withDefaultNamespace(obj.Unstructured, r.opts.DefaultNamespace))
+			var invalid *schemas.InvalidError
+			switch {
+			case err == nil:
+			case errors.As(err, &invalid):
+				problems[i] = err
+			default:
+				return fmt.Errorf("%s: %w", ref(obj), err)
+			}
+			return gctx.Err()
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	var failures []error
+	for i, obj := range r.objects {
+		ro := resultObject(obj.Unstructured, obj.Source, "validate", result.Valid)
+		if err := problems[i]; err != nil {
+			oe := r.objectError(obj, err)
+			ro.Action, ro.Source = result.Failed, oe.Source
+			setError(&ro, err, err.Error())
+			failures = append(failures, oe)
+		}
+		r.record(ro, problems[i] != nil)
+	}
+	return errors.Join(failures...)
+}
+
+// withDefaultNamespace gives a namespaced object without a namespace the
+// one it would be applied to, when known.
+func withDefaultNamespace(u *unstructured.Unstructured, ns string) *unstructured.Unstructured {
+	if ns == "" || u.GetNamespace() != "" {
+		return u
+	}
+	c := u.DeepCopy()
+	c.SetNamespace(ns)
+	return c
+}
+
+// validateOnCluster dry-runs every object as diff does and reports each
+// valid or failed.
+func (r *run) validateOnCluster(ctx context.Context) error {
+	err := r.diff(ctx)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	kept := r.res.Objects[:0]
+	for _, o := range r.res.Objects {
+		switch o.Action {
+		case result.Created, result.Configured, result.Recreated, result.Unchanged:
+			o.Action, o.Diff = result.Valid, ""
+		case result.Deleted:
+			continue // with no inventory there is nothing to prune; never said
+		}
+		o.Stage = "validate"
+		kept = append(kept, o)
+	}
+	r.res.Objects = kept
+	clear(r.byID)
+	for i, o := range kept {
+		r.byID[o.ID] = i
+	}
+	return err
+}

@@ -1,0 +1,272 @@
+// Package native runs the API server's handwritten validation of the
+// built-in kinds people ship most, offline: the object is defaulted and
+// converted to the internal type as the API server does on a create, then
+// checked by the kind's validation from k8s.io/kubernetes with the options
+// its registry strategy uses. What the schema cannot say (replicas must not
+// be negative, a selector must match its template, names and label values,
+// ports, container names, probes and update strategies) is caught here.
+//
+// The code is that of the Kubernetes release gantry is built with; older
+// releases are checked with the same rules.
+package native
+
+import (
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/kubernetes/pkg/api/pod"
+	"k8s.io/kubernetes/pkg/apis/apps"
+	appsv1 "k8s.io/kubernetes/pkg/apis/apps/v1"
+	appsvalidation "k8s.io/kubernetes/pkg/apis/apps/validation"
+	"k8s.io/kubernetes/pkg/apis/autoscaling"
+	autoscalingv1 "k8s.io/kubernetes/pkg/apis/autoscaling/v1"
+	autoscalingv2 "k8s.io/kubernetes/pkg/apis/autoscaling/v2"
+	autoscalingvalidation "k8s.io/kubernetes/pkg/apis/autoscaling/validation"
+	"k8s.io/kubernetes/pkg/apis/batch"
+	batchv1 "k8s.io/kubernetes/pkg/apis/batch/v1"
+	batchvalidation "k8s.io/kubernetes/pkg/apis/batch/validation"
+	"k8s.io/kubernetes/pkg/apis/core"
+	corev1 "k8s.io/kubernetes/pkg/apis/core/v1"
+	corevalidation "k8s.io/kubernetes/pkg/apis/core/validation"
+	"k8s.io/kubernetes/pkg/apis/networking"
+	networkingv1 "k8s.io/kubernetes/pkg/apis/networking/v1"
+	networkingvalidation "k8s.io/kubernetes/pkg/apis/networking/validation"
+	"k8s.io/kubernetes/pkg/apis/policy"
+	policyv1 "k8s.io/kubernetes/pkg/apis/policy/v1"
+	policyvalidation "k8s.io/kubernetes/pkg/apis/policy/validation"
+	"k8s.io/kubernetes/pkg/apis/rbac"
+	rbacv1 "k8s.io/kubernetes/pkg/apis/rbac/v1"
+	rbacvalidation "k8s.io/kubernetes/pkg/apis/rbac/validation"
+)
+
+// validators are the kinds gantry checks, each as its registry strategy
+// validates a create.
+var validators = map[schema.GroupKind]func(obj runtime.Object) field.ErrorList{
+	{Kind: "ConfigMap"}: func(o runtime.Object) field.ErrorList { return corevalidation.ValidateConfigMap(o.(*core.ConfigMap)) },
+	{Kind: "Secret"}:    func(o runtime.Object) field.ErrorList { return corevalidation.ValidateSecret(o.(*core.Secret)) },
+	{Kind: "ServiceAccount"}: func(o runtime.Object) field.ErrorList {
+		return corevalidation.ValidateServiceAccount(o.(*core.ServiceAccount))
+	},
+	{Kind: "Namespace"}: func(o runtime.Object) field.ErrorList { return corevalidation.ValidateNamespace(o.(*core.Namespace)) },
+	{Kind: "Service"}:   func(o runtime.Object) field.ErrorList { return corevalidation.ValidateServiceCreate(o.(*core.Service)) },
+	{Kind: "PersistentVolumeClaim"}: func(o runtime.Object) field.ErrorList {
+		pvc := o.(*core.PersistentVolumeClaim)
+		return corevalidation.ValidatePersistentVolumeClaim(pvc, corevalidation.ValidationOptionsForPersistentVolumeClaim(pvc, nil))
+	},
+	{Kind: "Pod"}: func(o runtime.Object) field.ErrorList {
+		p := o.(*core.Pod)
+		opts := pod.GetValidationOptionsFromPodSpecAndMeta(&p.Spec, nil, &p.ObjectMeta, nil)
+		opts.ResourceIsPod = true
+		return corevalidation.ValidatePodCreate(p, opts)
+	},
+	{Group: "apps", Kind: "Deployment"}: func(o runtime.Object) field.ErrorList {
+		d := o.(*apps.Deployment)
+		return appsvalidation.ValidateDeployment(d, pod.GetValidationOptionsFromPodTemplate(&d.Spec.Template, nil))
+	},
+	{Group: "apps", Kind: "StatefulSet"}: func(o runtime.Object) field.ErrorList {
+		s := o.(*apps.StatefulSet)
+		return appsvalidation.ValidateStatefulSet(s, appsvalidation.StatefulSetValidationOptions{},
+			pod.GetValidationOptionsFromPodTemplate(&s.Spec.Template, nil))
+	},
+	{Group: "apps", Kind: "DaemonSet"}: func(o runtime.Object) field.ErrorList {
+		d := o.(*apps.DaemonSet)
+		return appsvalidation.ValidateDaemonSet(d, pod.GetValidationOptionsFromPodTemplate(&d.Spec.Template, nil))
+	},
+	{Group: "apps", Kind: "ReplicaSet"}: func(o runtime.Object) field.ErrorList {
+		r := o.(*apps.ReplicaSet)
+		return appsvalidation.ValidateReplicaSet(r, pod.GetValidationOptionsFromPodTemplate(&r.Spec.Template, nil))
+	},
+	{Group: "batch", Kind: "Job"}: func(o runtime.Object) field.ErrorList {
+		j := o.(*batch.Job)
+		if j.Spec.ManualSelector == nil || !*j.Spec.ManualSelector {
+			generateSelector(j)
+		}
+		return batchvalidation.ValidateJobCreate(j, batchvalidation.JobValidationOptions{
+			PodValidationOptions:  pod.GetValidationOptionsFromPodTemplate(&j.Spec.Template, nil),
+			RequirePrefixedLabels: true,
+		})
+	},
+	{Group: "batch", Kind: "CronJob"}: func(o runtime.Object) field.ErrorList {
+		c := o.(*batch.CronJob)
+		return batchvalidation.ValidateCronJobCreate(c, pod.GetValidationOptionsFromPodTemplate(&c.Spec.JobTemplate.Spec.Template, nil))
+	},
+	{Group: "networking.k8s.io", Kind: "Ingress"}: func(o runtime.Object) field.ErrorList {
+		return networkingvalidation.ValidateIngressCreate(o.(*networking.Ingress))
+	},
+	{Group: "networking.k8s.io", Kind: "IngressClass"}: func(o runtime.Object) field.ErrorList {
+		return networkingvalidation.ValidateIngressClass(o.(*networking.IngressClass))
+	},
+	{Group: "networking.k8s.io", Kind: "NetworkPolicy"}: func(o runtime.Object) field.ErrorList {
+		np := o.(*networking.NetworkPolicy)
+		return networkingvalidation.ValidateNetworkPolicy(np, networkingvalidation.ValidationOptionsForNetworking(np, nil))
+	},
+	{Group: "rbac.authorization.k8s.io", Kind: "Role"}: func(o runtime.Object) field.ErrorList {
+		return rbacvalidation.ValidateRole(o.(*rbac.Role))
+	},
+	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}: func(o runtime.Object) field.ErrorList {
+		return rbacvalidation.ValidateClusterRole(o.(*rbac.ClusterRole), rbacvalidation.ClusterRoleValidationOptions{})
+	},
+	{Group: "rbac.authorization.k8s.io", Kind: "RoleBinding"}: func(o runtime.Object) field.ErrorList {
+		return rbacvalidation.ValidateRoleBinding(o.(*rbac.RoleBinding))
+	},
+	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}: func(o runtime.Object) field.ErrorList {
+		return rbacvalidation.ValidateClusterRoleBinding(o.(*rbac.ClusterRoleBinding))
+	},
+	{Group: "policy", Kind: "PodDisruptionBudget"}: func(o runtime.Object) field.ErrorList {
+		return policyvalidation.ValidatePodDisruptionBudget(o.(*policy.PodDisruptionBudget), policyvalidation.PodDisruptionBudgetValidationOptions{})
+	},
+	{Group: "autoscaling", Kind: "HorizontalPodAutoscaler"}: func(o runtime.Object) field.ErrorList {
+		hpa := o.(*autoscaling.HorizontalPodAutoscaler)
+		opts := autoscalingvalidation.HorizontalPodAutoscalerSpecValidationOptions{
+			MinReplicasLowerBound: 1,
+			ScaleTargetRefValidationOptions: autoscalingvalidation.CrossVersionObjectReferenceValidationOptions{
+				AllowEmptyAPIGroup: hpa.Spec.ScaleTargetRef.Kind == "ReplicationController", RequiredCoveredByDeclarative: true},
+			ObjectMetricsValidationOptions: autoscalingvalidation.CrossVersionObjectReferenceValidationOptions{AllowEmptyAPIGroup: true},
+		}
+		return autoscalingvalidation.ValidateHorizontalPodAutoscaler(hpa, opts)
+	},
+}
+
+// Kinds lists the kinds whose handwritten validation gantry runs.
+func Kinds() []schema.GroupKind {
+	var gks []schema.GroupKind
+	for gk := range validators {
+		gks = append(gks, gk)
+	}
+	return gks
+}
+
+var (
+	schemeOnce sync.Once
+	scheme     *runtime.Scheme
+	schemeErr  error
+)
+
+// newScheme registers the internal and versioned types of the groups
+// above, their defaults and conversions: on first use, not at start-up.
+func newScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		metav1.AddMetaToScheme,
+		core.AddToScheme, corev1.AddToScheme,
+		apps.AddToScheme, appsv1.AddToScheme,
+		batch.AddToScheme, batchv1.AddToScheme,
+		networking.AddToScheme, networkingv1.AddToScheme,
+		rbac.AddToScheme, rbacv1.AddToScheme,
+		policy.AddToScheme, policyv1.AddToScheme,
+		autoscaling.AddToScheme, autoscalingv1.AddToScheme, autoscalingv2.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
+	return s, nil
+}
+
+// Covers reports whether gantry runs the handwritten validation of gvk.
+func Covers(gvk schema.GroupVersionKind) bool {
+	_, ok := validators[gvk.GroupKind()]
+	return ok
+}
+
+// Validate runs the handwritten validation of u's kind on a create, as
+// the API server runs it after defaulting and conversion. ok is false for
+// a kind or version gantry does not check. u must already have passed the
+// schema: a value of the wrong type is reported as one error.
+func Validate(u *unstructured.Unstructured) (errs field.ErrorList, ok bool) {
+	gvk := u.GroupVersionKind()
+	validate, ok := validators[gvk.GroupKind()]
+	if !ok {
+		return nil, false
+	}
+	schemeOnce.Do(func() { scheme, schemeErr = newScheme() })
+	if schemeErr != nil {
+		return field.ErrorList{field.InternalError(nil, schemeErr)}, true
+	}
+	if !scheme.Recognizes(gvk) {
+		return nil, false
+	}
+	versioned, err := scheme.New(gvk)
+	if err != nil {
+		return nil, false
+	}
+	if u.GetNamespace() == "" && !clusterScoped[gvk.GroupKind()] {
+		// Applied to the default namespace of the kubeconfig's context,
+		// which offline validation does not know: any valid name does.
+		u = u.DeepCopy()
+		u.SetNamespace("default")
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, versioned); err != nil {
+		return field.ErrorList{field.Invalid(nil, nil, fmt.Sprintf("cannot be read as %s: %v", gvk.Kind, err))}, true
+	}
+	scheme.Default(versioned)
+	internal, err := scheme.New(gvk.GroupKind().WithVersion(runtime.APIVersionInternal))
+	if err != nil {
+		return nil, false
+	}
+	if err := scheme.Convert(versioned, internal, nil); err != nil {
+		return field.ErrorList{field.Invalid(nil, nil, fmt.Sprintf("cannot be converted as the API server converts %s: %v", gvk.Kind, err))}, true
+	}
+	// The system fields the API server fills before it validates a create.
+	if m, err := meta.Accessor(internal); err == nil {
+		m.SetUID(offlineUID)
+		m.SetCreationTimestamp(metav1.Now())
+	}
+	errs = validate(internal)
+	if gvk.Kind == "Secret" && gvk.Group == "" {
+		// The API server redacts what it quotes of a Secret; offline,
+		// nothing of a Secret's values is quoted at all.
+		for _, fe := range errs {
+			fe.BadValue = field.OmitValueType{}
+		}
+	}
+	return errs, true
+}
+
+// clusterScoped are the kinds above that have no namespace.
+var clusterScoped = map[schema.GroupKind]bool{
+	{Kind: "Namespace"}: true,
+	{Group: "networking.k8s.io", Kind: "IngressClass"}:               true,
+	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}:        true,
+	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}: true,
+}
+
+// offlineUID stands in for the UID the API server gives an object it
+// creates.
+const offlineUID types.UID = "00000000-0000-4000-8000-000000000000"
+
+// generateSelector labels a Job's template and selects it, as the API
+// server does on a create without manualSelector. Offline the Job has no
+// stand-in UID.
+func generateSelector(j *batch.Job) {
+	if j.Spec.Template.Labels == nil {
+		j.Spec.Template.Labels = map[string]string{}
+	}
+	for _, l := range []string{batch.LegacyJobNameLabel, batch.JobNameLabel} {
+		if _, found := j.Spec.Template.Labels[l]; !found {
+			j.Spec.Template.Labels[l] = j.Name
+		}
+	}
+	for _, l := range []string{batch.LegacyControllerUidLabel, batch.ControllerUidLabel} {
+		if _, found := j.Spec.Template.Labels[l]; !found {
+			j.Spec.Template.Labels[l] = string(j.UID)
+		}
+	}
+	if j.Spec.Selector == nil {
+		j.Spec.Selector = &metav1.LabelSelector{}
+	}
+	if j.Spec.Selector.MatchLabels == nil {
+		j.Spec.Selector.MatchLabels = map[string]string{}
+	}
+	if _, found := j.Spec.Selector.MatchLabels[batch.ControllerUidLabel]; !found {
+		j.Spec.Selector.MatchLabels[batch.ControllerUidLabel] = string(j.UID)
+	}
+}

@@ -1,0 +1,81 @@
+package native
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+func object(t *testing.T, doc string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+const deployment = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.27
+        ports: [{containerPort: 8080}]
+`
+
+func TestValidObjectsPass(t *testing.T) {
+	for _, doc := range []string{
+		deployment,
+		"apiVersion: batch/v1\nkind: Job\nmetadata: {name: migrate, namespace: shop}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: m, image: busybox}]\n",
+		"apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop}\nspec:\n  selector: {app: web}\n  ports: [{port: 80, targetPort: 8080}]\n",
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: shop}\ndata: {a.txt: x}\n",
+	} {
+		u := object(t, doc)
+		errs, ok := Validate(u)
+		if !ok {
+			t.Errorf("%s: not covered", u.GetKind())
+		}
+		if len(errs) > 0 {
+			t.Errorf("%s: %v", u.GetKind(), errs)
+		}
+	}
+}
+
+func TestHandwrittenRulesAreCaught(t *testing.T) {
+	cases := []struct{ name, from, to, want string }{
+		{"negative replicas", "replicas: 2", "replicas: -1", "spec.replicas"},
+		{"selector not matching", "labels: {app: web}", "labels: {app: api}", "spec.template.metadata.labels"},
+		{"port out of range", "containerPort: 8080", "containerPort: 70000", "containerPort"},
+		{"upper-case container name", "- name: web", "- name: Web", "containers[0].name"},
+		{"label value too long", "{app: web}}\n  template", "{app: web, x: " + strings.Repeat("a", 64) + "}}\n  template", "spec.selector"},
+	}
+	for _, c := range cases {
+		doc := strings.Replace(deployment, c.from, c.to, 1)
+		if doc == deployment {
+			t.Fatalf("%s: the case changes nothing", c.name)
+		}
+		errs, ok := Validate(object(t, doc))
+		if !ok || len(errs) == 0 {
+			t.Errorf("%s: not caught", c.name)
+			continue
+		}
+		if !strings.Contains(errs.ToAggregate().Error(), c.want) {
+			t.Errorf("%s: %v, want a problem at %s", c.name, errs, c.want)
+		}
+	}
+}
+
+func TestUncoveredKindIsLeftAlone(t *testing.T) {
+	if _, ok := Validate(object(t, "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n")); ok {
+		t.Error("a custom resource was validated as a built-in kind")
+	}
+}
