@@ -17,7 +17,7 @@ TOOLS     := $(CLUSTER_TOOLS) $(AGE_BINS) $(BIN)/cosign $(BIN)/sops $(BIN)/actio
 
 FLUX_BINS := $(BIN)/source-controller $(BIN)/kustomize-controller
 
-.PHONY: all bench bench-peers build image tools cluster-tools flux-tools fuzz test test-image test-flux test-race test-short demo cluster docs lint vuln soak release-prep clean help
+.PHONY: all bench bench-peers build image tools cluster-tools flux-tools fuzz test test-image test-flux test-race test-short demo cluster docs schemas lint vuln soak release-prep clean help
 
 all: build
 

@@ -35,7 +35,9 @@ func TestArchivesAreFiveConsecutiveReleases(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", r.Version, err)
 			}
-			var d struct{ Components struct{ Schemas map[string]json.RawMessage } }
+			var d struct {
+				Components struct{ Schemas map[string]json.RawMessage }
+			}
 			if err := json.Unmarshal(doc, &d); err != nil || len(d.Components.Schemas) == 0 {
 				t.Errorf("%s %s: not an OpenAPI document with schemas (%v)", r.Version, gv, err)
 			}
