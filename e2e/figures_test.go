@@ -18,6 +18,10 @@ var figures struct {
 	lost, orphans              atomic.Int32
 	paused, pausedFenced       atomic.Int32
 	secretScans, secretLeaks   atomic.Int32
+	// offlineCaught of offlineRejected: what offline validation catches
+	// of the objects the API server rejects (the corpus of
+	// testdata/offline).
+	offlineRejected, offlineCaught atomic.Int32
 }
 
 // scanForSecrets counts one scan of text for secret values and returns
@@ -50,4 +54,7 @@ func writeFigures(seed uint64) {
 		seed, fi.killSurvived.Load(), fi.killPoints.Load(), fi.interleavings.Load(), fi.interleaved.Load(),
 		fi.pausedFenced.Load(), fi.paused.Load(),
 		fi.badRefused.Load(), fi.badInputs.Load(), fi.lost.Load(), fi.orphans.Load(), fi.secretScans.Load(), fi.secretLeaks.Load())
+	if n := fi.offlineRejected.Load(); n > 0 {
+		fmt.Fprintf(f, "e2e: offline validation caught %d of the %d objects the API server rejects\n", fi.offlineCaught.Load(), n)
+	}
 }

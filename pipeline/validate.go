@@ -75,7 +75,13 @@ func (r *run) validateWithoutCluster(ctx context.Context) error {
 			continue
 		}
 		g.Go(func() error {
-			err := v.Validate(gctx, withDefaultNamespace(obj.Unstructured, r.opts.DefaultNamespace))
+			u := obj.Unstructured
+			if namespaced, err := v.Namespaced(u.GroupVersionKind()); err != nil {
+				return err
+			} else if namespaced {
+				u = withDefaultNamespace(u, r.opts.DefaultNamespace)
+			}
+			err := v.Validate(gctx, u)
 			var invalid *schemas.InvalidError
 			switch {
 			case err == nil:

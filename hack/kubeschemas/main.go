@@ -78,7 +78,7 @@ func write(out, version string) error {
 	// kinds.json indexes the kinds of each group version, so that an
 	// unknown kind or the replacement of a removed one is found without
 	// decompressing a document.
-	kinds := map[string][]string{}
+	byGV := map[string]kinds{}
 	for _, name := range names {
 		b, err := os.ReadFile(filepath.Join(src, name))
 		if err != nil {
@@ -88,12 +88,12 @@ func write(out, version string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		kinds[gv] = ks
+		byGV[gv] = ks
 		if err := add(zw, name, b); err != nil {
 			return err
 		}
 	}
-	index, err := json.MarshalIndent(kinds, "", " ")
+	index, err := json.MarshalIndent(byGV, "", " ")
 	if err != nil {
 		return err
 	}
@@ -125,21 +125,26 @@ func add(zw *zip.Writer, name string, b []byte) error {
 	return err
 }
 
+// kinds are the kinds of one group version's resources, by scope.
+type kinds struct {
+	Namespaced []string `json:"namespaced"`
+	Cluster    []string `json:"cluster"`
+}
+
 // kindsOf reads a group version's document: its group version (as
-// apiVersion writes it) and the kinds of its resources, those whose schema
-// names this group version in x-kubernetes-group-version-kind, without
-// lists and options.
-func kindsOf(doc []byte) (string, []string, error) {
+// apiVersion writes it) and the kinds of its resources, namespaced or
+// not: a kind is namespaced when an operation on it is served under
+// /namespaces/{namespace}/, as the API server serves only namespaced
+// resources there.
+func kindsOf(doc []byte) (string, kinds, error) {
+	type operation struct {
+		GVK *struct{ Group, Version, Kind string } `json:"x-kubernetes-group-version-kind"`
+	}
 	var d struct {
-		Paths      map[string]json.RawMessage
-		Components struct {
-			Schemas map[string]struct {
-				GVK []struct{ Group, Version, Kind string } `json:"x-kubernetes-group-version-kind"`
-			}
-		}
+		Paths map[string]map[string]json.RawMessage
 	}
 	if err := json.Unmarshal(doc, &d); err != nil {
-		return "", nil, err
+		return "", kinds{}, err
 	}
 	// The group version is the one whose paths the document serves.
 	var gv string
@@ -156,29 +161,41 @@ func kindsOf(doc []byte) (string, []string, error) {
 		}
 	}
 	if gv == "" {
-		return "", nil, fmt.Errorf("no paths")
+		return "", kinds{}, fmt.Errorf("no paths")
 	}
-	set := map[string]bool{}
-	for _, s := range d.Components.Schemas {
-		// Options and events are registered in every group version: a
-		// resource's schema names exactly one.
-		if len(s.GVK) != 1 {
-			continue
-		}
-		k := s.GVK[0]
-		v := k.Version
-		if k.Group != "" {
-			v = k.Group + "/" + k.Version
-		}
-		if v == gv && !strings.HasSuffix(k.Kind, "List") {
-			set[k.Kind] = true
+	namespaced, cluster := map[string]bool{}, map[string]bool{}
+	for p, ops := range d.Paths {
+		for _, raw := range ops {
+			var op operation
+			if json.Unmarshal(raw, &op) != nil || op.GVK == nil {
+				continue // parameters, or an operation on no kind
+			}
+			k := op.GVK
+			v := k.Version
+			if k.Group != "" {
+				v = k.Group + "/" + k.Version
+			}
+			if v != gv || strings.HasSuffix(k.Kind, "List") {
+				continue
+			}
+			if strings.Contains(p, "/namespaces/{namespace}/") {
+				namespaced[k.Kind] = true
+			} else {
+				cluster[k.Kind] = true
+			}
 		}
 	}
-	var ks []string
-	for k := range set {
-		ks = append(ks, k)
+	var ks kinds
+	for k := range namespaced {
+		ks.Namespaced = append(ks.Namespaced, k)
 	}
-	sort.Strings(ks)
+	for k := range cluster {
+		if !namespaced[k] { // listed across namespaces too
+			ks.Cluster = append(ks.Cluster, k)
+		}
+	}
+	sort.Strings(ks.Namespaced)
+	sort.Strings(ks.Cluster)
 	return gv, ks, nil
 }
 

@@ -55,7 +55,16 @@ var validators = map[schema.GroupKind]func(obj runtime.Object) field.ErrorList{
 		return corevalidation.ValidateServiceAccount(o.(*core.ServiceAccount))
 	},
 	{Kind: "Namespace"}: func(o runtime.Object) field.ErrorList { return corevalidation.ValidateNamespace(o.(*core.Namespace)) },
-	{Kind: "Service"}:   func(o runtime.Object) field.ErrorList { return corevalidation.ValidateServiceCreate(o.(*core.Service)) },
+	{Kind: "Service"}: func(o runtime.Object) field.ErrorList {
+		svc := o.(*core.Service)
+		// As the Service storage does before it validates a create: a
+		// client that sets only clusterIP (None for a headless Service)
+		// means clusterIPs too.
+		if svc.Spec.ClusterIP != "" && len(svc.Spec.ClusterIPs) == 0 {
+			svc.Spec.ClusterIPs = []string{svc.Spec.ClusterIP}
+		}
+		return corevalidation.ValidateServiceCreate(svc)
+	},
 	{Kind: "PersistentVolumeClaim"}: func(o runtime.Object) field.ErrorList {
 		pvc := o.(*core.PersistentVolumeClaim)
 		return corevalidation.ValidatePersistentVolumeClaim(pvc, corevalidation.ValidationOptionsForPersistentVolumeClaim(pvc, nil))

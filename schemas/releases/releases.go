@@ -41,9 +41,10 @@ type Release struct {
 	docs   map[schema.GroupVersion]*zip.File
 	index  *zip.File
 
-	kindsOnce sync.Once
-	kinds     map[schema.GroupVersion][]string
-	kindsErr  error
+	kindsOnce  sync.Once
+	kinds      map[schema.GroupVersion][]string
+	namespaced map[schema.GroupVersionKind]bool
+	kindsErr   error
 }
 
 var (
@@ -169,8 +170,26 @@ func (r *Release) OpenAPIV3(gv schema.GroupVersion) ([]byte, error) {
 // Kinds lists the kinds of the resources gv serves in the release, empty
 // when it does not serve gv.
 func (r *Release) Kinds(gv schema.GroupVersion) ([]string, error) {
+	if err := r.loadKinds(); err != nil {
+		return nil, err
+	}
+	return r.kinds[gv], nil
+}
+
+// Namespaced reports whether the release serves gvk in namespaces; false
+// for a cluster-scoped kind and for one it does not serve.
+func (r *Release) Namespaced(gvk schema.GroupVersionKind) (bool, error) {
+	if err := r.loadKinds(); err != nil {
+		return false, err
+	}
+	return r.namespaced[gvk], nil
+}
+
+// loadKinds reads the archive's index of kinds, once.
+func (r *Release) loadKinds() error {
 	r.kindsOnce.Do(func() {
 		r.kinds = map[schema.GroupVersion][]string{}
+		r.namespaced = map[schema.GroupVersionKind]bool{}
 		if r.index == nil {
 			r.kindsErr = fmt.Errorf("Kubernetes %s: the archive has no kinds.json", r.Version)
 			return
@@ -181,7 +200,7 @@ func (r *Release) Kinds(gv schema.GroupVersion) ([]string, error) {
 			return
 		}
 		defer rc.Close()
-		var byGV map[string][]string
+		var byGV map[string]struct{ Namespaced, Cluster []string }
 		if err := json.NewDecoder(rc).Decode(&byGV); err != nil {
 			r.kindsErr = fmt.Errorf("Kubernetes %s: kinds.json: %w", r.Version, err)
 			return
@@ -192,10 +211,13 @@ func (r *Release) Kinds(gv schema.GroupVersion) ([]string, error) {
 				r.kindsErr = fmt.Errorf("Kubernetes %s: kinds.json: %w", r.Version, err)
 				return
 			}
-			r.kinds[parsed] = ks
+			r.kinds[parsed] = append(slices.Clone(ks.Namespaced), ks.Cluster...)
+			for _, k := range ks.Namespaced {
+				r.namespaced[parsed.WithKind(k)] = true
+			}
 		}
 	})
-	return r.kinds[gv], r.kindsErr
+	return r.kindsErr
 }
 
 // ServesKind reports whether the release serves the kind in its group
