@@ -99,6 +99,7 @@ type Config struct {
 	// release checked against, CRDs the crds folders, AllowUnknownKinds
 	// the groups let through unchecked.
 	Offline           bool
+	Base              string
 	Release           *releases.Release
 	CRDs              []string
 	AllowUnknownKinds []string
@@ -579,6 +580,13 @@ func (in *inputs) reporting(c *Config, env map[string]string) {
 // offline: what validate checks against without a cluster.
 func (in *inputs) offline(c *Config) {
 	c.Offline = in.bool("offline")
+	c.Base = in.str("base")
+	switch {
+	case c.Command == "diff" && c.Offline && c.Base == "":
+		in.bad("offline", "diff --offline compares with a git revision: give base too (such as origin/main)")
+	case c.Base != "" && !(c.Command == "diff" && c.Offline):
+		in.bad("base", "is for diff --offline")
+	}
 	r, err := releases.Get(in.str("kubernetes-version"))
 	if err != nil {
 		in.bad("kubernetes-version", "%v", err)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gantry-dev/gantry/kube"
+	"github.com/gantry-dev/gantry/gitsource"
 	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/reporters"
 	"github.com/gantry-dev/gantry/result"
@@ -123,6 +124,9 @@ func (s *session) runUnit(ctx context.Context, u *Unit, out *console, dependedOn
 	connect := s.connect(u.Config, out)
 	switch u.Config.Command {
 	case "diff":
+		if u.Config.Offline {
+			return s.offlineDiff(ctx, u.Config, opts, out)
+		}
 		if u.Config.Inventory == "" {
 			opts.Prune = false
 		}
@@ -131,6 +135,30 @@ func (s *session) runUnit(ctx context.Context, u *Unit, out *console, dependedOn
 		return pipeline.Delete(ctx, opts, connect, out)
 	}
 	return pipeline.Apply(ctx, opts, connect, out)
+}
+
+// offlineDiff compares the unit's configuration with itself at the base
+// revision, with no cluster (diff --offline --base).
+func (s *session) offlineDiff(ctx context.Context, cfg *Config, opts pipeline.Options, out *console) *result.Result {
+	fail := func(err error) *result.Result {
+		return &result.Result{Schema: result.SchemaVersion, Command: "diff", Version: Version, Base: cfg.Base,
+			Reason: result.ReasonBuildFailed, Message: err.Error(), Stages: []result.Stage{}, Objects: []result.Object{}}
+	}
+	offline, err := offlineOptions(cfg, opts)
+	if err != nil {
+		return fail(err)
+	}
+	opts.Offline = offline
+	tree, err := gitsource.Checkout(cfg.Path, cfg.Base)
+	if err != nil {
+		return fail(err)
+	}
+	defer tree.Remove()
+	workDir := opts.Build.WorkDir
+	if workDir == "" {
+		workDir = "."
+	}
+	return pipeline.DiffOffline(ctx, opts, pipeline.BaseSource{Revision: cfg.Base, Path: tree.Path, WorkDir: tree.Within(workDir)}, out)
 }
 
 // writeRunDiff prints a diff of every unit: as text, each unit's under a

@@ -3,15 +3,11 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"fmt"
-	"runtime"
 	"time"
 
-	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/gantry-dev/gantry/result"
-	"github.com/gantry-dev/gantry/schemas"
 	"github.com/gantry-dev/gantry/schemas/releases"
 )
 
@@ -54,46 +50,10 @@ func Validate(ctx context.Context, opts Options, connect Connector, obs Observer
 	})
 }
 
-// validateWithoutCluster checks every object offline, at once.
+// validateWithoutCluster checks every object offline.
 func (r *run) validateWithoutCluster(ctx context.Context) error {
-	o := r.opts.Offline
-	set := make([]*unstructured.Unstructured, len(r.objects))
-	for i, obj := range r.objects {
-		set[i] = obj.Unstructured
-	}
-	v, err := schemas.Offline(set, o.CRDs, o.Release, o.AllowUnknownGroups)
+	problems, err := r.offlineProblems(ctx)
 	if err != nil {
-		return err
-	}
-	problems := make([]error, len(r.objects))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(runtime.GOMAXPROCS(0))
-	for i, obj := range r.objects {
-		if obj.Encrypted {
-			// Its values are ciphertext: only its name and kind can be
-			// checked, which the build did.
-			continue
-		}
-		g.Go(func() error {
-			u := obj.Unstructured
-			if namespaced, err := v.Namespaced(u.GroupVersionKind()); err != nil {
-				return err
-			} else if namespaced {
-				u = withDefaultNamespace(u, r.opts.DefaultNamespace)
-			}
-			err := v.Validate(gctx, u)
-			var invalid *schemas.InvalidError
-			switch {
-			case err == nil:
-			case errors.As(err, &invalid):
-				problems[i] = err
-			default:
-				return fmt.Errorf("%s: %w", ref(obj), err)
-			}
-			return gctx.Err()
-		})
-	}
-	if err := g.Wait(); err != nil {
 		return err
 	}
 	var failures []error

@@ -43,6 +43,11 @@ func CommentMarker(res *result.Result) string {
 	if res.Inventory != nil && res.Inventory.Name != "" {
 		inv = res.Inventory.Namespace + "/" + res.Inventory.Name
 	}
+	if res.Base != "" {
+		// The preview without a cluster has a comment of its own: it
+		// never replaces the live diff's, nor is replaced by it.
+		return "gantry:comment offline-diff inventory=" + inv
+	}
 	return "gantry:comment inventory=" + inv
 }
 

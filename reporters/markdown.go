@@ -61,12 +61,22 @@ func headline(res *result.Result) string {
 	switch {
 	case res.Command == "diff" && res.Reason == result.ReasonProgressing:
 		n := c[result.Created] + c[result.Configured] + c[result.Recreated] + c[result.Deleted]
-		return fmt.Sprintf("%s gantry diff: %d %s pending", outcomeIcon(res), n, plural(n, "change", "changes"))
+		return fmt.Sprintf("%s gantry diff%s: %d %s pending", outcomeIcon(res), against(res), n, plural(n, "change", "changes"))
 	case res.Command == "diff" && res.Succeeded():
-		return fmt.Sprintf("%s gantry diff: no changes", outcomeIcon(res))
+		return fmt.Sprintf("%s gantry diff%s: no changes", outcomeIcon(res), against(res))
+	case res.Command == "diff" && res.Base != "":
+		return fmt.Sprintf("%s gantry diff%s: %s", outcomeIcon(res), against(res), res.Reason)
 	default:
 		return fmt.Sprintf("%s gantry %s: %s", outcomeIcon(res), res.Command, res.Reason)
 	}
+}
+
+// against says what an offline diff compared with.
+func against(res *result.Result) string {
+	if res.Base == "" {
+		return ""
+	}
+	return " against `" + res.Base + "`, offline"
 }
 
 func plural(n int, one, many string) string {

@@ -115,6 +115,11 @@ func RunOutputNames(run *result.Run) []string {
 // RunMarker is the hidden marker of a run file's comment: one comment per
 // run file, whatever its units.
 func RunMarker(run *result.Run) string {
+	for _, u := range run.Units {
+		if u.Result != nil && u.Base != "" {
+			return "gantry:comment offline-diff run-file=" + run.RunFile
+		}
+	}
 	return "gantry:comment run-file=" + run.RunFile
 }
 

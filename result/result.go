@@ -196,7 +196,10 @@ type Result struct {
 	Inventory *Inventory `json:"inventory,omitempty"`
 	// Artifact is the OCI artifact pushed or pulled, when there is one.
 	Artifact *Artifact `json:"artifact,omitempty"`
-	Stages   []Stage   `json:"stages"`
+	// Base is the git revision an offline diff compared with (diff
+	// --offline --base); empty for a diff against a cluster.
+	Base   string  `json:"base,omitempty"`
+	Stages []Stage `json:"stages"`
 	Objects  []Object  `json:"objects"`
 }
 

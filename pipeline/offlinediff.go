@@ -1,0 +1,173 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/gantry-dev/gantry/diffs"
+	"github.com/gantry-dev/gantry/inventory"
+	"github.com/gantry-dev/gantry/result"
+	"github.com/gantry-dev/gantry/schemas"
+)
+
+// BaseSource is the other side of an offline diff: the configuration as
+// it was at a git revision, its files written to Path.
+type BaseSource struct {
+	Revision string
+	// Path is the configuration's folder there; WorkDir, the folder that
+	// stands for the build's working directory (the bound of what it
+	// reads, and what files are named relative to).
+	Path, WorkDir string
+}
+
+// DiffOffline builds the configuration and the same configuration at a
+// base revision, with the same inputs, and reports, object by object, what
+// the head changes: created, configured, deleted or unchanged, with each
+// diff (Secret values masked), and the head validated offline as validate
+// --offline validates it. It needs no cluster and writes nothing.
+func DiffOffline(ctx context.Context, opts Options, base BaseSource, obs Observer) *result.Result {
+	if opts.Build.SOPSIdentities == nil {
+		// Without the key, SOPS files are compared as their ciphertext.
+		opts.Build.KeepSOPSEncrypted = true
+	}
+	r := newRun("diff", opts, nil, obs)
+	r.res.Base = base.Revision
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout+time.Minute)
+	defer cancel()
+	var before []*Object
+	res := r.execute(ctx, []stage{
+		r.buildStage(),
+		{name: "base", reason: result.ReasonBuildFailed, stopOnError: true, run: func(context.Context) error {
+			b := opts.Build
+			b.Path, b.WorkDir = base.Path, base.WorkDir
+			objects, err := Build(b)
+			if err != nil {
+				return fmt.Errorf("the base (%s): %w", base.Revision, err)
+			}
+			before = objects
+			r.obs.Info(fmt.Sprintf("%d objects at %s", len(objects), base.Revision))
+			return nil
+		}},
+		{name: "diff", reason: result.ReasonValidationFailed, stopOnError: true, run: func(ctx context.Context) error {
+			return r.diffOffline(ctx, before)
+		}},
+	})
+	if res.Succeeded() && res.Changed() {
+		res.Reason = result.ReasonProgressing
+		res.Message = "changes pending"
+	}
+	return res
+}
+
+// diffOffline compares the head's objects with the base's and validates
+// the head.
+func (r *run) diffOffline(ctx context.Context, before []*Object) error {
+	problems, err := r.offlineProblems(ctx)
+	if err != nil {
+		return err
+	}
+	old := map[string]*unstructured.Unstructured{}
+	for _, o := range before {
+		old[inventory.EntryFor(o.Unstructured).ID] = o.Unstructured
+	}
+	var failures []error
+	for i, obj := range r.objects {
+		id := inventory.EntryFor(obj.Unstructured).ID
+		was := old[id]
+		delete(old, id)
+		ro := resultObject(obj.Unstructured, obj.Source, "diff", result.Unchanged)
+		if err := problems[i]; err != nil {
+			oe := r.objectError(obj, err)
+			ro.Action, ro.Source = result.Failed, oe.Source
+			setError(&ro, err, err.Error())
+			failures = append(failures, oe)
+			r.record(ro, true)
+			continue
+		}
+		d, err := diffs.Between(ref(obj), "base", "head", was, obj.Unstructured)
+		if err != nil {
+			return fmt.Errorf("%s: %w", ref(obj), err)
+		}
+		switch {
+		case was == nil:
+			ro.Action = result.Created
+		case d != "":
+			ro.Action = result.Configured
+		}
+		if ro.Action != result.Unchanged {
+			ro.Diff = d
+		}
+		r.record(ro, ro.Action != result.Unchanged)
+	}
+	// What the base had and the head no longer has: an apply with prune
+	// deletes it.
+	for _, o := range before {
+		u, ok := old[inventory.EntryFor(o.Unstructured).ID]
+		if !ok {
+			continue
+		}
+		d, err := diffs.Between(result.Ref(u.GroupVersionKind().Group, u.GetKind(), u.GetNamespace(), u.GetName()), "base", "head", u, nil)
+		if err != nil {
+			return err
+		}
+		ro := resultObject(u, "", "diff", result.Deleted)
+		ro.Diff = d
+		r.record(ro, true)
+	}
+	return errors.Join(failures...)
+}
+
+// offlineProblems validates every object of the head offline, at once;
+// each entry is the object's problem, nil when it is valid.
+func (r *run) offlineProblems(ctx context.Context) ([]error, error) {
+	o := r.opts.Offline
+	problems := make([]error, len(r.objects))
+	if o == nil {
+		return problems, nil
+	}
+	set := make([]*unstructured.Unstructured, len(r.objects))
+	for i, obj := range r.objects {
+		set[i] = obj.Unstructured
+	}
+	v, err := schemas.Offline(set, o.CRDs, o.Release, o.AllowUnknownGroups)
+	if err != nil {
+		return nil, err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, obj := range r.objects {
+		if obj.Encrypted {
+			// Its values are ciphertext: only its name and kind can be
+			// checked, which the build did.
+			continue
+		}
+		g.Go(func() error {
+			u := obj.Unstructured
+			if namespaced, err := v.Namespaced(u.GroupVersionKind()); err != nil {
+				return err
+			} else if namespaced {
+				u = withDefaultNamespace(u, r.opts.DefaultNamespace)
+			}
+			err := v.Validate(gctx, u)
+			var invalid *schemas.InvalidError
+			switch {
+			case err == nil:
+			case errors.As(err, &invalid):
+				problems[i] = err
+			default:
+				return fmt.Errorf("%s: %w", ref(obj), err)
+			}
+			return gctx.Err()
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return problems, nil
+}
