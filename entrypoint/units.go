@@ -9,8 +9,8 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/gitsource"
+	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/reporters"
 	"github.com/gantry-dev/gantry/result"
