@@ -126,8 +126,10 @@ func Build(opts BuildOptions) ([]*Object, error) {
 	// Files are named from the objects' origins: a failure that needs
 	// them is found again with them.
 	if err != nil && (afterKustomize || strings.Contains(err.Error(), "produces ID conflict")) && opts.NoOrigins {
+		// A check that needs the files (what a kept SOPS file built to)
+		// may pass with them: then the second build is the set.
 		opts.NoOrigins = false
-		_, _, err = build(opts)
+		objects, _, err = build(opts)
 	}
 	return objects, err
 }
