@@ -90,7 +90,7 @@ func (r *run) diffOffline(ctx context.Context, before []*Object) error {
 			r.record(ro, true)
 			continue
 		}
-		d, err := diffs.Between(ref(obj), "base", "head", was, obj.Unstructured)
+		d, err := diffs.Between(ref(obj), "base", "head", withoutSOPS(was), withoutSOPS(obj.Unstructured))
 		if err != nil {
 			return fmt.Errorf("%s: %w", ref(obj), err)
 		}
@@ -112,11 +112,11 @@ func (r *run) diffOffline(ctx context.Context, before []*Object) error {
 		if !ok {
 			continue
 		}
-		d, err := diffs.Between(result.Ref(u.GroupVersionKind().Group, u.GetKind(), u.GetNamespace(), u.GetName()), "base", "head", u, nil)
+		d, err := diffs.Between(ref(o), "base", "head", withoutSOPS(u), nil)
 		if err != nil {
 			return err
 		}
-		ro := resultObject(u, "", "diff", result.Deleted)
+		ro := resultObject(u, o.Source, "diff", result.Deleted)
 		ro.Diff = d
 		r.record(ro, true)
 	}
@@ -170,4 +170,19 @@ func (r *run) offlineProblems(ctx context.Context) ([]error, error) {
 		return nil, err
 	}
 	return problems, nil
+}
+
+// withoutSOPS is u without the metadata SOPS adds to what it encrypts:
+// compared as ciphertext, a Secret shows which values changed (masked),
+// not the keys and MAC that change with every encryption.
+func withoutSOPS(u *unstructured.Unstructured) *unstructured.Unstructured {
+	if u == nil {
+		return nil
+	}
+	if _, ok := u.Object["sops"]; !ok {
+		return u
+	}
+	c := u.DeepCopy()
+	delete(c.Object, "sops")
+	return c
 }
