@@ -276,7 +276,7 @@ func TestOfflineAcceptsWhatTheServerAccepts(t *testing.T) {
 	defer cancel()
 	release := serverRelease(t)
 	sets := []struct {
-		name, dir string
+		name, dir  string
 		substitute map[string]string
 	}{
 		{"overlay with a component", filepath.Join("testdata", "offline", "shapes", "web", "overlays", "prod"), nil},
