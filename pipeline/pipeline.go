@@ -148,6 +148,7 @@ type run struct {
 	lazyOrigins bool
 	origins     origins
 	byID        map[string]int // object id -> index in res.Objects
+	lines       lines          // where objects start in their files
 	plans       []*plan
 	// planner holds what validate read of the cluster (the LISTs), which
 	// prune reuses.
@@ -177,6 +178,7 @@ func newRun(command string, opts Options, connect Connector, obs Observer) *run 
 		connect: connect,
 		obs:     obs,
 		byID:    map[string]int{},
+		lines:   lines{workDir: opts.Build.WorkDir},
 		res: &result.Result{
 			Schema:   result.SchemaVersion,
 			Command:  command,
@@ -245,6 +247,7 @@ func (r *run) execute(parent context.Context, stages []stage) *result.Result {
 	if err := errors.Join(failures...); err != nil {
 		r.res.Message = err.Error()
 	}
+	r.addLines()
 	r.res.Sort()
 	return r.res
 }
@@ -492,7 +495,8 @@ func (r *run) objectError(o *Object, err error) *ObjectError {
 		r.findSources()
 		<-r.origins.done
 	}
-	return &ObjectError{Ref: ref(o), Source: r.sourceOf(o), Err: err}
+	source := r.sourceOf(o)
+	return &ObjectError{Ref: ref(o), Source: source, Line: r.lines.lineOf(source, o.GetKind(), o.GetName()), Err: err}
 }
 
 // nameSources gives the report's objects the files the second build found,

@@ -805,13 +805,18 @@ func (e *UndoneError) Unwrap() error { return e.Err }
 type ObjectError struct {
 	Ref    string
 	Source string
-	Err    error
+	// Line is where the object starts in Source, 0 when not known.
+	Line int
+	Err  error
 }
 
 func (e *ObjectError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Ref)
-	if e.Source != "" {
+	switch {
+	case e.Source != "" && e.Line > 0:
+		fmt.Fprintf(&b, " (%s:%d)", e.Source, e.Line)
+	case e.Source != "":
 		b.WriteString(" (" + e.Source + ")")
 	}
 	b.WriteString(": ")

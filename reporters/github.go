@@ -177,6 +177,9 @@ func (a *GitHubAnnotations) Report(_ context.Context, res *result.Result) error 
 			fields := map[string]string{"title": o.Ref() + " " + string(o.Action)}
 			if o.Source != "" {
 				fields["file"] = a.relative(o.Source)
+				if o.Line > 0 {
+					fields["line"] = strconv.Itoa(o.Line)
+				}
 			}
 			a.Action.WithFieldsMap(fields).Errorf("%s", a.Redact.String(msg))
 		}

@@ -171,7 +171,7 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 				if o.Health != nil && o.Health.Message != "" {
 					why = o.Health.Status + ": " + o.Health.Message
 				}
-				fmt.Fprintf(&b, "| `%s` | %s | %s |\n", o.Ref(), cell(o.Source), cell(why))
+				fmt.Fprintf(&b, "| `%s` | %s | %s |\n", o.Ref(), cell(o.Where()), cell(why))
 			}
 			b.WriteString("\n")
 		}
@@ -183,7 +183,7 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 					break
 				}
 				add, del := diffs.Lines(o.Diff)
-				fmt.Fprintf(&b, "| `%s` | %s | %s | +%d −%d |\n", o.Ref(), o.Action, cell(o.Source), add, del)
+				fmt.Fprintf(&b, "| `%s` | %s | %s | +%d −%d |\n", o.Ref(), o.Action, cell(o.Where()), add, del)
 			}
 			b.WriteString("\n")
 		}

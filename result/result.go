@@ -74,6 +74,15 @@ const (
 // other commands leave it out of Actions.
 const Released Action = "released"
 
+// Where is the object's file and line, as file:line, or the file alone
+// when the line is not known.
+func (o Object) Where() string {
+	if o.Source == "" || o.Line == 0 {
+		return o.Source
+	}
+	return fmt.Sprintf("%s:%d", o.Source, o.Line)
+}
+
 // Valid is what validate found of an object that passed: it writes
 // nothing. Only validate reports it.
 const Valid Action = "valid"
@@ -96,6 +105,9 @@ type Object struct {
 	// Source is the file the object came from, relative to the working
 	// directory, when known.
 	Source string `json:"source,omitempty"`
+	// Line is where the object starts in Source (for a generated object,
+	// its generator's entry), when known: 1 is the first line.
+	Line int `json:"line,omitempty"`
 	// Error says why it failed or was skipped.
 	Error string `json:"error,omitempty"`
 	// Unanswered is set when the request that writes or deletes the
