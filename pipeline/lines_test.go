@@ -47,7 +47,7 @@ secretGenerator:
 		{"app.yaml", "ConfigMap", "settings", 2},
 		{"app.yaml", "Deployment", "web", 7},
 		{"app.yaml", "Service", "web", 12},
-		{"app.yaml", "Service", "prod-web", 12},         // namePrefix
+		{"app.yaml", "Service", "prod-web", 12},          // namePrefix
 		{"app.yaml", "ConfigMap", "prod-settings-x1", 2}, // renamed twice
 		{"kustomization.yaml", "ConfigMap", "prod-env-5h2tt8gk8f", 4},
 		{"kustomization.yaml", "Secret", "prod-creds-7fk6c5m6bb", 7},

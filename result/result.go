@@ -210,9 +210,9 @@ type Result struct {
 	Artifact *Artifact `json:"artifact,omitempty"`
 	// Base is the git revision an offline diff compared with (diff
 	// --offline --base); empty for a diff against a cluster.
-	Base   string  `json:"base,omitempty"`
-	Stages []Stage `json:"stages"`
-	Objects  []Object  `json:"objects"`
+	Base    string   `json:"base,omitempty"`
+	Stages  []Stage  `json:"stages"`
+	Objects []Object `json:"objects"`
 }
 
 // ActionsOf lists the actions a command's reports count, in order.
