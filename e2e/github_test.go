@@ -315,7 +315,7 @@ func TestGitHubActionRunnerEnvironment(t *testing.T) {
 	if third.code != 1 {
 		t.Fatalf("third run: exit %d, want 1", third.code)
 	}
-	if !strings.Contains(third.stderr, "::error file=deploy/bad.yaml,title=Service/"+ns+"/bad failed::") {
+	if !strings.Contains(third.stderr, "::error file=deploy/bad.yaml,line=1,title=Service/"+ns+"/bad failed::") {
 		t.Errorf("no annotation on deploy/bad.yaml:\n%s", third.stderr)
 	}
 	if got := strings.Join(gh.Writes(), ", "); got != "POST 1, PATCH 1, PATCH 1, PATCH 1, PATCH 1" {
