@@ -17,7 +17,7 @@ TOOLS     := $(CLUSTER_TOOLS) $(AGE_BINS) $(BIN)/cosign $(BIN)/sops $(BIN)/actio
 
 FLUX_BINS := $(BIN)/source-controller $(BIN)/kustomize-controller
 
-.PHONY: all bench bench-peers build image tools cluster-tools flux-tools fuzz test test-image test-flux test-race test-short demo cluster docs schemas lint vuln soak release-prep clean help
+.PHONY: all bench bench-peers build image tools cluster-tools flux-tools fuzz test test-image test-flux test-race test-short demo cluster docs schemas compare-offline lint vuln soak release-prep clean help
 
 all: build
 
@@ -178,6 +178,10 @@ KUBE_SCHEMA_RELEASES := v1.37.2 v1.36.3 v1.35.4 v1.34.4 v1.33.13
 schemas:
 	rm -f schemas/releases/v*.zip
 	$(GO) run ./hack/kubeschemas -out schemas/releases $(KUBE_SCHEMA_RELEASES)
+
+## compare-offline: the offline corpus through gantry validate --offline and kubectl-validate (docs/comparison.md)
+compare-offline: build
+	hack/compare-offline.sh
 
 ## docs: action.yml's inputs and the README's input table, from the entrypoint's table
 docs:
