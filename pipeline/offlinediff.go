@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
 	"time"
 
@@ -40,22 +41,42 @@ func DiffOffline(ctx context.Context, opts Options, base BaseSource, obs Observe
 	r.res.Base = base.Revision
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout+time.Minute)
 	defer cancel()
-	var before []*Object
+	// The base builds beside the head's validation.
+	type built struct {
+		objects []*Object
+		err     error
+	}
+	base1 := make(chan built, 1)
+	go func() {
+		b := opts.Build
+		b.Path, b.WorkDir, b.Skipped = base.Path, base.WorkDir, nil
+		objects, err := Build(b)
+		base1 <- built{objects, err}
+	}()
+	var problems []error
 	res := r.execute(ctx, []stage{
 		r.buildStage(),
-		{name: "base", reason: result.ReasonBuildFailed, stopOnError: true, run: func(context.Context) error {
-			b := opts.Build
-			b.Path, b.WorkDir = base.Path, base.WorkDir
-			objects, err := Build(b)
-			if err != nil {
-				return fmt.Errorf("the base (%s): %w", base.Revision, err)
+		{name: "validate", reason: result.ReasonValidationFailed, run: func(ctx context.Context) error {
+			var err error
+			problems, err = r.offlineProblems(ctx)
+			return err
+		}},
+		{name: "base", reason: result.ReasonBuildFailed, stopOnError: true, run: func(ctx context.Context) error {
+			select {
+			case b := <-base1:
+				if b.err != nil {
+					return fmt.Errorf("the base (%s): %w", base.Revision, b.err)
+				}
+				base1 <- b
+				r.obs.Info(fmt.Sprintf("%d objects at %s", len(b.objects), base.Revision))
+				return nil
+			case <-ctx.Done():
+				return context.Cause(ctx)
 			}
-			before = objects
-			r.obs.Info(fmt.Sprintf("%d objects at %s", len(objects), base.Revision))
-			return nil
 		}},
 		{name: "diff", reason: result.ReasonValidationFailed, stopOnError: true, run: func(ctx context.Context) error {
-			return r.diffOffline(ctx, before)
+			b := <-base1
+			return r.diffOffline(ctx, b.objects, problems)
 		}},
 	})
 	if res.Succeeded() && res.Changed() {
@@ -67,10 +88,9 @@ func DiffOffline(ctx context.Context, opts Options, base BaseSource, obs Observe
 
 // diffOffline compares the head's objects with the base's and validates
 // the head.
-func (r *run) diffOffline(ctx context.Context, before []*Object) error {
-	problems, err := r.offlineProblems(ctx)
-	if err != nil {
-		return err
+func (r *run) diffOffline(ctx context.Context, before []*Object, problems []error) error {
+	if problems == nil {
+		problems = make([]error, len(r.objects))
 	}
 	old := map[string]*unstructured.Unstructured{}
 	for _, o := range before {
@@ -90,9 +110,12 @@ func (r *run) diffOffline(ctx context.Context, before []*Object) error {
 			r.record(ro, true)
 			continue
 		}
-		d, err := diffs.Between(ref(obj), "base", "head", withoutSOPS(was), withoutSOPS(obj.Unstructured))
-		if err != nil {
-			return fmt.Errorf("%s: %w", ref(obj), err)
+		var d string
+		if was == nil || !reflect.DeepEqual(withoutSOPS(was).Object, withoutSOPS(obj.Unstructured).Object) {
+			var err error
+			if d, err = diffs.Between(ref(obj), "base", "head", withoutSOPS(was), withoutSOPS(obj.Unstructured)); err != nil {
+				return fmt.Errorf("%s: %w", ref(obj), err)
+			}
 		}
 		switch {
 		case was == nil:

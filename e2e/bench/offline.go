@@ -110,7 +110,9 @@ func (b *bench) offlineScenario(ctx context.Context) []row {
 	b.must(b.git(repo, "init", "-q", "-b", "main"))
 	b.must(b.git(repo, "add", "-A"))
 	b.must(b.git(repo, "commit", "-q", "-m", "base"))
-	b.must(b.exec(b.gantry, "apply", dir, "--inventory", "bench-offline", "--inventory-namespace", "default", "--wait=false", "--timeout", "10m"))
+	// Waited for, so that the pods kwok starts for it settle before the
+	// timings.
+	b.must(b.exec(b.gantry, "apply", dir, "--inventory", "bench-offline", "--inventory-namespace", "default", "--timeout", "10m"))
 	b.must(os.RemoveAll(dir))
 	b.must(appsSet(dir, ns, apps, changed, "1.1.0"))
 	b.must(b.git(repo, "add", "-A"))
