@@ -197,7 +197,7 @@ func TestOfflinePreviewOfAPullRequest(t *testing.T) {
 // times, SOPS ciphertext) so that a golden file can hold the rest.
 func previewStable(s, base string) string {
 	s = strings.ReplaceAll(s, base, "BASE")
-	s = regexp.MustCompile(`(build|base|diff) [0-9.]+(ms|µs|s)\b`).ReplaceAllString(s, "$1 TIME")
+	s = regexp.MustCompile(`(build|validate|base|diff) [0-9.]+(ms|µs|s)\b`).ReplaceAllString(s, "$1 TIME")
 	s = regexp.MustCompile(`ENC\[[^\]]*\]`).ReplaceAllString(s, "ENC[…]")
 	s = regexp.MustCompile(`gantry-content [0-9a-f]+`).ReplaceAllString(s, "gantry-content KEY")
 	return s
