@@ -66,6 +66,14 @@ func (v *Validator) builtin(gv schema.GroupVersion) (*builtinGroup, error) {
 // fields, list keys) and against the OpenAPI schema (required fields,
 // enums, formats, bounds).
 func (b *builtinGroup) validate(gvk schema.GroupVersionKind, u *unstructured.Unstructured) ([]string, error) {
+	return b.check(gvk, u, true)
+}
+
+// check is validate; without openAPI only the typing runs, as the API
+// server decodes an object before its handwritten validation (which then
+// checks what the OpenAPI schema says of required fields and enums, and
+// more).
+func (b *builtinGroup) check(gvk schema.GroupVersionKind, u *unstructured.Unstructured, openAPI bool) ([]string, error) {
 	sv, err := b.validator(gvk)
 	if err != nil {
 		return nil, err
@@ -79,6 +87,9 @@ func (b *builtinGroup) validate(gvk schema.GroupVersionKind, u *unstructured.Uns
 				msgs = append(msgs, strings.TrimPrefix(line, "."))
 			}
 		}
+	}
+	if !openAPI {
+		return msgs, nil
 	}
 	res := sv.Validate(u.Object)
 	for _, e := range res.Errors {

@@ -183,7 +183,10 @@ func (v *Validator) Validate(ctx context.Context, u *unstructured.Unstructured) 
 			if err != nil {
 				return err
 			}
-			if msgs, err = b.validate(gvk, withoutSecretValues(u)); err != nil {
+			// A kind whose handwritten validation gantry runs is checked
+			// as the API server checks it: typed, then that validation.
+			// Others are checked against their OpenAPI schema too.
+			if msgs, err = b.check(gvk, withoutSecretValues(u), !native.Covers(gvk)); err != nil {
 				return err
 			}
 			// The kind's handwritten rules, once the object reads as its
