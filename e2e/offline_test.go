@@ -20,7 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
 
+	"github.com/gantry-dev/gantry/entrypoint"
 	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/result"
 	"github.com/gantry-dev/gantry/schemas"
@@ -342,4 +344,49 @@ func TestOfflineAcceptsWhatTheServerAccepts(t *testing.T) {
 		}
 	}
 	t.Logf("offline validation accepted all %d objects of %d real-world shapes that the API server accepts", total, len(sets))
+}
+
+// The CRDs of custom resources the set does not define come from a folder
+// or from an artifact, pulled from a real registry; without them the
+// custom resource is an unknown kind, and allow-unknown-kinds lets it
+// through unchecked.
+func TestOfflineCRDsFromAFolderOrAnArtifact(t *testing.T) {
+	t.Parallel()
+	host, creds := realRegistry(t)
+	crds := filepath.Join("testdata", "offline", "crds")
+	ref := "oci://" + host + "/offline/crds:v1"
+	if r := gantry(t, append([]string{"push", crds, "--artifact", ref}, creds...)...); r.code != 0 {
+		t.Fatalf("push: exit %d\n%s", r.code, r.stderr)
+	}
+	dir := t.TempDir()
+	for _, c := range readOfflineCases(t) {
+		if c.name == "cel-min-max" {
+			writeFile(t, filepath.Join(dir, "gadget.yaml"), mustYAML(t, c.invalid))
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"folder", []string{"--crds", crds}, entrypoint.ExitFailed, "minReplicas must not exceed maxReplicas"},
+		{"artifact", append([]string{"--crds", ref}, creds...), entrypoint.ExitFailed, "minReplicas must not exceed maxReplicas"},
+		{"neither", nil, entrypoint.ExitFailed, "no CRD in the set or in crds defines offline.gantry.test/v1 Gadget"},
+		{"allowed", []string{"--allow-unknown-kinds", "offline.gantry.test"}, entrypoint.ExitOK, ""},
+	} {
+		r := gantry(t, append([]string{"validate", dir, "--offline"}, tc.args...)...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%s: exit %d, want %d with %q\n%s", tc.name, r.code, tc.code, tc.want, r.stderr)
+		}
+	}
+}
+
+func mustYAML(t *testing.T, u *unstructured.Unstructured) string {
+	t.Helper()
+	b, err := yaml.Marshal(u.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

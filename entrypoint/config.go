@@ -592,11 +592,15 @@ func (in *inputs) offline(c *Config) {
 		in.bad("kubernetes-version", "%v", err)
 	}
 	c.Release = r
-	for _, dir := range in.lines("crds") {
-		if info, err := os.Stat(dir); err != nil || !info.IsDir() {
-			in.bad("crds", "%s is not a folder", dir)
+	for _, source := range in.lines("crds") {
+		if strings.HasPrefix(source, "oci://") {
+			if _, err := artifact.ParseRef(source, c.Registry.Insecure); err != nil {
+				in.bad("crds", "%v", err)
+			}
+		} else if info, err := os.Stat(source); err != nil || !info.IsDir() {
+			in.bad("crds", "%s is neither a folder nor an oci:// artifact", source)
 		}
-		c.CRDs = append(c.CRDs, dir)
+		c.CRDs = append(c.CRDs, source)
 	}
 	for _, g := range in.lines("allow-unknown-kinds") {
 		if g == "core" {

@@ -143,7 +143,7 @@ func runOne(ctx context.Context, inv *invocation, env map[string]string, p platf
 			}
 		}
 	case "validate":
-		opts.Offline, err = offlineOptions(cfg, opts)
+		opts.Offline, err = offlineOptions(ctx, cfg, opts)
 		if err != nil {
 			console.printf("gantry: invalid configuration:\n%s\n", indent(err.Error()))
 			return ExitInvalid
@@ -277,20 +277,42 @@ func (s *session) options(cfg *Config) pipeline.Options {
 	return opts
 }
 
-// offlineOptions are validate's, with the CRDs of the crds folders built
-// as the set is built; nil for a validate against the cluster.
-func offlineOptions(cfg *Config, opts pipeline.Options) (*pipeline.OfflineOptions, error) {
+// offlineOptions are validate's, with the CRDs of the crds folders and
+// artifacts built as the set is built; nil for a validate against the
+// cluster.
+func offlineOptions(ctx context.Context, cfg *Config, opts pipeline.Options) (*pipeline.OfflineOptions, error) {
 	if !cfg.Offline {
 		return nil, nil
 	}
 	o := &pipeline.OfflineOptions{Release: cfg.Release, AllowUnknownGroups: cfg.AllowUnknownKinds}
-	for _, dir := range cfg.CRDs {
+	for _, source := range cfg.CRDs {
+		dir := source
+		if strings.HasPrefix(source, "oci://") {
+			// Pulled (and verified, when verify is set) as any artifact.
+			tmp, err := os.MkdirTemp("", "gantry-crds-")
+			if err != nil {
+				return nil, err
+			}
+			defer os.RemoveAll(tmp)
+			client := artifact.New(artifact.Options{
+				Username: cfg.Registry.Username, Password: cfg.Registry.Password,
+				GitHubToken: cfg.GitHubToken, Insecure: cfg.Registry.Insecure,
+				Identities: cfg.AgeIdentities, Verify: cfg.Verify,
+			})
+			if _, err := client.Pull(ctx, source, tmp); err != nil {
+				return nil, fmt.Errorf("crds (%s): %w", source, err)
+			}
+			dir = tmp
+		}
 		b := opts.Build
-		b.Path, b.TargetNamespace, b.Patches, b.Substitute, b.NoOrigins = dir, "", nil, nil, true
+		b.Path, b.WorkDir, b.TargetNamespace, b.Patches, b.Substitute, b.NoOrigins = dir, "", "", nil, nil, true
+		if dir != source {
+			b.WorkDir = dir
+		}
 		b.KeepSOPSEncrypted = true
 		objects, err := pipeline.Build(b)
 		if err != nil {
-			return nil, fmt.Errorf("crds (%s): %w", dir, err)
+			return nil, fmt.Errorf("crds (%s): %w", source, err)
 		}
 		for _, obj := range objects {
 			o.CRDs = append(o.CRDs, obj.Unstructured)

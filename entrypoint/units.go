@@ -144,7 +144,7 @@ func (s *session) offlineDiff(ctx context.Context, cfg *Config, opts pipeline.Op
 		return &result.Result{Schema: result.SchemaVersion, Command: "diff", Version: Version, Base: cfg.Base,
 			Reason: result.ReasonBuildFailed, Message: err.Error(), Stages: []result.Stage{}, Objects: []result.Object{}}
 	}
-	offline, err := offlineOptions(cfg, opts)
+	offline, err := offlineOptions(ctx, cfg, opts)
 	if err != nil {
 		return fail(err)
 	}
