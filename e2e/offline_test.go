@@ -247,7 +247,7 @@ func waitEstablished(ctx context.Context, t *testing.T, crds []*unstructured.Uns
 		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 			got, err := env.Dynamic.Resource(crdResource).Get(ctx, u.GetName(), metav1.GetOptions{})
 			if err != nil {
-				return false, nil
+				return false, nil //nolint:nilerr // not created yet: poll again
 			}
 			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
 			for _, c := range conds {

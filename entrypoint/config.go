@@ -584,7 +584,7 @@ func (in *inputs) offline(c *Config) {
 	switch {
 	case c.Command == "diff" && c.Offline && c.Base == "":
 		in.bad("offline", "diff --offline compares with a git revision: give base too (such as origin/main)")
-	case c.Base != "" && !(c.Command == "diff" && c.Offline):
+	case c.Base != "" && (c.Command != "diff" || !c.Offline):
 		in.bad("base", "is for diff --offline")
 	}
 	r, err := releases.Get(in.str("kubernetes-version"))

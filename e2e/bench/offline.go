@@ -125,7 +125,7 @@ func (b *bench) offlineScenario(ctx context.Context) []row {
 			cmd.Env = append(os.Environ(), "KUBECONFIG="+b.kubeconfig)
 			out, err := cmd.CombinedOutput()
 			var ee *exec.ExitError
-			if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 3) {
+			if err != nil && (!errors.As(err, &ee) || ee.ExitCode() != 3) {
 				return fmt.Errorf("gantry %s: %w\n%s", strings.Join(args, " "), err, tail(out))
 			}
 			return nil

@@ -207,7 +207,7 @@ func download(module string) (string, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("go mod download %s: %v: %s", module, err, stderr.String())
+		return "", fmt.Errorf("go mod download %s: %w: %s", module, err, stderr.String())
 	}
 	var info struct{ Dir, Error string }
 	if err := json.Unmarshal(out, &info); err != nil {

@@ -85,7 +85,7 @@ func Get(version string) (*Release, error) {
 			return r, nil
 		}
 	}
-	return nil, fmt.Errorf("Kubernetes %s is not one gantry knows offline; it knows %s", version, strings.Join(Versions(), ", "))
+	return nil, fmt.Errorf("gantry does not know Kubernetes %s offline; it knows %s", version, strings.Join(Versions(), ", "))
 }
 
 var docName = regexp.MustCompile(`^(?:api__(v1)|apis__([a-z0-9.-]+)__(v[0-9a-z]+))_openapi\.json$`)
@@ -157,7 +157,7 @@ func (r *Release) GroupVersions() []schema.GroupVersion {
 func (r *Release) OpenAPIV3(gv schema.GroupVersion) ([]byte, error) {
 	f, ok := r.docs[gv]
 	if !ok {
-		return nil, fmt.Errorf("Kubernetes %s does not serve %s", r.Version, gv)
+		return nil, fmt.Errorf("%s is not served by Kubernetes %s", gv, r.Version)
 	}
 	rc, err := f.Open()
 	if err != nil {
@@ -191,7 +191,7 @@ func (r *Release) loadKinds() error {
 		r.kinds = map[schema.GroupVersion][]string{}
 		r.namespaced = map[schema.GroupVersionKind]bool{}
 		if r.index == nil {
-			r.kindsErr = fmt.Errorf("Kubernetes %s: the archive has no kinds.json", r.Version)
+			r.kindsErr = fmt.Errorf("the archive of Kubernetes %s has no kinds.json", r.Version)
 			return
 		}
 		rc, err := r.index.Open()
@@ -202,13 +202,13 @@ func (r *Release) loadKinds() error {
 		defer rc.Close()
 		var byGV map[string]struct{ Namespaced, Cluster []string }
 		if err := json.NewDecoder(rc).Decode(&byGV); err != nil {
-			r.kindsErr = fmt.Errorf("Kubernetes %s: kinds.json: %w", r.Version, err)
+			r.kindsErr = fmt.Errorf("kinds.json of Kubernetes %s: %w", r.Version, err)
 			return
 		}
 		for gv, ks := range byGV {
 			parsed, err := schema.ParseGroupVersion(gv)
 			if err != nil {
-				r.kindsErr = fmt.Errorf("Kubernetes %s: kinds.json: %w", r.Version, err)
+				r.kindsErr = fmt.Errorf("kinds.json of Kubernetes %s: %w", r.Version, err)
 				return
 			}
 			r.kinds[parsed] = append(slices.Clone(ks.Namespaced), ks.Cluster...)
