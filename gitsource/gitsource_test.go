@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-func git(t *testing.T, dir string, args ...string) {
+func runGit(t *testing.T, dir string, args ...string) {
 	t.Helper()
 	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"}, args...)...)
 	cmd.Dir = dir
@@ -17,7 +17,7 @@ func git(t *testing.T, dir string, args ...string) {
 	}
 }
 
-func write(t *testing.T, path, content string) {
+func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
@@ -32,18 +32,18 @@ func TestCheckoutWritesTheRevisionsFiles(t *testing.T) {
 		t.Skip("no git to make the repository with")
 	}
 	repo := t.TempDir()
-	write(t, filepath.Join(repo, "deploy", "app", "cm.yaml"), "v: base\n")
-	write(t, filepath.Join(repo, "deploy", "shared", "x.yaml"), "shared\n")
+	writeFile(t, filepath.Join(repo, "deploy", "app", "cm.yaml"), "v: base\n")
+	writeFile(t, filepath.Join(repo, "deploy", "shared", "x.yaml"), "shared\n")
 	if err := os.Symlink("../shared/x.yaml", filepath.Join(repo, "deploy", "app", "x.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	git(t, repo, "init", "-q", "-b", "main")
-	git(t, repo, "add", "-A")
-	git(t, repo, "commit", "-q", "-m", "base")
-	write(t, filepath.Join(repo, "deploy", "app", "cm.yaml"), "v: head\n")
-	write(t, filepath.Join(repo, "deploy", "app", "new.yaml"), "new\n")
-	git(t, repo, "add", "-A")
-	git(t, repo, "commit", "-q", "-m", "head")
+	runGit(t, repo, "init", "-q", "-b", "main")
+	runGit(t, repo, "add", "-A")
+	runGit(t, repo, "commit", "-q", "-m", "base")
+	writeFile(t, filepath.Join(repo, "deploy", "app", "cm.yaml"), "v: head\n")
+	writeFile(t, filepath.Join(repo, "deploy", "app", "new.yaml"), "new\n")
+	runGit(t, repo, "add", "-A")
+	runGit(t, repo, "commit", "-q", "-m", "head")
 
 	tree, err := Checkout(filepath.Join(repo, "deploy", "app"), "HEAD~1")
 	if err != nil {
