@@ -164,10 +164,12 @@ func (r *run) offlineProblems(ctx context.Context) ([]error, error) {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
+	encrypted := 0
 	for i, obj := range r.objects {
 		if obj.Encrypted {
 			// Its values are ciphertext: only its name and kind can be
 			// checked, which the build did.
+			encrypted++
 			continue
 		}
 		g.Go(func() error {
@@ -191,6 +193,13 @@ func (r *run) offlineProblems(ctx context.Context) ([]error, error) {
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
+	}
+	if encrypted > 0 {
+		what := "objects"
+		if encrypted == 1 {
+			what = "object"
+		}
+		r.obs.Info(fmt.Sprintf("%d SOPS-encrypted %s checked for kind and name only: give sops-age-key to check their values", encrypted, what))
 	}
 	return problems, nil
 }
