@@ -6,9 +6,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/fluxcd/cli-utils/pkg/object"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gantry-dev/gantry/result"
@@ -97,6 +99,11 @@ func readDocStarts(path string) []docStart {
 	if err != nil || int64(len(b)) > DefaultMaxFileBytes {
 		return nil
 	}
+	return readDocStartsFrom(b)
+}
+
+// readDocStartsFrom indexes the YAML documents of b.
+func readDocStartsFrom(b []byte) []docStart {
 	var docs []docStart
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	for {
@@ -156,6 +163,7 @@ func scalar(m *yaml.Node, key string) string {
 // addLines gives the reported objects (those written, to be written,
 // deleted from the set or failed) the line they start on in their files.
 func (r *run) addLines() {
+	var byID map[string]*Object
 	for i := range r.res.Objects {
 		o := &r.res.Objects[i]
 		switch o.Action {
@@ -163,6 +171,25 @@ func (r *run) addLines() {
 			if o.Line == 0 {
 				o.Line = r.lines.lineOf(o.Source, o.Kind, o.Name)
 			}
+			if o.Patches == nil && o.Source != "" {
+				if byID == nil {
+					byID = make(map[string]*Object, len(r.objects))
+					for _, obj := range r.objects {
+						byID[object.UnstructuredToObjMetadata(obj.Unstructured).String()] = obj
+					}
+				}
+				if obj := byID[o.ID]; obj != nil {
+					o.Patches = r.patchesOf(obj)
+				}
+			}
 		}
 	}
 }
+
+// patchesOf lists the patches of the build's kustomizations that target
+// obj.
+func (r *run) patchesOf(obj *Object) []string {
+	return r.patches.of(obj.GroupVersionKind().Group, obj.GetKind(), obj.GetNamespace(), obj.GetName(), obj.GetLabels())
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -149,6 +149,7 @@ type run struct {
 	origins     origins
 	byID        map[string]int // object id -> index in res.Objects
 	lines       lines          // where objects start in their files
+	patches     *patches       // the kustomize patches of the build
 	plans       []*plan
 	// planner holds what validate read of the cluster (the LISTs), which
 	// prune reuses.
@@ -179,6 +180,7 @@ func newRun(command string, opts Options, connect Connector, obs Observer) *run 
 		obs:     obs,
 		byID:    map[string]int{},
 		lines:   lines{workDir: opts.Build.WorkDir},
+		patches: &patches{path: opts.Build.Path, workDir: opts.Build.WorkDir},
 		res: &result.Result{
 			Schema:   result.SchemaVersion,
 			Command:  command,
@@ -496,7 +498,11 @@ func (r *run) objectError(o *Object, err error) *ObjectError {
 		<-r.origins.done
 	}
 	source := r.sourceOf(o)
-	return &ObjectError{Ref: ref(o), Source: source, Line: r.lines.lineOf(source, o.GetKind(), o.GetName()), Err: err}
+	oe := &ObjectError{Ref: ref(o), Source: source, Line: r.lines.lineOf(source, o.GetKind(), o.GetName()), Err: err}
+	if source != "" {
+		oe.Patches = r.patchesOf(o)
+	}
+	return oe
 }
 
 // nameSources gives the report's objects the files the second build found,

@@ -807,17 +807,23 @@ type ObjectError struct {
 	Source string
 	// Line is where the object starts in Source, 0 when not known.
 	Line int
-	Err  error
+	// Patches are the kustomize patches that target the object.
+	Patches []string
+	Err     error
 }
 
 func (e *ObjectError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Ref)
-	switch {
-	case e.Source != "" && e.Line > 0:
-		fmt.Fprintf(&b, " (%s:%d)", e.Source, e.Line)
-	case e.Source != "":
-		b.WriteString(" (" + e.Source + ")")
+	if e.Source != "" {
+		where := e.Source
+		if e.Line > 0 {
+			where = fmt.Sprintf("%s:%d", e.Source, e.Line)
+		}
+		if len(e.Patches) > 0 {
+			where += ", patched by " + strings.Join(e.Patches, ", ")
+		}
+		b.WriteString(" (" + where + ")")
 	}
 	b.WriteString(": ")
 	b.WriteString(e.Err.Error())

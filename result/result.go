@@ -75,12 +75,16 @@ const (
 const Released Action = "released"
 
 // Where is the object's file and line, as file:line, or the file alone
-// when the line is not known.
+// when the line is not known, and the patches that changed it.
 func (o Object) Where() string {
-	if o.Source == "" || o.Line == 0 {
-		return o.Source
+	where := o.Source
+	if o.Source != "" && o.Line > 0 {
+		where = fmt.Sprintf("%s:%d", o.Source, o.Line)
 	}
-	return fmt.Sprintf("%s:%d", o.Source, o.Line)
+	if len(o.Patches) > 0 && where != "" {
+		where += ", patched by " + strings.Join(o.Patches, ", ")
+	}
+	return where
 }
 
 // Valid is what validate found of an object that passed: it writes
@@ -108,6 +112,9 @@ type Object struct {
 	// Line is where the object starts in Source (for a generated object,
 	// its generator's entry), when known: 1 is the first line.
 	Line int `json:"line,omitempty"`
+	// Patches are the kustomize patches that target the object, each as
+	// file:line.
+	Patches []string `json:"patches,omitempty"`
 	// Error says why it failed or was skipped.
 	Error string `json:"error,omitempty"`
 	// Unanswered is set when the request that writes or deletes the
