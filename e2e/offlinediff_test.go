@@ -176,6 +176,31 @@ func TestOfflinePreviewOfAPullRequest(t *testing.T) {
 		}
 	})
 
+	t.Run("run file", func(t *testing.T) {
+		// Two units of one repository, previewed as one run: one comment
+		// for the run file, with a marker of its own.
+		runFile := filepath.Join(ws, "gantry.yaml")
+		writeFile(t, runFile, "defaults:\n  offline: true\nunits:\n  - {name: prod, path: deploy/overlays/prod}\n  - {name: base, path: deploy/base, depends-on: [prod]}\n")
+		t.Cleanup(func() { _ = os.Remove(runFile) })
+		res, gh, summary, outs := run(t, false, map[string]string{"INPUT_RUN-FILE": "gantry.yaml", "INPUT_PATH": ""})
+		if res.code != 0 {
+			t.Fatalf("exit %d, want 0", res.code)
+		}
+		if outs["prod-changed"] != "true" || outs["base-changed"] != "true" {
+			t.Errorf("outputs %v", outs)
+		}
+		comments := gh.Comments()
+		if len(comments) != 1 || !strings.Contains(comments[0].Body, "<!-- gantry:comment offline-diff run-file=gantry.yaml -->") {
+			t.Fatalf("want one comment with the run file's offline marker, got %d: %v", len(comments), comments)
+		}
+		for _, unit := range []string{"prod", "base"} {
+			if !strings.Contains(summary, unit) || !strings.Contains(comments[0].Body, unit) {
+				t.Errorf("unit %s is not in the summary or the comment", unit)
+			}
+		}
+		noSecrets(t, "comment", comments[0].Body)
+	})
+
 	t.Run("fork", func(t *testing.T) {
 		res, gh, summary, _ := run(t, true, nil)
 		if res.code != 0 {
