@@ -179,7 +179,7 @@ schemas:
 	rm -f schemas/releases/v*.zip
 	$(GO) run ./hack/kubeschemas -out schemas/releases $(KUBE_SCHEMA_RELEASES)
 
-## compare-offline: the offline corpus through gantry validate --offline and kubectl-validate (docs/comparison.md)
+## compare-offline: the offline corpus through gantry validate --offline, kubectl-validate and kubeconform (docs/comparison.md)
 compare-offline: build
 	hack/compare-offline.sh
 
