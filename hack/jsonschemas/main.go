@@ -84,8 +84,8 @@ func run(version, crds, out string) error {
 		for _, d := range strings.Split(string(b), "\n---\n") {
 			var crd struct {
 				Spec struct {
-					Group string
-					Names struct{ Kind string }
+					Group    string
+					Names    struct{ Kind string }
 					Versions []struct {
 						Name   string
 						Schema struct {
