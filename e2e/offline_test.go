@@ -390,3 +390,47 @@ func mustYAML(t *testing.T, u *unstructured.Unstructured) string {
 	}
 	return string(b)
 }
+
+// validate --offline takes a run file: every unit is checked, each in its
+// own section, and the run fails when one unit has an invalid object.
+func TestOfflineValidationOfARunFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, sub := range []string{"bad", "good"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range readOfflineCases(t) {
+		if c.name == "rule-negative-replicas" {
+			writeFile(t, filepath.Join(dir, "bad", "app.yaml"), mustYAML(t, c.invalid))
+			writeFile(t, filepath.Join(dir, "good", "app.yaml"), mustYAML(t, c.valid))
+		}
+	}
+	runFile := filepath.Join(dir, "gantry.yaml")
+	writeFile(t, runFile, "defaults: {offline: true}\nunits:\n  - {name: good, path: good}\n  - {name: bad, path: bad, depends-on: [good]}\n")
+	report := filepath.Join(dir, "report.json")
+	var stdout, stderr strings.Builder
+	code := entrypoint.Run(context.Background(), []string{"validate", "--run-file", runFile, "--report", report}, []string{"HOME=" + os.Getenv("HOME")}, &stdout, &stderr)
+	if code != entrypoint.ExitFailed {
+		t.Errorf("exit %d, want %d\n%s", code, entrypoint.ExitFailed, stderr.String())
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run result.Run
+	if err := json.Unmarshal(b, &run); err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]result.Reason{}
+	for _, u := range run.Units {
+		reasons[u.Name] = u.Reason
+	}
+	if run.Command != "validate" || reasons["good"] != result.ReasonSucceeded || reasons["bad"] != result.ReasonValidationFailed {
+		t.Errorf("run %s %s: units %v", run.Command, run.Reason, reasons)
+	}
+	if !strings.Contains(stderr.String(), "[bad]") || !strings.Contains(stderr.String(), "spec.replicas: Invalid value: -1") {
+		t.Errorf("the failing unit's problem is not named:\n%s", stderr.String())
+	}
+}

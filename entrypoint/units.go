@@ -16,10 +16,11 @@ import (
 	"github.com/gantry-dev/gantry/result"
 )
 
-// runFileOf is the run file an apply, diff or delete was given, if any.
+// runFileOf is the run file an apply, diff, delete or validate was given,
+// if any.
 func runFileOf(inv *invocation, env map[string]string) string {
 	switch inv.command {
-	case "apply", "diff", "delete":
+	case "apply", "diff", "delete", "validate":
 		return runFileInput(inv, env)
 	}
 	return ""
@@ -123,6 +124,14 @@ func (s *session) runUnit(ctx context.Context, u *Unit, out *console, dependedOn
 	opts.Wait = opts.Wait || dependedOn && u.Config.Command == "apply"
 	connect := s.connect(u.Config, out)
 	switch u.Config.Command {
+	case "validate":
+		offline, err := offlineOptions(ctx, u.Config, opts)
+		if err != nil {
+			return &result.Result{Schema: result.SchemaVersion, Command: "validate", Version: Version,
+				Reason: result.ReasonInvalidInput, Message: err.Error(), Stages: []result.Stage{}, Objects: []result.Object{}}
+		}
+		opts.Offline = offline
+		return pipeline.Validate(ctx, opts, connect, out)
 	case "diff":
 		if u.Config.Offline {
 			return s.offlineDiff(ctx, u.Config, opts, out)

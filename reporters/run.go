@@ -188,12 +188,13 @@ func RunMarkdown(run *result.Run, page Page, detail Detail) string {
 	}
 	fmt.Fprintf(&b, "### %s gantry %s: %s\n\n", runIcon(run.Reason), run.Command, run.Message)
 
-	b.WriteString("| unit | cluster | outcome | " + strings.Join(actionNames(result.Actions), " | ") + " | time |\n|---|---|---|")
-	b.WriteString(strings.Repeat("---|", len(result.Actions)+1) + "\n")
+	actions := result.ActionsOf(run.Command)
+	b.WriteString("| unit | cluster | outcome | " + strings.Join(actionNames(actions), " | ") + " | time |\n|---|---|---|")
+	b.WriteString(strings.Repeat("---|", len(actions)+1) + "\n")
 	for _, u := range run.Units {
 		counts := u.Counts()
 		fmt.Fprintf(&b, "| %s %s | %s | %s |", runIcon(u.Reason), cell(u.Name), cell(u.Cluster.String()), unitOutcome(u))
-		for _, a := range result.Actions {
+		for _, a := range actions {
 			fmt.Fprintf(&b, " %d |", counts[a])
 		}
 		fmt.Fprintf(&b, " %s |\n", round(u.Finished.Sub(u.Started)))

@@ -87,6 +87,8 @@ func (r *Run) Conclude() {
 			counts["not run"]++
 		case s == 1:
 			counts["with changes pending"]++
+		case s == 0 && r.Command == "validate":
+			counts["valid"]++
 		case s == 0 && u.Changed():
 			counts["changed"]++
 		case s == 0:
@@ -97,7 +99,7 @@ func (r *Run) Conclude() {
 		}
 	}
 	var parts []string
-	for _, k := range []string{"failed", "not run", "with changes pending", "changed", "unchanged", "suspended"} {
+	for _, k := range []string{"failed", "not run", "with changes pending", "changed", "unchanged", "valid", "suspended"} {
 		if counts[k] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
 		}
