@@ -110,6 +110,28 @@ type runnerRun struct {
 	stdout, stderr string
 }
 
+// runAsAction runs gantry's binary as GitHub's runner starts a container
+// action: in the workspace, with nothing but vars in its environment.
+func runAsAction(t *testing.T, bin, workspace string, vars map[string]string) runnerRun {
+	t.Helper()
+	cmd := exec.Command(bin)
+	cmd.Dir = workspace
+	for k, v := range vars {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("gantry %s (as a container action): exit %d\n%s", vars["INPUT_COMMAND"], code, stderr.String())
+	return runnerRun{code, stdout.String(), stderr.String()}
+}
+
 // githubRunner starts gantry's binary as a GitHub runner starts a container
 // action, in a workspace of its own, against the local control plane and a
 // fake GitHub API.
@@ -210,22 +232,7 @@ spec:
 		for k, v := range extra {
 			vars[k] = v
 		}
-		cmd := exec.Command(bin)
-		cmd.Dir = ws
-		for k, v := range vars {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
-		var stdout, stderr strings.Builder
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		code := 0
-		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("gantry (as a container action): exit %d\n%s", code, stderr.String())
-		return runnerRun{code, stdout.String(), stderr.String()}
+		return runAsAction(t, bin, ws, vars)
 	}
 	return &githubRunner{t: t, ns: ns, ws: ws, deploy: deploy, outputs: outputs, summary: summary,
 		secretData: secretData, secretString: secretString, ghToken: ghToken, kubeToken: kubeToken, dbPassword: dbPassword,

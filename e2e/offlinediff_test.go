@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"errors"
 	"flag"
 	"net/http/httptest"
 	"os"
@@ -116,22 +115,7 @@ func TestOfflinePreviewOfAPullRequest(t *testing.T) {
 		for k, v := range extra {
 			vars[k] = v
 		}
-		cmd := exec.Command(bin)
-		cmd.Dir = ws
-		for k, v := range vars {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
-		var stdout, stderr strings.Builder
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		code := 0
-		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("gantry diff --offline (as a container action): exit %d\n%s", code, stderr.String())
-		return runnerRun{code, stdout.String(), stderr.String()}, gh, readAll(t, filepath.Join(commands, "step_summary_1")), parseOutputs(t, filepath.Join(commands, "set_output_1"))
+		return runAsAction(t, bin, ws, vars), gh, readAll(t, filepath.Join(commands, "step_summary_1")), parseOutputs(t, filepath.Join(commands, "set_output_1"))
 	}
 	secrets := []string{"base-password-1f3e", "head-password-9c2a", id.String()}
 	noSecrets := func(t *testing.T, what, text string) {

@@ -587,11 +587,15 @@ func (in *inputs) offline(c *Config) {
 	case c.Base != "" && (c.Command != "diff" || !c.Offline):
 		in.bad("base", "is for diff --offline")
 	}
-	r, err := releases.Get(in.str("kubernetes-version"))
-	if err != nil {
-		in.bad("kubernetes-version", "%v", err)
+	if c.Offline {
+		// Read only when used: the archives' index is work every other
+		// run need not do.
+		r, err := releases.Get(in.str("kubernetes-version"))
+		if err != nil {
+			in.bad("kubernetes-version", "%v", err)
+		}
+		c.Release = r
 	}
-	c.Release = r
 	for _, source := range in.lines("crds") {
 		if strings.HasPrefix(source, "oci://") {
 			if _, err := artifact.ParseRef(source, c.Registry.Insecure); err != nil {

@@ -112,7 +112,6 @@ func runOne(ctx context.Context, inv *invocation, env map[string]string, p platf
 	}
 
 	var res *result.Result
-	var err error
 	switch cfg.Command {
 	case "push":
 		res = pipeline.Push(ctx, opts, console)
@@ -134,7 +133,7 @@ func runOne(ctx context.Context, inv *invocation, env map[string]string, p platf
 		}
 		console.summary(res)
 		return exitCode(res, cfg)
-	case "diff", "apply", "delete":
+	case "diff", "apply", "delete", "validate":
 		// A run of one unit, as each unit of a run file runs.
 		res = s.runUnit(ctx, &Unit{Name: cfg.Inventory, Config: cfg}, console, false)
 		if cfg.Command == "diff" && (res.Reason == result.ReasonSucceeded || res.Reason == result.ReasonProgressing) {
@@ -142,13 +141,6 @@ func runOne(ctx context.Context, inv *invocation, env map[string]string, p platf
 				console.warn("printing the diff: " + err.Error())
 			}
 		}
-	case "validate":
-		opts.Offline, err = offlineOptions(ctx, cfg, opts)
-		if err != nil {
-			console.printf("gantry: invalid configuration:\n%s\n", indent(err.Error()))
-			return ExitInvalid
-		}
-		res = pipeline.Validate(ctx, opts, connect, console)
 	case "release":
 		res = pipeline.Release(ctx, opts, connect, console)
 		if res.Succeeded() && cfg.Artifact != "" {
@@ -262,12 +254,7 @@ func (s *session) options(cfg *Config) pipeline.Options {
 		LeaseDuration:          cfg.LeaseDuration,
 	}
 	if cfg.Artifact != "" {
-		client := artifact.New(artifact.Options{
-			Username: cfg.Registry.Username, Password: cfg.Registry.Password,
-			GitHubToken: cfg.GitHubToken, Insecure: cfg.Registry.Insecure,
-			Recipients: cfg.AgeRecipients, Identities: cfg.AgeIdentities,
-			Sign: cfg.Sign, Verify: cfg.Verify,
-		})
+		client := artifactClient(cfg)
 		opts.Artifact = &pipeline.ArtifactOptions{Ref: cfg.Artifact, Path: cfg.ArtifactPath, Tags: cfg.Tags, Client: client,
 			Meta: artifact.Meta{Source: cfg.Source, Revision: cfg.Revision}}
 		if (cfg.Command == "apply" || cfg.Command == "diff") && !cfg.PathGiven {
@@ -275,6 +262,17 @@ func (s *session) options(cfg *Config) pipeline.Options {
 		}
 	}
 	return opts
+}
+
+// artifactClient reaches cfg's registry with its credentials, keys and
+// signing settings.
+func artifactClient(cfg *Config) *artifact.Client {
+	return artifact.New(artifact.Options{
+		Username: cfg.Registry.Username, Password: cfg.Registry.Password,
+		GitHubToken: cfg.GitHubToken, Insecure: cfg.Registry.Insecure,
+		Recipients: cfg.AgeRecipients, Identities: cfg.AgeIdentities,
+		Sign: cfg.Sign, Verify: cfg.Verify,
+	})
 }
 
 // offlineOptions are validate's, with the CRDs of the crds folders and
@@ -294,12 +292,7 @@ func offlineOptions(ctx context.Context, cfg *Config, opts pipeline.Options) (*p
 				return nil, err
 			}
 			defer os.RemoveAll(tmp)
-			client := artifact.New(artifact.Options{
-				Username: cfg.Registry.Username, Password: cfg.Registry.Password,
-				GitHubToken: cfg.GitHubToken, Insecure: cfg.Registry.Insecure,
-				Identities: cfg.AgeIdentities, Verify: cfg.Verify,
-			})
-			if _, err := client.Pull(ctx, source, tmp); err != nil {
+			if _, err := artifactClient(cfg).Pull(ctx, source, tmp); err != nil {
 				return nil, fmt.Errorf("crds (%s): %w", source, err)
 			}
 			dir = tmp

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,18 +77,21 @@ func (l *lines) lineOf(source, kind, name string) int {
 
 func (l *lines) docs(source string) []docStart {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if docs, ok := l.files[source]; ok {
+	docs, ok := l.files[source]
+	l.mu.Unlock()
+	if ok {
 		return docs
-	}
-	if l.files == nil {
-		l.files = map[string][]docStart{}
 	}
 	path := source
 	if !filepath.IsAbs(path) && l.workDir != "" {
 		path = filepath.Join(l.workDir, path)
 	}
-	docs := readDocStarts(path)
+	docs = readDocStarts(path)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.files == nil {
+		l.files = map[string][]docStart{}
+	}
 	l.files[source] = docs
 	return docs
 }
@@ -163,6 +167,31 @@ func scalar(m *yaml.Node, key string) string {
 // addLines gives the reported objects (those written, to be written,
 // deleted from the set or failed) the line they start on in their files.
 func (r *run) addLines() {
+	// The files are read on every core first: a first apply reports
+	// every object, and reading thousands of files one by one would add
+	// to its time.
+	var sources []string
+	seen := map[string]bool{}
+	for _, o := range r.res.Objects {
+		switch o.Action {
+		case result.Created, result.Configured, result.Recreated, result.Failed:
+			if o.Line == 0 && o.Source != "" && !seen[o.Source] {
+				seen[o.Source] = true
+				sources = append(sources, o.Source)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	workers := min(runtime.GOMAXPROCS(0), len(sources))
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(sources); i += workers {
+				r.lines.docs(sources[i])
+			}
+		})
+	}
+	wg.Wait()
+
 	var byID map[string]*Object
 	for i := range r.res.Objects {
 		o := &r.res.Objects[i]

@@ -42,16 +42,14 @@ func DiffOffline(ctx context.Context, opts Options, base BaseSource, obs Observe
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout+time.Minute)
 	defer cancel()
 	// The base builds beside the head's validation.
-	type built struct {
-		objects []*Object
-		err     error
-	}
-	base1 := make(chan built, 1)
+	var before []*Object
+	var baseErr error
+	baseBuilt := make(chan struct{})
 	go func() {
+		defer close(baseBuilt)
 		b := opts.Build
 		b.Path, b.WorkDir, b.Skipped = base.Path, base.WorkDir, nil
-		objects, err := Build(b)
-		base1 <- built{objects, err}
+		before, baseErr = Build(b)
 	}()
 	var problems []error
 	res := r.execute(ctx, []stage{
@@ -63,20 +61,18 @@ func DiffOffline(ctx context.Context, opts Options, base BaseSource, obs Observe
 		}},
 		{name: "base", reason: result.ReasonBuildFailed, stopOnError: true, run: func(ctx context.Context) error {
 			select {
-			case b := <-base1:
-				if b.err != nil {
-					return fmt.Errorf("the base (%s): %w", base.Revision, b.err)
-				}
-				base1 <- b
-				r.obs.Info(fmt.Sprintf("%d objects at %s", len(b.objects), base.Revision))
-				return nil
+			case <-baseBuilt:
 			case <-ctx.Done():
 				return context.Cause(ctx)
 			}
+			if baseErr != nil {
+				return fmt.Errorf("the base (%s): %w", base.Revision, baseErr)
+			}
+			r.obs.Info(fmt.Sprintf("%d objects at %s", len(before), base.Revision))
+			return nil
 		}},
 		{name: "diff", reason: result.ReasonValidationFailed, stopOnError: true, run: func(ctx context.Context) error {
-			b := <-base1
-			return r.diffOffline(ctx, b.objects, problems)
+			return r.diffOffline(ctx, before, problems)
 		}},
 	})
 	if res.Succeeded() && res.Changed() {
@@ -101,15 +97,11 @@ func (r *run) diffOffline(ctx context.Context, before []*Object, problems []erro
 		id := inventory.EntryFor(obj.Unstructured).ID
 		was := old[id]
 		delete(old, id)
-		ro := resultObject(obj.Unstructured, obj.Source, "diff", result.Unchanged)
 		if err := problems[i]; err != nil {
-			oe := r.objectError(obj, err)
-			ro.Action, ro.Source = result.Failed, oe.Source
-			setError(&ro, err, err.Error())
-			failures = append(failures, oe)
-			r.record(ro, true)
+			failures = append(failures, r.recordInvalid(obj, "diff", err))
 			continue
 		}
+		ro := resultObject(obj.Unstructured, obj.Source, "diff", result.Unchanged)
 		var d string
 		if was == nil || !reflect.DeepEqual(withoutSOPS(was).Object, withoutSOPS(obj.Unstructured).Object) {
 			var err error
@@ -217,4 +209,14 @@ func withoutSOPS(u *unstructured.Unstructured) *unstructured.Unstructured {
 	c := u.DeepCopy()
 	delete(c.Object, "sops")
 	return c
+}
+
+// recordInvalid records obj as failed offline validation in stage, and
+// returns the failure, naming the object's file.
+func (r *run) recordInvalid(obj *Object, stage string, err error) error {
+	oe := r.objectError(obj, err)
+	ro := resultObject(obj.Unstructured, oe.Source, stage, result.Failed)
+	setError(&ro, err, err.Error())
+	r.record(ro, true)
+	return oe
 }

@@ -58,14 +58,11 @@ func (r *run) validateWithoutCluster(ctx context.Context) error {
 	}
 	var failures []error
 	for i, obj := range r.objects {
-		ro := resultObject(obj.Unstructured, obj.Source, "validate", result.Valid)
 		if err := problems[i]; err != nil {
-			oe := r.objectError(obj, err)
-			ro.Action, ro.Source = result.Failed, oe.Source
-			setError(&ro, err, err.Error())
-			failures = append(failures, oe)
+			failures = append(failures, r.recordInvalid(obj, "validate", err))
+			continue
 		}
-		r.record(ro, problems[i] != nil)
+		r.record(resultObject(obj.Unstructured, obj.Source, "validate", result.Valid), false)
 	}
 	return errors.Join(failures...)
 }

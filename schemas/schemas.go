@@ -192,7 +192,7 @@ func (v *Validator) Validate(ctx context.Context, u *unstructured.Unstructured) 
 			// The kind's handwritten rules, once the object reads as its
 			// type, as the API server runs them after decoding it.
 			if len(msgs) == 0 {
-				errs, _ := native.Validate(u)
+				errs, _ := native.Validate(v.inNamespace(u))
 				msgs = messages(errs)
 			}
 		}
@@ -400,6 +400,21 @@ func (cv *crdVersion) validate(ctx context.Context, u *unstructured.Unstructured
 	}
 	celErrs, _ := cv.cel.Validate(ctx, nil, cv.structural, obj, nil, celconfig.RuntimeCELCostBudget)
 	return append(errs, celErrs...)
+}
+
+// inNamespace gives a namespaced object without a namespace the default
+// one, where a kubeconfig without a namespace applies it: the API server's
+// validation needs one, and any valid name will do.
+func (v *Validator) inNamespace(u *unstructured.Unstructured) *unstructured.Unstructured {
+	if u.GetNamespace() != "" {
+		return u
+	}
+	if namespaced, err := v.Namespaced(u.GroupVersionKind()); err != nil || !namespaced {
+		return u
+	}
+	c := u.DeepCopy()
+	c.SetNamespace("default")
+	return c
 }
 
 // builtinKind says, offline, what is wrong with a kind no CRD defines: it

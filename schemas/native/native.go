@@ -189,7 +189,8 @@ func Covers(gvk schema.GroupVersionKind) bool {
 // Validate runs the handwritten validation of u's kind on a create, as
 // the API server runs it after defaulting and conversion. ok is false for
 // a kind or version gantry does not check. u must already have passed the
-// schema: a value of the wrong type is reported as one error.
+// schema (a value of the wrong type is reported as one error) and have the
+// namespace it is applied to, when its kind has one.
 func Validate(u *unstructured.Unstructured) (errs field.ErrorList, ok bool) {
 	gvk := u.GroupVersionKind()
 	validate, ok := validators[gvk.GroupKind()]
@@ -206,12 +207,6 @@ func Validate(u *unstructured.Unstructured) (errs field.ErrorList, ok bool) {
 	versioned, err := scheme.New(gvk)
 	if err != nil {
 		return nil, false
-	}
-	if u.GetNamespace() == "" && !clusterScoped[gvk.GroupKind()] {
-		// Applied to the default namespace of the kubeconfig's context,
-		// which offline validation does not know: any valid name does.
-		u = u.DeepCopy()
-		u.SetNamespace("default")
 	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, versioned); err != nil {
 		return field.ErrorList{field.Invalid(nil, nil, fmt.Sprintf("cannot be read as %s: %v", gvk.Kind, err))}, true
@@ -238,14 +233,6 @@ func Validate(u *unstructured.Unstructured) (errs field.ErrorList, ok bool) {
 		}
 	}
 	return errs, true
-}
-
-// clusterScoped are the kinds above that have no namespace.
-var clusterScoped = map[schema.GroupKind]bool{
-	{Kind: "Namespace"}: true,
-	{Group: "networking.k8s.io", Kind: "IngressClass"}:               true,
-	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}:        true,
-	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}: true,
 }
 
 // offlineUID stands in for the UID the API server gives an object it
