@@ -1,0 +1,122 @@
+package inventory
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func configMap(name, value string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": name, "namespace": "shop"},
+		"data":     map[string]any{"k": value},
+	}}
+}
+
+func TestRevisionsAreNumberedAndBoundedByHistory(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset(&corev1.Secret{ // not a revision: never listed, never deleted
+		ObjectMeta: metav1.ObjectMeta{Name: "gantry-shop.v9", Namespace: "shop",
+			Labels: map[string]string{RevisionOfLabel: "shop", RevisionLabel: "9"}},
+	})
+	s := &Store{Client: client}
+	for i := 1; i <= 5; i++ {
+		rv, err := NewRevision("shop", "shop", []*unstructured.Unstructured{configMap("a", fmt.Sprint(i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rv.Outcome = "ReconciliationSucceeded"
+		n, err := s.AddRevision(ctx, rv, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != i {
+			t.Fatalf("revision %d numbered %d", i, n)
+		}
+	}
+	list, err := s.Revisions(ctx, "shop", "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for _, rv := range list {
+		got = append(got, rv.Number)
+	}
+	if diff := cmp.Diff([]int{5, 4, 3}, got); diff != "" {
+		t.Errorf("kept revisions (-want +got):\n%s", diff)
+	}
+	if _, err := client.CoreV1().Secrets("shop").Get(ctx, "gantry-shop.v9", metav1.GetOptions{}); err != nil {
+		t.Errorf("a Secret that is not a revision was touched: %v", err)
+	}
+	rv, err := s.Revision(ctx, "shop", "shop", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := rv.ObjectsOf()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 1 || objs[0].Object["data"].(map[string]any)["k"] != "4" {
+		t.Errorf("revision 4 holds %v", objs)
+	}
+	if _, err := s.Revision(ctx, "shop", "shop", 1); err == nil {
+		t.Error("revision 1 should be gone")
+	}
+	if _, err := s.Revision(ctx, "shop", "shop", 9); err == nil {
+		t.Error("a Secret that is not a revision was read as one")
+	}
+}
+
+func TestRevisionTooLargeIsRefusedBeforeWriting(t *testing.T) {
+	// Random data does not compress: 1,200 KiB of it cannot fit.
+	buf := make([]byte, 1200*1024)
+	if _, err := rand.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	_, err := NewRevision("shop", "shop", []*unstructured.Unstructured{configMap("big", base64.StdEncoding.EncodeToString(buf))})
+	var tl *TooLargeError
+	if !errors.As(err, &tl) {
+		t.Fatalf("got %v, want a TooLargeError", err)
+	}
+	// A set of many alike objects compresses well and fits.
+	var many []*unstructured.Unstructured
+	for i := range 3000 {
+		many = append(many, configMap(fmt.Sprintf("cm-%d", i), "the same value in every one of them"))
+	}
+	if _, err := NewRevision("shop", "shop", many); err != nil {
+		t.Errorf("3,000 small objects: %v", err)
+	}
+}
+
+func TestRevisionOfAnArtifactHoldsNoObjects(t *testing.T) {
+	ctx := context.Background()
+	s := &Store{Client: fake.NewClientset()}
+	rv, err := NewRevision("shop", "shop", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv.Artifact, rv.Digest, rv.Objects = "oci://r.example/shop@sha256:abc", "sha256:abc", 12
+	if _, err := s.AddRevision(ctx, rv, DefaultHistory); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Revision(ctx, "shop", "shop", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.HoldsObjects() || got.Artifact != rv.Artifact || got.Objects != 12 {
+		t.Errorf("read back %+v", got)
+	}
+	if _, err := got.ObjectsOf(); err == nil {
+		t.Error("the objects of an artifact's revision should be refused")
+	}
+}
