@@ -83,11 +83,35 @@ path is given.`,
 
   # Without waiting, and keeping what the configuration no longer has
   gantry apply deploy --inventory shop --wait=false --prune=false`},
+	{Name: "rollback", Group: commandsDeploy,
+		Short: "Apply an earlier revision of an inventory again",
+		Long: `Apply again a revision that an earlier apply recorded: by default the last
+one that succeeded before the current one and differs from it, or the one
+--to names (gantry history lists them). It runs as an apply does: every
+object validated first, prune of what that revision did not have, and the
+wait; its outcome is RolledBack when it succeeds. A revision that names an
+artifact whose objects did not fit is pulled and verified again.`,
+		Example: `  # Undo the last deploy of "shop"
+  gantry rollback --inventory shop
+
+  # Go back to revision 7
+  gantry rollback --inventory shop --to 7`},
+	{Name: "history", Group: commandsDeploy,
+		Short: "List the revisions an inventory keeps",
+		Long: `List the revisions of an inventory, newest first: number, time, source and
+git revision, content digest, outcome and who ran it. Secret values are
+never shown: a revision's objects stay in the cluster, in a Secret.`,
+		Example: `  # What rollback can go back to
+  gantry history --inventory shop
+
+  # As JSON, for a script
+  gantry history --inventory shop --output json`},
 	{Name: "delete", Group: commandsDeploy,
 		Short: "Delete every object an inventory records, then the inventory",
 		Long: `Delete every object the inventory records (but those annotated prune:
 disabled), wait until they are gone, then delete the inventory and its
-Lease. Objects that Flux now applies are left alone unless --delete-flux-applied is given.`,
+Lease and its revisions. Objects that Flux now applies are left alone unless
+--delete-flux-applied is given.`,
 		Example: `  # Tear down what gantry deployed as "shop"
   gantry delete --inventory shop`},
 	{Name: "release", Group: commandsDeploy,

@@ -103,6 +103,12 @@ type Config struct {
 	Release           *releases.Release
 	CRDs              []string
 	AllowUnknownKinds []string
+	// History is how many revisions are kept; Atomic rolls a failed
+	// apply back; RollbackTo is the revision rollback applies (0: the
+	// last that succeeded before the current).
+	History    int
+	Atomic     bool
+	RollbackTo int
 }
 
 // value is one input's raw value and where it came from.
@@ -302,7 +308,7 @@ func (in *inputs) source(c *Config) {
 
 // cluster: where the unit goes and under which names it is kept there.
 func (in *inputs) cluster(c *Config) {
-	if c.Inventory == "" && (c.Command == "apply" || c.Command == "delete" || c.Command == "release") {
+	if c.Inventory == "" && slices.Contains([]string{"apply", "delete", "release", "rollback", "history"}, c.Command) {
 		in.bad("inventory", "required for %s", c.Command)
 	}
 	if c.Inventory != "" {
@@ -344,6 +350,15 @@ func (in *inputs) behaviour(c *Config) {
 	c.ReleaseTo = in.str("release-to")
 	c.ValidateAll = in.oneOf("validate", "changed", "all") == "all"
 	c.RefuseConflicts = in.oneOf("field-conflicts", "take", "refuse") == "refuse"
+	c.Atomic = in.bool("atomic")
+	c.History = int(in.number("history", 1, 1000, "a count of revisions from 1 to 1000"))
+	if in.str("to") != "" {
+		c.RollbackTo = int(in.number("to", 1, math.MaxInt32, "a revision number, as gantry history lists them"))
+	}
+	if c.Atomic && !c.Wait {
+		// Without the wait, a rollout that fails is never seen.
+		in.bad("atomic", "needs wait: a failed rollout is found only by waiting for it")
+	}
 	if d, err := time.ParseDuration(in.str("timeout")); err != nil || d <= 0 {
 		in.bad("timeout", "%q is not a positive duration such as 90s or 5m", in.vals["timeout"].raw)
 	} else {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"text/tabwriter"
 	"time"
 
 	"golang.org/x/term"
@@ -285,6 +286,78 @@ func runInventory(ctx context.Context, cfg *Config, connect pipeline.Connector, 
 		fmt.Fprintf(stdout, "%s\t%s\n", e.ID, e.Version)
 	}
 	return ExitOK
+}
+
+// revisionView is one revision as history prints it.
+type revisionView struct {
+	Number        int       `json:"number"`
+	Time          time.Time `json:"time"`
+	Outcome       string    `json:"outcome"`
+	Cause         string    `json:"cause,omitempty"`
+	Objects       int       `json:"objects"`
+	Source        string    `json:"source,omitempty"`
+	GitRevision   string    `json:"revision,omitempty"`
+	Artifact      string    `json:"artifact,omitempty"`
+	Digest        string    `json:"digest,omitempty"`
+	By            string    `json:"by,omitempty"`
+	GantryVersion string    `json:"gantryVersion,omitempty"`
+	Note          string    `json:"note,omitempty"`
+}
+
+// runHistory lists an inventory's revisions, newest first.
+func runHistory(ctx context.Context, cfg *Config, connect pipeline.Connector, stdout, stderr io.Writer) int {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	clients, err := connect()
+	if err != nil {
+		fmt.Fprintln(stderr, "gantry:", err)
+		return ExitFailed
+	}
+	store := &inventory.Store{Client: clients.Kube}
+	list, err := store.Revisions(ctx, cfg.InventoryNamespace, cfg.Inventory)
+	if err != nil {
+		fmt.Fprintln(stderr, "gantry:", err)
+		return ExitFailed
+	}
+	views := make([]revisionView, 0, len(list))
+	for _, rv := range list {
+		views = append(views, revisionView{Number: rv.Number, Time: rv.Time, Outcome: rv.Outcome, Cause: rv.Cause, Objects: rv.Objects,
+			Source: rv.Source, GitRevision: rv.GitRevision, Artifact: rv.Artifact, Digest: rv.Digest, By: rv.By,
+			GantryVersion: rv.GantryVersion, Note: rv.Note})
+	}
+	if cfg.Output != "text" {
+		b, err := marshalAs(cfg.Output, views)
+		if err != nil {
+			fmt.Fprintln(stderr, "gantry:", err)
+			return ExitFailed
+		}
+		_, _ = io.WriteString(stdout, b)
+		return ExitOK
+	}
+	if len(views) == 0 {
+		fmt.Fprintf(stderr, "gantry: inventory %s/%s has no revisions\n", cfg.InventoryNamespace, cfg.Inventory)
+		return ExitOK
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "REVISION\tAPPLIED\tOUTCOME\tOBJECTS\tSOURCE\tREVISION\tDIGEST\tBY\tNOTE")
+	for _, v := range views {
+		note := v.Note
+		if v.Cause != "" {
+			note = strings.TrimPrefix(note+"; after "+v.Cause, "; ")
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", v.Number, v.Time.Format(time.RFC3339), v.Outcome, v.Objects,
+			orNone(firstNonEmpty(v.Artifact, v.Source)), orNone(v.GitRevision), shortDigest(v.Digest), v.By, note)
+	}
+	_ = tw.Flush()
+	return ExitOK
+}
+
+// shortDigest is a digest as people compare them by eye.
+func shortDigest(d string) string {
+	if algo, hex, ok := strings.Cut(d, ":"); ok && len(hex) > 12 {
+		return algo + ":" + hex[:12]
+	}
+	return orNone(d)
 }
 
 func orNone(s string) string {

@@ -148,8 +148,12 @@ func runOne(ctx context.Context, inv *invocation, env map[string]string, p platf
 				console.warn("Flux objects: " + err.Error())
 			}
 		}
+	case "rollback":
+		res = pipeline.Rollback(ctx, opts, cfg.RollbackTo, connect, console)
 	case "inventory":
 		return runInventory(ctx, cfg, connect, stdout, stderr)
+	case "history":
+		return runHistory(ctx, cfg, connect, stdout, stderr)
 	}
 
 	console.summary(res)
@@ -251,7 +255,15 @@ func (s *session) options(cfg *Config) pipeline.Options {
 		Source:                 cfg.Source,
 		Version:                Version,
 		Holder:                 holder(s.env),
+		Actor:                  actor(s.env),
 		LeaseDuration:          cfg.LeaseDuration,
+		History:                cfg.History,
+		Atomic:                 cfg.Atomic,
+	}
+	if cfg.Command == "apply" || cfg.Command == "rollback" {
+		// A rollback to a revision that holds only an artifact's digest
+		// pulls it.
+		opts.ArtifactClient = artifactClient(cfg)
 	}
 	if cfg.Artifact != "" {
 		client := artifactClient(cfg)
@@ -319,6 +331,12 @@ func exitCode(res *result.Result, cfg *Config) int {
 	switch res.Reason {
 	case result.ReasonSucceeded:
 		return ExitOK
+	case result.ReasonRolledBack:
+		// rollback reached its goal; an apply with atomic did not.
+		if res.Command == "rollback" {
+			return ExitOK
+		}
+		return ExitFailed
 	case result.ReasonProgressing:
 		if cfg.DetailedExitcode {
 			return ExitChanges
@@ -345,6 +363,20 @@ func holder(env map[string]string) string {
 		h += ", " + env["CI_JOB_URL"]
 	}
 	return h
+}
+
+// actor names who runs gantry, for the revisions it records: the CI's
+// user and its run, or the local user and host.
+func actor(env map[string]string) string {
+	switch {
+	case env["GITHUB_ACTOR"] != "":
+		return fmt.Sprintf("%s (%s/%s/actions/runs/%s)", env["GITHUB_ACTOR"], env["GITHUB_SERVER_URL"], env["GITHUB_REPOSITORY"], env["GITHUB_RUN_ID"])
+	case env["GITLAB_USER_LOGIN"] != "":
+		return fmt.Sprintf("%s (%s)", env["GITLAB_USER_LOGIN"], env["CI_JOB_URL"])
+	}
+	host, _ := os.Hostname()
+	user := firstNonEmpty(env["USER"], env["LOGNAME"], "unknown")
+	return user + "@" + host
 }
 
 func indent(s string) string {

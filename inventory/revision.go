@@ -67,8 +67,8 @@ type Revision struct {
 	Source, GitRevision string
 	// Artifact is the artifact the set came from or went to, by digest
 	// (oci://...@sha256:...), and ArtifactPath the folder of it that was
-	// built: a revision of an artifact holds no objects, rollback pulls
-	// it again.
+	// built. A revision of an artifact holds its objects too when they
+	// fit; when they do not, rollback pulls the artifact again.
 	Artifact, ArtifactPath string
 	// Digest identifies the content: the artifact's digest, or the
 	// sha256 of the recorded objects.
@@ -85,13 +85,15 @@ type Revision struct {
 	// Note says more, such as which revision a rollback re-applied.
 	Note string
 
-	// payload is the compressed objects, when the revision holds them.
+	// payload is the compressed objects, when read or prepared; held
+	// says that the stored revision has them.
 	payload []byte
+	held    bool
 }
 
-// HoldsObjects reports whether the revision carries its objects (it does
-// unless it names an artifact).
-func (rv *Revision) HoldsObjects() bool { return rv.Artifact == "" }
+// HoldsObjects reports whether the revision carries its objects; one that
+// does not names an artifact instead.
+func (rv *Revision) HoldsObjects() bool { return rv.held }
 
 // RevisionName is the name of a revision's Secret.
 func RevisionName(inventory string, n int) string {
@@ -135,15 +137,12 @@ func NewRevision(namespace, inventory string, objects []*unstructured.Unstructur
 	if size := (b.Len() + 2) / 3 * 4; size > MaxRevisionBytes {
 		return nil, &TooLargeError{Inventory: namespace + "/" + inventory, Bytes: size}
 	}
-	rv.payload = b.Bytes()
+	rv.payload, rv.held = b.Bytes(), true
 	return rv, nil
 }
 
 // ObjectsOf decodes the objects a revision holds.
 func (rv *Revision) ObjectsOf() ([]*unstructured.Unstructured, error) {
-	if !rv.HoldsObjects() {
-		return nil, fmt.Errorf("revision %d names artifact %s and holds no objects", rv.Number, rv.Artifact)
-	}
 	if rv.payload == nil {
 		return nil, fmt.Errorf("revision %d of inventory %s/%s holds no objects", rv.Number, rv.Namespace, rv.Inventory)
 	}
@@ -223,6 +222,7 @@ func fromSecret(sec *corev1.Secret, withObjects bool) (*Revision, bool) {
 	if t, err := time.Parse(time.RFC3339, a[annTime]); err == nil {
 		rv.Time = t
 	}
+	rv.held = len(sec.Data[dataObjects]) > 0
 	if withObjects {
 		rv.payload = sec.Data[dataObjects]
 	}

@@ -53,6 +53,9 @@ func (r *run) validate(ctx context.Context) error {
 	if err := r.validationFailures("validate"); err != nil {
 		return err
 	}
+	if err := r.prepareRevision(); err != nil {
+		return err
+	}
 	if needs := r.provisionNeeds(lockLater); len(needs) > 0 {
 		return r.provision(ctx, needs, lockLater)
 	}
@@ -183,6 +186,7 @@ func (r *run) lockAndLoad(ctx context.Context) error {
 // before it is, and whatever happens, it is saved again with every previous
 // entry plus what was written (or may have been), so nothing is forgotten.
 func (r *run) apply(ctx context.Context) error {
+	r.wrote = true
 	var defs, classes, rest []*plan
 	for _, pl := range r.plans {
 		switch {

@@ -137,7 +137,13 @@ func (r *run) deleteAll(ctx context.Context) error {
 	if len(remaining) == 0 {
 		dctx, cancel := graceContext(ctx, 5*time.Second)
 		defer cancel()
-		errs = append(errs, r.store.Delete(dctx, r.prev))
+		// The revisions go first: an inventory without them can be
+		// deleted again, revisions without an inventory would stay.
+		if err := r.store.DeleteRevisions(dctx, r.opts.InventoryNamespace, r.opts.Inventory); err != nil {
+			errs = append(errs, err)
+		} else {
+			errs = append(errs, r.store.Delete(dctx, r.prev))
+		}
 	} else {
 		entries := map[string]inventory.Entry{}
 		for _, e := range remaining {

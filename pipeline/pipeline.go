@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/gantry-dev/gantry/artifact"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/result"
@@ -85,6 +86,27 @@ type Options struct {
 	// Artifact, when set, is pulled (and built from) when Build.Path is
 	// empty, or pushed after the build when it is not.
 	Artifact *ArtifactOptions
+
+	// History is how many revisions of the inventory are kept (default
+	// inventory.DefaultHistory).
+	History int
+	// Atomic rolls back to the last revision that succeeded when the
+	// apply or the wait fails after validation passed.
+	Atomic bool
+	// Actor is who runs gantry (the CI's user and run), recorded in the
+	// revision.
+	Actor string
+	// ArtifactClient pulls the artifact of a revision that holds no
+	// objects, for a rollback to it.
+	ArtifactClient *artifact.Client
+
+	// rollbackTo, for a rollback run, is the revision to apply again (0:
+	// the last that succeeded before the current); cause and failed are
+	// the reason and the revision of the failed apply that an atomic
+	// rollback undoes.
+	rollbackTo int
+	cause      result.Reason
+	failed     *inventory.Revision
 }
 
 // ObjectRef names an object for health checks: Kind/namespace/name, or
@@ -171,6 +193,12 @@ type run struct {
 	deadlineCtx context.Context
 	// cleanup runs when the run ends (temporary folders).
 	cleanup []func()
+	// revision is what this run records of its set once it has applied
+	// (wrote says the apply began); from is the revision a rollback
+	// applies again.
+	revision *inventory.Revision
+	wrote    bool
+	from     *inventory.Revision
 }
 
 func newRun(command string, opts Options, connect Connector, obs Observer) *run {
@@ -230,6 +258,7 @@ func (r *run) execute(parent context.Context, stages []stage) *result.Result {
 		r.res.Stages = append(r.res.Stages, st)
 		r.obs.StageFinished(st)
 	}
+	r.recordRevision(ctx)
 	if r.lease != nil {
 		r.lease.Release()
 		if err := r.lease.Check(); err != nil {
@@ -264,14 +293,27 @@ func Render(ctx context.Context, opts Options, obs Observer) ([]*Object, *result
 	return r.objects, res
 }
 
-// Apply runs the whole pipeline.
+// Apply runs the whole pipeline. With atomic, a failed apply or wait is
+// followed by a rollback to the last revision that succeeded, and the
+// result reports both.
 func Apply(ctx context.Context, opts Options, connect Connector, obs Observer) *result.Result {
 	r := newRun("apply", opts, connect, obs)
+	res := r.deploy(ctx, r.buildStage())
+	if opts.Atomic {
+		res = r.undo(ctx, res)
+	}
+	return res
+}
+
+// deploy runs the stages of an apply after the given first one, which
+// makes the set: the build, or a rollback's reading of its revision.
+func (r *run) deploy(ctx context.Context, first stage) *result.Result {
+	opts := r.opts
 	r.res.Inventory = &result.Inventory{Name: opts.Inventory, Namespace: opts.InventoryNamespace}
 	var cancel context.CancelFunc
 	stages := []stage{
 		// A build failure leaves nothing to do.
-		r.buildStage(),
+		first,
 		// An artifact that cannot be pushed (or pulled, verified,
 		// decrypted) stops the run: nothing unverified is applied.
 		// Validation writes nothing; any failure stops the run before the

@@ -77,6 +77,16 @@ func Outputs(res *result.Result, reportPath, diffPath string) map[string]string 
 	if a := res.Artifact; a != nil {
 		out["artifact-url"], out["artifact-digest"], out["artifact-tags"] = a.URL, a.Digest, strings.Join(a.Tags, ",")
 	}
+	out["history-revision"], out["rolled-back-to"], out["cause"] = "", "", string(res.Cause)
+	if res.RecordedRevision > 0 {
+		out["history-revision"] = strconv.Itoa(res.RecordedRevision)
+	}
+	if to := res.RolledBackTo; to > 0 || res.Rollback != nil && res.Rollback.RolledBackTo > 0 {
+		if to == 0 {
+			to = res.Rollback.RolledBackTo
+		}
+		out["rolled-back-to"] = strconv.Itoa(to)
+	}
 	return out
 }
 
@@ -86,7 +96,8 @@ func OutputNames() []string {
 	for _, a := range result.Actions {
 		names = append(names, string(a))
 	}
-	return append(names, "changed", "reason", "revision", "inventory", "report", "diff", "artifact-url", "artifact-digest", "artifact-tags")
+	return append(names, "changed", "reason", "revision", "inventory", "report", "diff", "artifact-url", "artifact-digest", "artifact-tags",
+		"history-revision", "rolled-back-to", "cause")
 }
 
 // GitHubOutputs writes the step outputs to GITHUB_OUTPUT, each with a

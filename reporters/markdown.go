@@ -45,10 +45,18 @@ type Page struct {
 	Marker string
 }
 
+// reachedGoal reports whether the run did what it was asked: a rollback
+// reaches it when it rolled back.
+func reachedGoal(res *result.Result) bool {
+	return res.Succeeded() || res.Command == "rollback" && res.Reason == result.ReasonRolledBack
+}
+
 func outcomeIcon(res *result.Result) string {
 	switch {
 	case res.Reason == result.ReasonProgressing:
 		return "📝"
+	case res.Command == "rollback" && res.Reason == result.ReasonRolledBack:
+		return "↩️"
 	case res.Succeeded():
 		return "✅"
 	default:
@@ -66,6 +74,12 @@ func headline(res *result.Result) string {
 		return fmt.Sprintf("%s gantry diff%s: no changes", outcomeIcon(res), against(res))
 	case res.Command == "diff" && res.Base != "":
 		return fmt.Sprintf("%s gantry diff%s: %s", outcomeIcon(res), against(res), res.Reason)
+	case res.Command == "rollback" && res.RolledBackTo > 0:
+		return fmt.Sprintf("%s gantry rollback to revision %d: %s", outcomeIcon(res), res.RolledBackTo, res.Reason)
+	case res.Cause != "" && res.Reason == result.ReasonRolledBack:
+		return fmt.Sprintf("%s gantry %s: %s, rolled back to revision %d", outcomeIcon(res), res.Command, res.Cause, res.Rollback.RolledBackTo)
+	case res.Cause != "":
+		return fmt.Sprintf("%s gantry %s: %s, and the rollback failed: %s", outcomeIcon(res), res.Command, res.Cause, res.Reason)
 	default:
 		return fmt.Sprintf("%s gantry %s: %s", outcomeIcon(res), res.Command, res.Reason)
 	}
@@ -93,7 +107,7 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 		fmt.Fprintf(&b, "<!-- %s -->\n", page.Marker)
 	}
 	fmt.Fprintf(&b, "### %s\n\n", headline(res))
-	if !res.Succeeded() && res.Reason != result.ReasonProgressing && res.Message != "" {
+	if !reachedGoal(res) && res.Reason != result.ReasonProgressing && res.Message != "" {
 		b.WriteString(quote(firstLines(res.Message, 12)))
 		b.WriteString("\n")
 	}
@@ -113,6 +127,9 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 	}
 	if res.Revision != "" {
 		facts = append(facts, fmt.Sprintf("**Revision** `%s`", res.Revision))
+	}
+	if res.RecordedRevision > 0 {
+		facts = append(facts, fmt.Sprintf("**History** revision %d", res.RecordedRevision))
 	}
 	if a := res.Artifact; a != nil {
 		note := ""
@@ -227,6 +244,14 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 		}
 	} else if len(changed) > 0 {
 		omitted = append(omitted, "the diffs")
+	}
+
+	if rb := res.Rollback; rb != nil {
+		// The rollback's own run, as its own rendering one level down.
+		sub := Markdown(rb, Page{}, detail)
+		sub = strings.Replace(sub, "### ", "#### Rollback: ", 1)
+		sub = strings.ReplaceAll(sub, "\n#### ", "\n##### ")
+		b.WriteString(sub + "\n")
 	}
 
 	if len(omitted) > 0 || page.RunURL != "" {

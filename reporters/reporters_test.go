@@ -90,6 +90,24 @@ func TestMarkdownGolden(t *testing.T) {
 	diff := sample()
 	diff.Command, diff.Reason, diff.Message = "diff", result.ReasonProgressing, "changes pending"
 	golden(t, "markdown-diff.md", Markdown(diff, Page{}, FullDiffs))
+
+	// An apply with atomic: the failure as the cause, the rollback's run
+	// beside it, and its outcome as the result.
+	atomic := sample()
+	atomic.Cause, atomic.Reason, atomic.RecordedRevision = atomic.Reason, result.ReasonRolledBack, 4
+	atomic.Message += "; rolled back to revision 3"
+	rb := sample()
+	rb.Command, rb.Reason, rb.Message, rb.RolledBackTo, rb.RecordedRevision = "rollback", result.ReasonRolledBack, "revision 3 applied again", 3, 5
+	rb.Objects = rb.Objects[:1]
+	rb.Objects[0].Action, rb.Objects[0].Health = result.Configured, &result.Health{Status: "Current"}
+	atomic.Rollback = rb
+	md := Markdown(atomic, page, ObjectsOnly)
+	golden(t, "markdown-atomic.md", md)
+	for _, want := range []string{"HealthCheckFailed, rolled back to revision 3", "#### Rollback: ↩️ gantry rollback to revision 3: RolledBack", "**History** revision 5"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the atomic rendering lacks %q", want)
+		}
+	}
 }
 
 // big is a run that changed n objects, each with a sizeable diff.

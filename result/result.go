@@ -51,6 +51,11 @@ const (
 	ReasonDependencyNotReady Reason = "DependencyNotReady"
 	// ReasonSuspended: a unit of a run file marked suspend was not run.
 	ReasonSuspended Reason = "Suspended"
+	// ReasonRolledBack: an earlier revision was applied again and is
+	// healthy: by rollback (its success), or by an apply with atomic
+	// whose own apply or wait failed (still a failed deploy; Cause says
+	// why).
+	ReasonRolledBack Reason = "RolledBack"
 )
 
 // Action is what happened, or would happen, to one object.
@@ -220,6 +225,17 @@ type Result struct {
 	Base    string   `json:"base,omitempty"`
 	Stages  []Stage  `json:"stages"`
 	Objects []Object `json:"objects"`
+
+	// RecordedRevision is the number of the inventory's revision this
+	// run recorded (or found already recorded, when it applied the same
+	// set with the same outcome as the last one).
+	RecordedRevision int `json:"recordedRevision,omitempty"`
+	// RolledBackTo is the revision a rollback applied again.
+	RolledBackTo int `json:"rolledBackTo,omitempty"`
+	// Cause, on an apply with atomic that rolled back, is the reason the
+	// apply itself failed with; Rollback is the rollback's own run.
+	Cause    Reason  `json:"cause,omitempty"`
+	Rollback *Result `json:"rollback,omitempty"`
 }
 
 // ActionsOf lists the actions a command's reports count, in order.
