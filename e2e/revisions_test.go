@@ -300,3 +300,57 @@ func TestRevisionTooLargeIsRefusedBeforeWriting(t *testing.T) {
 		}
 	}
 }
+
+// A kustomize overlay whose generated ConfigMap is renamed while its
+// Deployment still names the old one: the new pods cannot start (the
+// kubelet, and under kwok the cluster's config check, holds them with
+// CreateContainerConfigError), the rollout misses its deadline, and atomic
+// restores the revision before: the old generated ConfigMap, which the
+// failed apply pruned, is back, and the Deployment is available again.
+func TestAtomicRollsBackAConfigMapRename(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "web.yaml"), webDeployment(ns, "settings", ""))
+	kustomization := "namespace: %s\nresources: [web.yaml]\nconfigMapGenerator:\n  - name: %s\n    literals: [LEVEL=info]\n"
+	writeFile(t, filepath.Join(dir, "kustomization.yaml"), fmt.Sprintf(kustomization, ns, "settings"))
+	args := []string{"apply", "--path=" + dir, "--inventory=web", "--inventory-namespace=" + ns, "--timeout=60s", "--atomic"}
+	first := gantry(t, args...)
+	if first.code != 0 {
+		t.Fatalf("first apply: exit %d\n%s", first.code, first.stderr)
+	}
+	var generated string
+	for _, o := range first.res.Objects {
+		if o.Kind == "ConfigMap" {
+			generated = o.Name
+		}
+	}
+	if !strings.HasPrefix(generated, "settings-") {
+		t.Fatalf("the generator made %q", generated)
+	}
+
+	// Renamed: the Deployment's reference to settings is no longer
+	// rewritten, and no ConfigMap settings exists.
+	writeFile(t, filepath.Join(dir, "kustomization.yaml"), fmt.Sprintf(kustomization, ns, "app-settings"))
+	r := gantry(t, args...)
+	if r.code != entrypoint.ExitFailed || r.res.Reason != result.ReasonRolledBack || r.res.Cause != result.ReasonHealthCheckFailed {
+		t.Fatalf("exit %d, reason %s, cause %s; want 1, RolledBack after HealthCheckFailed\n%s", r.code, r.res.Reason, r.res.Cause, r.stderr)
+	}
+	if o := objectByRef(gantryRun{res: r.res}, "Deployment.apps/"+ns+"/web"); o == nil || o.Health == nil || !strings.Contains(o.Health.Message, `configmap "settings" not found`) {
+		t.Errorf("the failed rollout does not say why: %+v", o)
+	}
+	if _, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, generated, metav1.GetOptions{}); err != nil {
+		t.Errorf("the first revision's ConfigMap %s: %v", generated, err)
+	}
+	d, err := env.Client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref := d.Spec.Template.Spec.Containers[0].EnvFrom[0].ConfigMapRef.Name; ref != generated || d.Status.AvailableReplicas != 1 || d.Status.UpdatedReplicas != 1 {
+		t.Errorf("after the rollback the Deployment reads %s (want %s), %d available, %d updated", ref, generated, d.Status.AvailableReplicas, d.Status.UpdatedReplicas)
+	}
+	if r.res.Rollback == nil || r.res.Rollback.RolledBackTo != 1 {
+		t.Errorf("rollback: %+v", r.res.Rollback)
+	}
+}

@@ -167,6 +167,18 @@ func (*Local) Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}); err != nil {
 		return nil, err
 	}
+	// kwok makes a pod ready once the config check has found what it
+	// uses. Its own client: the API server may be restarted under the
+	// tests' clients.
+	checkCfg := rest.CopyConfig(cfg)
+	checkCfg.QPS, checkCfg.Burst = 500, 1000
+	checkClient, err := kubernetes.NewForConfig(checkCfg)
+	if err != nil {
+		return nil, err
+	}
+	checkCtx, stopChecks := context.WithCancel(context.WithoutCancel(ctx))
+	lc.stopChecks = stopChecks
+	go runConfigCheck(checkCtx, checkClient)
 
 	for i := range opts.Nodes {
 		if err := createKwokNode(ctx, client, fmt.Sprintf("kwok-node-%d", i)); err != nil {
@@ -291,6 +303,8 @@ type localCluster struct {
 	logf  func(string, ...any)
 	mu    sync.Mutex
 	procs []*process
+	// stopChecks ends the config check.
+	stopChecks context.CancelFunc
 }
 
 func (lc *localCluster) start(name, bin string, args []string, ports ...int) error {
@@ -336,6 +350,9 @@ func (lc *localCluster) waitFor(ctx context.Context, what string, cond func(cont
 // controller processes together, then the API server, then etcd) and
 // removes the data dir.
 func (lc *localCluster) stop(context.Context) error {
+	if lc.stopChecks != nil {
+		lc.stopChecks()
+	}
 	lc.mu.Lock()
 	procs := lc.procs
 	lc.procs = nil
