@@ -152,7 +152,7 @@ func TestCommandLineErrors(t *testing.T) {
 		{[]string{"build", dir, "--inventory", "shop"}, nil, "--inventory is not a flag of build; it is for diff, apply, delete, release, inventory"},
 		{[]string{"apply", "--inventroy", "shop"}, nil, "unknown flag --inventroy; did you mean --inventory? (see gantry apply --help)"},
 		{[]string{"apply", "--command", "diff"}, nil, "--command is not a flag: the command is the first argument"},
-		{[]string{"deploy"}, nil, `command (from the command line): "deploy" is not one of build, diff, validate, apply, rollback, history, delete, release, inventory, push, pull, tag, list, inspect, diff-artifact, plan, version`},
+		{[]string{"deploy"}, nil, `command (from the command line): "deploy" is not one of build, diff, validate, apply, rollback, history, drift, delete, release, inventory, push, pull, tag, list, inspect, diff-artifact, plan, version`},
 		{nil, map[string]string{"GANTRY_COMMAND": "deploy"}, `command (from GANTRY_COMMAND): "deploy" is not one of`},
 		{[]string{"--path", dir}, nil, "a command comes first"},
 		{[]string{"build", dir, "--path", dir}, nil, "path given twice"},

@@ -106,6 +106,21 @@ never shown: a revision's objects stay in the cluster, in a Secret.`,
 
   # As JSON, for a script
   gantry history --inventory shop --output json`},
+	{Name: "drift", Group: commandsDeploy, PathArg: true,
+		Short: "Report what changed in the cluster since gantry applied it",
+		Long: `Compare what is live with what gantry applied: the inventory's last revision,
+or the configuration given (a path or an artifact). Each object is in sync,
+drifted, with every field that differs and the field manager that changed
+it (kubectl-edit, kubectl-label, kubectl scale...) and when, or missing
+(deleted by hand). Secret values are masked. Exit 3 when something drifted.
+With --correct the set is applied again, taking back what was changed or
+added by hand. Made for a scheduled workflow: on GitHub and GitLab it keeps
+one issue open while drift lasts (drift-issue).`,
+		Example: `  # Has anyone changed "shop" by hand since the last deploy?
+  gantry drift --inventory shop
+
+  # Compared with the configuration in git, and put back as it was
+  gantry drift deploy/overlays/prod --inventory shop --correct`},
 	{Name: "delete", Group: commandsDeploy,
 		Short: "Delete every object an inventory records, then the inventory",
 		Long: `Delete every object the inventory records (but those annotated prune:

@@ -109,6 +109,10 @@ type Config struct {
 	History    int
 	Atomic     bool
 	RollbackTo int
+	// Correct, for drift, applies the set again when it drifted;
+	// DriftIssue (auto, true or false) keeps an issue open while it lasts.
+	Correct    bool
+	DriftIssue string
 }
 
 // value is one input's raw value and where it came from.
@@ -273,8 +277,11 @@ func (in *inputs) source(c *Config) {
 	c.AllowRemoteBases = in.bool("allow-remote-bases")
 	// The command is one of gantry's: parseCommandLine refused others.
 	// apply and diff with an artifact and no path pull instead of building.
-	pulls := (c.Command == "apply" || c.Command == "diff") && in.str("artifact") != "" && !c.PathGiven
-	needsBuild := (c.Command == "build" || c.Command == "diff" || c.Command == "apply" || c.Command == "push" || c.Command == "validate") && !pulls
+	pulls := (c.Command == "apply" || c.Command == "diff" || c.Command == "drift") && in.str("artifact") != "" && !c.PathGiven
+	// drift compares with the inventory's last revision unless given a
+	// configuration.
+	needsBuild := (c.Command == "build" || c.Command == "diff" || c.Command == "apply" || c.Command == "push" || c.Command == "validate" ||
+		c.Command == "drift" && c.PathGiven) && !pulls
 	if needsBuild {
 		if info, err := os.Stat(c.Path); err != nil {
 			in.bad("path", "%s does not exist", c.Path)
@@ -308,7 +315,7 @@ func (in *inputs) source(c *Config) {
 
 // cluster: where the unit goes and under which names it is kept there.
 func (in *inputs) cluster(c *Config) {
-	if c.Inventory == "" && slices.Contains([]string{"apply", "delete", "release", "rollback", "history"}, c.Command) {
+	if c.Inventory == "" && slices.Contains([]string{"apply", "delete", "release", "rollback", "history", "drift"}, c.Command) {
 		in.bad("inventory", "required for %s", c.Command)
 	}
 	if c.Inventory != "" {
@@ -351,6 +358,7 @@ func (in *inputs) behaviour(c *Config) {
 	c.ValidateAll = in.oneOf("validate", "changed", "all") == "all"
 	c.RefuseConflicts = in.oneOf("field-conflicts", "take", "refuse") == "refuse"
 	c.Atomic = in.bool("atomic")
+	c.Correct = in.bool("correct")
 	c.History = int(in.number("history", 1, 1000, "a count of revisions from 1 to 1000"))
 	if in.str("to") != "" {
 		c.RollbackTo = int(in.number("to", 1, math.MaxInt32, "a revision number, as gantry history lists them"))
@@ -560,6 +568,7 @@ func (in *inputs) reporting(c *Config, env map[string]string) {
 	c.Format = in.oneOf("format", "github", "tekton", "gitlab")
 	c.Summary = in.oneOf("summary", "auto", "true", "false")
 	c.Comment = in.oneOf("comment", "auto", "true", "false")
+	c.DriftIssue = in.oneOf("drift-issue", "auto", "true", "false")
 	c.Report, c.Dotenv, c.TektonResults = in.str("report"), in.str("dotenv"), in.str("tekton-results")
 	c.GitHubToken, c.GitLabToken = in.str("github-token"), in.str("gitlab-token")
 	for _, tok := range []string{c.GitHubToken, c.GitLabToken, env["ACTIONS_ID_TOKEN_REQUEST_TOKEN"]} {

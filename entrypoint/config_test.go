@@ -142,7 +142,7 @@ func TestRevisionFromCI(t *testing.T) {
 func TestUnknownCommandListsValidOnes(t *testing.T) {
 	t.Parallel()
 	_, err := Load([]string{"deploy"}, nil, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), `"deploy" is not one of build, diff, validate, apply, rollback, history, delete, release, inventory, push, pull, tag, list, inspect, diff-artifact, plan, version`) {
+	if err == nil || !strings.Contains(err.Error(), `"deploy" is not one of build, diff, validate, apply, rollback, history, drift, delete, release, inventory, push, pull, tag, list, inspect, diff-artifact, plan, version`) {
 		t.Errorf("got %v", err)
 	}
 }

@@ -133,7 +133,7 @@ func runOne(ctx context.Context, inv *invocation, env map[string]string, p platf
 		}
 		console.summary(res)
 		return exitCode(res, cfg)
-	case "diff", "apply", "delete", "validate":
+	case "diff", "apply", "delete", "validate", "drift":
 		// A run of one unit, as each unit of a run file runs.
 		res = s.runUnit(ctx, &Unit{Name: cfg.Inventory, Config: cfg}, console, false)
 		if cfg.Command == "diff" && (res.Reason == result.ReasonSucceeded || res.Reason == result.ReasonProgressing) {
@@ -259,8 +259,12 @@ func (s *session) options(cfg *Config) pipeline.Options {
 		LeaseDuration:          cfg.LeaseDuration,
 		History:                cfg.History,
 		Atomic:                 cfg.Atomic,
+		Correct:                cfg.Correct,
 	}
-	if cfg.Command == "apply" || cfg.Command == "rollback" {
+	if cfg.Command == "drift" && !cfg.PathGiven {
+		opts.Build.Path = "" // the last revision, or the artifact
+	}
+	if cfg.Command == "apply" || cfg.Command == "rollback" || cfg.Command == "drift" {
 		// A rollback to a revision that holds only an artifact's digest
 		// pulls it.
 		opts.ArtifactClient = artifactClient(cfg)
@@ -269,7 +273,7 @@ func (s *session) options(cfg *Config) pipeline.Options {
 		client := artifactClient(cfg)
 		opts.Artifact = &pipeline.ArtifactOptions{Ref: cfg.Artifact, Path: cfg.ArtifactPath, Tags: cfg.Tags, Client: client,
 			Meta: artifact.Meta{Source: cfg.Source, Revision: cfg.Revision}}
-		if (cfg.Command == "apply" || cfg.Command == "diff") && !cfg.PathGiven {
+		if (cfg.Command == "apply" || cfg.Command == "diff" || cfg.Command == "drift") && !cfg.PathGiven {
 			opts.Build.Path = "" // pull, then build what was pulled
 		}
 	}
@@ -342,6 +346,8 @@ func exitCode(res *result.Result, cfg *Config) int {
 			return ExitChanges
 		}
 		return ExitOK
+	case result.ReasonDriftDetected:
+		return ExitChanges
 	case result.ReasonBuildFailed, result.ReasonInvalidInput:
 		return ExitInvalid
 	default:

@@ -134,14 +134,19 @@ func reporterSet(cfg *Config, env map[string]string, p platform, redact *reporte
 			case cfg.GitHubToken == "":
 				warnings = append(warnings, "pull request comment: no github-token")
 			default:
-				api := env["GITHUB_API_URL"]
-				if api == "" {
-					api = "https://api.github.com"
-				}
 				set = append(set, &reporters.PullRequestComment{
-					APIURL: api, GraphQLURL: env["GITHUB_GRAPHQL_URL"], Token: cfg.GitHubToken,
+					APIURL: githubAPI(env), GraphQLURL: env["GITHUB_GRAPHQL_URL"], Token: cfg.GitHubToken,
 					Owner: owner, Repo: repo, Number: n, Page: page, Redact: redact,
 				})
+			}
+		}
+		if cfg.Command == "drift" && want(cfg.DriftIssue, cfg.GitHubToken != "") {
+			owner, repo, _ := strings.Cut(env["GITHUB_REPOSITORY"], "/")
+			if cfg.GitHubToken == "" || repo == "" {
+				warnings = append(warnings, "drift issue: needs github-token and GITHUB_REPOSITORY")
+			} else {
+				set = append(set, &reporters.GitHubDriftIssue{APIURL: githubAPI(env), GraphQLURL: env["GITHUB_GRAPHQL_URL"], Token: cfg.GitHubToken,
+					Owner: owner, Repo: repo, Page: page, Redact: redact})
 			}
 		}
 	case gitlabCI:
@@ -162,6 +167,10 @@ func reporterSet(cfg *Config, env map[string]string, p platform, redact *reporte
 				})
 			}
 		}
+		if cfg.Command == "drift" && want(cfg.DriftIssue, cfg.GitLabToken != "") {
+			set = append(set, &reporters.GitLabDriftIssue{APIURL: env["CI_API_V4_URL"], Token: cfg.GitLabToken, ProjectID: env["CI_PROJECT_ID"],
+				Page: reporters.Page{RunURL: env["CI_JOB_URL"]}, Redact: redact})
+		}
 	}
 	if p != gitlabCI && cfg.Dotenv != "" {
 		set = append(set, &reporters.Dotenv{Path: cfg.Dotenv, ReportPath: report, DiffPath: diff, Redact: redact})
@@ -177,6 +186,14 @@ func reporterSet(cfg *Config, env map[string]string, p platform, redact *reporte
 		set = append(set, &reporters.TektonResults{Dir: tekton, Redact: redact})
 	}
 	return set, warnings
+}
+
+// githubAPI is GitHub's REST API, as the runner names it.
+func githubAPI(env map[string]string) string {
+	if api := env["GITHUB_API_URL"]; api != "" {
+		return api
+	}
+	return "https://api.github.com"
 }
 
 // want resolves an auto/true/false input.

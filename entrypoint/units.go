@@ -20,7 +20,7 @@ import (
 // if any.
 func runFileOf(inv *invocation, env map[string]string) string {
 	switch inv.command {
-	case "apply", "diff", "delete", "validate":
+	case "apply", "diff", "delete", "validate", "drift":
 		return runFileInput(inv, env)
 	}
 	return ""
@@ -142,6 +142,8 @@ func (s *session) runUnit(ctx context.Context, u *Unit, out *console, dependedOn
 		return pipeline.Diff(ctx, opts, connect, out)
 	case "delete":
 		return pipeline.Delete(ctx, opts, connect, out)
+	case "drift":
+		return pipeline.Drift(ctx, opts, connect, out)
 	}
 	return pipeline.Apply(ctx, opts, connect, out)
 }

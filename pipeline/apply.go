@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
@@ -386,7 +387,7 @@ func (r *run) write(ctx context.Context, pl *plan) (result.Action, error) {
 		return result.Created, nil
 	case planConfigure:
 		if pl.cleanup {
-			if err := takeOverFromKubectl(ctx, c, pl.existing); err != nil {
+			if err := takeOverFromKubectl(ctx, c, pl.existing, pl.takeOver...); err != nil {
 				return result.Failed, err
 			}
 		}
@@ -431,10 +432,10 @@ func appliedObject(u *unstructured.Unstructured) *unstructured.Unstructured {
 }
 
 // takeOverFromKubectl removes kubectl's last-applied annotation and hands
-// the fields of kubectl's managers to gantry's.
-func takeOverFromKubectl(ctx context.Context, c client.Client, live *unstructured.Unstructured) error {
+// the fields of kubectl's managers, and of the extra ones, to gantry's.
+func takeOverFromKubectl(ctx context.Context, c client.Client, live *unstructured.Unstructured, extra ...ssa.FieldManager) error {
 	patches := ssa.PatchRemoveAnnotations(live, takeOver.annotations)
-	mp, err := ssa.PatchReplaceFieldsManagers(live, takeOver.managers, FieldManager)
+	mp, err := ssa.PatchReplaceFieldsManagers(live, append(slices.Clone(takeOver.managers), extra...), FieldManager)
 	if err != nil {
 		return err
 	}

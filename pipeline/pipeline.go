@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
+	"github.com/fluxcd/pkg/ssa"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -99,6 +100,8 @@ type Options struct {
 	// ArtifactClient pulls the artifact of a revision that holds no
 	// objects, for a rollback to it.
 	ArtifactClient *artifact.Client
+	// Correct, for drift, applies the set again when it drifted.
+	Correct bool
 
 	// rollbackTo, for a rollback run, is the revision to apply again (0:
 	// the last that succeeded before the current); cause and failed are
@@ -107,6 +110,9 @@ type Options struct {
 	rollbackTo int
 	cause      result.Reason
 	failed     *inventory.Revision
+	// takeOver, for drift's correction, are the field managers whose
+	// fields each object's write takes first, by inventory id.
+	takeOver map[string][]ssa.FieldManager
 }
 
 // ObjectRef names an object for health checks: Kind/namespace/name, or

@@ -123,6 +123,12 @@ type plan struct {
 	// once more under the lock, so that a run that raced for the lock
 	// cannot leave its version behind.
 	again bool
+	// dryRun is what the apply would make of the object, kept (with
+	// existing) only for drift.
+	dryRun *unstructured.Unstructured
+	// takeOver are field managers besides kubectl's whose fields the
+	// write takes first (drift's correction of fields set by hand).
+	takeOver []ssa.FieldManager
 }
 
 // planner dry-runs objects against the cluster.
@@ -171,6 +177,12 @@ type planner struct {
 	// keepOwnerLabels: the run names no inventory (a diff), so the live
 	// object's inventory labels are not reported as removed.
 	keepOwnerLabels bool
+	// keepLive keeps every plan's live object and dry-run result, which
+	// drift compares.
+	keepLive bool
+	// takeOver are, by inventory id, field managers whose fields an
+	// object's write takes first, so that the apply can remove them.
+	takeOver map[string][]ssa.FieldManager
 }
 
 // inventoryRef names an inventory: its ConfigMap's namespace and name.
@@ -204,6 +216,7 @@ func (r *run) newPlanner() *planner {
 	p.keepOwnerLabels = r.opts.Inventory == ""
 	p.validateAll = r.opts.ValidateAll
 	p.refuseConflicts = r.opts.RefuseConflicts
+	p.takeOver = r.opts.takeOver
 	p.onDryRun = r.findSources
 	return p
 }
@@ -505,10 +518,13 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 		pl.kind, pl.reason = planSkip, "exists, and is annotated ssa: IfNotPresent"
 		return pl
 	}
+	extra := p.takeOver[inventory.EntryFor(o.Unstructured).ID]
 	if !dryRunSent {
-		if pl.existing != nil && unchangedOnServer(appliedObject(o.Unstructured), pl.existing) {
+		if pl.existing != nil && len(extra) == 0 && unchangedOnServer(appliedObject(o.Unstructured), pl.existing) {
 			p.fast.Add(1)
-			pl.existing = nil
+			if !p.keepLive {
+				pl.existing = nil
+			}
 			return pl // planUnchanged
 		}
 		if !sendDryRun(true) {
@@ -545,9 +561,16 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 	if !utils.AnyInMetadata(o.Unstructured, mergeSelector) && needsTakeOver(pl.existing) {
 		pl.cleanup = true
 	}
+	if len(extra) > 0 {
+		pl.cleanup, pl.takeOver = true, extra
+	}
 	if pl.cleanup || drifted(pl.existing, dryRun) {
 		pl.kind = planConfigure
 		pl.withDiff(pl.existing, dryRun)
+	}
+	if p.keepLive {
+		pl.dryRun = dryRun
+		return pl
 	}
 	if !pl.cleanup {
 		// Only kubectl's take-over needs the live object later; at

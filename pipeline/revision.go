@@ -155,7 +155,10 @@ func Rollback(ctx context.Context, opts Options, to int, connect Connector, obs 
 	// The set is the revision's; nothing is pushed.
 	opts.Artifact = nil
 	r := newRun("rollback", opts, connect, obs)
-	res := r.deploy(ctx, r.revisionStage())
+	inv := opts.InventoryNamespace + "/" + opts.Inventory
+	res := r.deploy(ctx, r.revisionStage(true, func(list []*inventory.Revision) (*inventory.Revision, error) {
+		return pickRevision(list, opts.rollbackTo, opts.failed, inv)
+	}))
 	if res.Reason == result.ReasonSucceeded {
 		res.Reason = result.ReasonRolledBack
 		res.Message = fmt.Sprintf("revision %d applied again", res.RolledBackTo)
@@ -163,11 +166,11 @@ func Rollback(ctx context.Context, opts Options, to int, connect Connector, obs 
 	return res
 }
 
-// revisionStage reads the revision to apply again and makes the set from
-// it: its objects, or, for a revision that holds only an artifact's
-// digest, the artifact pulled (verified and decrypted as any pull) and
-// built.
-func (r *run) revisionStage() stage {
+// revisionStage reads the revision pick chooses and makes the set from it:
+// its objects, or, for a revision that holds only an artifact's digest,
+// the artifact pulled (verified and decrypted as any pull) and built. For
+// a rollback, the run records that it applies that revision again.
+func (r *run) revisionStage(rollback bool, pick func([]*inventory.Revision) (*inventory.Revision, error)) stage {
 	inv := r.opts.InventoryNamespace + "/" + r.opts.Inventory
 	return stage{name: "revision", reason: result.ReasonInvalidInput, stopOnError: true, run: func(ctx context.Context) error {
 		fail := func(reason result.Reason, err error) error {
@@ -181,7 +184,7 @@ func (r *run) revisionStage() stage {
 		if err != nil {
 			return fail(result.ReasonApplyFailed, err)
 		}
-		picked, err := pickRevision(list, r.opts.rollbackTo, r.opts.failed, inv)
+		picked, err := pick(list)
 		if err != nil {
 			return &RevisionRefusedError{Err: err}
 		}
@@ -189,10 +192,14 @@ func (r *run) revisionStage() stage {
 		if err != nil {
 			return fail(result.ReasonApplyFailed, err)
 		}
-		r.from = rv
-		r.res.RolledBackTo = rv.Number
 		r.res.Source, r.res.Revision = rv.Source, rv.GitRevision
-		r.obs.Info(fmt.Sprintf("rolling inventory %s back to revision %d (%s%s)", inv, rv.Number, rv.Source, at(rv.GitRevision)))
+		if rollback {
+			r.from = rv
+			r.res.RolledBackTo = rv.Number
+			r.obs.Info(fmt.Sprintf("rolling inventory %s back to revision %d (%s%s)", inv, rv.Number, rv.Source, at(rv.GitRevision)))
+		} else {
+			r.obs.Info(fmt.Sprintf("comparing with revision %d of inventory %s (%s%s)", rv.Number, inv, rv.Source, at(rv.GitRevision)))
+		}
 		if rv.HoldsObjects() {
 			objs, err := rv.ObjectsOf()
 			if err != nil {

@@ -77,6 +77,11 @@ func Outputs(res *result.Result, reportPath, diffPath string) map[string]string 
 	if a := res.Artifact; a != nil {
 		out["artifact-url"], out["artifact-digest"], out["artifact-tags"] = a.URL, a.Digest, strings.Join(a.Tags, ",")
 	}
+	out["drifted"], out["drifted-objects"] = "", ""
+	if res.Command == "drift" {
+		n := c[result.Drifted] + c[result.Missing]
+		out["drifted"], out["drifted-objects"] = strconv.FormatBool(n > 0), strconv.Itoa(n)
+	}
 	out["history-revision"], out["rolled-back-to"], out["cause"] = "", "", string(res.Cause)
 	if res.RecordedRevision > 0 {
 		out["history-revision"] = strconv.Itoa(res.RecordedRevision)
@@ -97,7 +102,7 @@ func OutputNames() []string {
 		names = append(names, string(a))
 	}
 	return append(names, "changed", "reason", "revision", "inventory", "report", "diff", "artifact-url", "artifact-digest", "artifact-tags",
-		"history-revision", "rolled-back-to", "cause")
+		"history-revision", "rolled-back-to", "cause", "drifted", "drifted-objects")
 }
 
 // GitHubOutputs writes the step outputs to GITHUB_OUTPUT, each with a

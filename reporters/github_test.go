@@ -66,7 +66,7 @@ func TestOutputsNeverEndEarly(t *testing.T) {
 	if strings.Contains(other.String(), delim) {
 		t.Error("two outputs share a delimiter")
 	}
-	if got := OutputNames(); strings.Join(got, ",") != "created,configured,recreated,unchanged,deleted,skipped,failed,changed,reason,revision,inventory,report,diff,artifact-url,artifact-digest,artifact-tags,history-revision,rolled-back-to,cause" {
+	if got := OutputNames(); strings.Join(got, ",") != "created,configured,recreated,unchanged,deleted,skipped,failed,changed,reason,revision,inventory,report,diff,artifact-url,artifact-digest,artifact-tags,history-revision,rolled-back-to,cause,drifted,drifted-objects" {
 		t.Errorf("outputs %v", got)
 	}
 }

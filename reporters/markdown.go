@@ -57,6 +57,8 @@ func outcomeIcon(res *result.Result) string {
 		return "📝"
 	case res.Command == "rollback" && res.Reason == result.ReasonRolledBack:
 		return "↩️"
+	case res.Reason == result.ReasonDriftDetected:
+		return "⚠️"
 	case res.Succeeded():
 		return "✅"
 	default:
@@ -74,6 +76,15 @@ func headline(res *result.Result) string {
 		return fmt.Sprintf("%s gantry diff%s: no changes", outcomeIcon(res), against(res))
 	case res.Command == "diff" && res.Base != "":
 		return fmt.Sprintf("%s gantry diff%s: %s", outcomeIcon(res), against(res), res.Reason)
+	case res.Command == "drift" && res.Reason == result.ReasonDriftDetected:
+		n := c[result.Drifted] + c[result.Missing]
+		corrected := ""
+		if res.Correction != nil {
+			corrected = ", corrected"
+		}
+		return fmt.Sprintf("%s gantry drift: %d %s drifted%s", outcomeIcon(res), n, plural(n, "object", "objects"), corrected)
+	case res.Command == "drift" && res.Succeeded():
+		return fmt.Sprintf("%s gantry drift: no drift", outcomeIcon(res))
 	case res.Command == "rollback" && res.RolledBackTo > 0:
 		return fmt.Sprintf("%s gantry rollback to revision %d: %s", outcomeIcon(res), res.RolledBackTo, res.Reason)
 	case res.Cause != "" && res.Reason == result.ReasonRolledBack:
@@ -167,7 +178,7 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 		switch o.Action {
 		case result.Failed:
 			failed = append(failed, o)
-		case result.Created, result.Configured, result.Recreated, result.Deleted:
+		case result.Created, result.Configured, result.Recreated, result.Deleted, result.Drifted, result.Missing:
 			changed = append(changed, o)
 		}
 		if o.Health != nil && o.Health.Status != "Current" && o.Action != result.Failed {
@@ -192,7 +203,28 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 			}
 			b.WriteString("\n")
 		}
-		if len(changed) > 0 {
+		if res.Command == "drift" && len(changed) > 0 {
+			b.WriteString("#### Drift\n\n| object | field | change | by | when |\n|---|---|---|---|---|\n")
+			rows := 0
+			for _, o := range changed {
+				for _, d := range o.Drift {
+					if rows == maxTableRows {
+						omitted = append(omitted, "more drifted fields")
+						break
+					}
+					field, by, when := "`"+cell(d.Field)+"`", cell(d.Manager), ""
+					if o.Action == result.Missing {
+						field, by = "(the whole object)", "deleted by hand"
+					}
+					if d.Time != nil {
+						when = d.Time.UTC().Format("2006-01-02 15:04 UTC")
+					}
+					fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", o.Ref(), field, d.Change, by, when)
+					rows++
+				}
+			}
+			b.WriteString("\n")
+		} else if len(changed) > 0 {
 			b.WriteString("#### Changes\n\n| object | action | file | lines |\n|---|---|---|---|\n")
 			for i, o := range changed {
 				if i == maxTableRows {
@@ -246,12 +278,19 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 		omitted = append(omitted, "the diffs")
 	}
 
-	if rb := res.Rollback; rb != nil {
-		// The rollback's own run, as its own rendering one level down.
-		sub := Markdown(rb, Page{}, detail)
-		sub = strings.Replace(sub, "### ", "#### Rollback: ", 1)
-		sub = strings.ReplaceAll(sub, "\n#### ", "\n##### ")
-		b.WriteString(sub + "\n")
+	for _, other := range []struct {
+		title string
+		run   *result.Result
+	}{{"Rollback", res.Rollback}, {"Correction", res.Correction}} {
+		title, sub := other.title, other.run
+		if sub == nil {
+			continue
+		}
+		// The other run, as its own rendering one level down.
+		md := Markdown(sub, Page{}, detail)
+		md = strings.Replace(md, "### ", "#### "+title+": ", 1)
+		md = strings.ReplaceAll(md, "\n#### ", "\n##### ")
+		b.WriteString(md + "\n")
 	}
 
 	if len(omitted) > 0 || page.RunURL != "" {

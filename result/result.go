@@ -56,6 +56,9 @@ const (
 	// whose own apply or wait failed (still a failed deploy; Cause says
 	// why).
 	ReasonRolledBack Reason = "RolledBack"
+	// ReasonDriftDetected: drift found live objects that differ from
+	// what gantry applied, or that are gone (exit 3).
+	ReasonDriftDetected Reason = "DriftDetected"
 )
 
 // Action is what happened, or would happen, to one object.
@@ -96,6 +99,15 @@ func (o Object) Where() string {
 // nothing. Only validate reports it.
 const Valid Action = "valid"
 
+// What drift found of an object: changed in the cluster since gantry
+// applied it (Drifted), gone from it (Missing), or as applied (InSync).
+// Only drift reports them.
+const (
+	Drifted Action = "drifted"
+	Missing Action = "missing"
+	InSync  Action = "in-sync"
+)
+
 // Actions lists every action in the order reports show them.
 var Actions = []Action{Created, Configured, Recreated, Unchanged, Deleted, Skipped, Failed}
 
@@ -135,6 +147,25 @@ type Object struct {
 	// Conflicts are the fields another field manager owned that this run
 	// takes (or, refused, would take), with that manager.
 	Conflicts []Conflict `json:"conflicts,omitempty"`
+	// Drift, for drift, lists the fields that differ from what gantry
+	// applied, each with the field manager that changed it.
+	Drift []Drift `json:"drift,omitempty"`
+}
+
+// Drift is one field of a live object that is not as gantry applied it.
+type Drift struct {
+	// Field is the field's path (.spec.replicas,
+	// .spec.template.spec.containers[name="web"].image).
+	Field string `json:"field"`
+	// Change is changed (the field gantry applies holds another value),
+	// added (a field gantry does not apply) or removed (one it applies
+	// is gone).
+	Change string `json:"change"`
+	// Manager is the field manager that owns the field now (who changed
+	// it), and Time when it last wrote the object, when the API server
+	// recorded it.
+	Manager string     `json:"manager,omitempty"`
+	Time    *time.Time `json:"time,omitempty"`
 }
 
 // Conflict is one field another field manager owns, which an apply with
@@ -236,6 +267,9 @@ type Result struct {
 	// apply itself failed with; Rollback is the rollback's own run.
 	Cause    Reason  `json:"cause,omitempty"`
 	Rollback *Result `json:"rollback,omitempty"`
+	// Correction, for drift with correct, is the apply that restored
+	// what had drifted.
+	Correction *Result `json:"correction,omitempty"`
 }
 
 // ActionsOf lists the actions a command's reports count, in order.
@@ -245,6 +279,8 @@ func ActionsOf(command string) []Action {
 		return []Action{Released, Skipped, Failed}
 	case "validate":
 		return []Action{Valid, Failed}
+	case "drift":
+		return []Action{Drifted, Missing, InSync, Skipped, Failed}
 	}
 	return Actions
 }

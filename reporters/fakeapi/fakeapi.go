@@ -28,9 +28,20 @@ type Comment struct {
 	User User   `json:"user"`
 }
 
-// GitHub answers the endpoints gantry's pull request comment uses, for
-// pull request 7 of acme/shop, checking each request as GitHub documents
-// it: method, path, token, headers, body. Mistakes are reported to T.
+// Issue is an issue as GitHub's REST API shows it.
+type Issue struct {
+	Number      int    `json:"number"`
+	Title       string `json:"title"`
+	Body        string `json:"body"`
+	State       string `json:"state"`
+	StateReason string `json:"state_reason,omitempty"`
+	User        User   `json:"user"`
+}
+
+// GitHub answers the endpoints gantry's pull request comment and drift
+// issue use, for pull request 7 of acme/shop and its issues, checking each
+// request as GitHub documents it: method, path, token, headers, body.
+// Mistakes are reported to T.
 type GitHub struct {
 	T      testing.TB
 	Token  string
@@ -43,6 +54,25 @@ type GitHub struct {
 	nextID   int64
 	writes   []string // "POST 1", "PATCH 1"
 	bodies   []string // every body written, in order
+	issues   []*Issue
+}
+
+// Issues returns copies of the repository's issues.
+func (f *GitHub) Issues() []Issue {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]Issue, len(f.issues))
+	for i, is := range f.issues {
+		out[i] = *is
+	}
+	return out
+}
+
+// SeedIssues adds existing issues.
+func (f *GitHub) SeedIssues(is ...*Issue) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.issues = append(f.issues, is...)
 }
 
 // Bodies returns every comment body written, in order.
@@ -136,6 +166,64 @@ func (f *GitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated)
 		_ = json.NewEncoder(w).Encode(c)
 
+	case r.Method == http.MethodGet && r.URL.Path == "/repos/acme/shop/issues":
+		q := r.URL.Query()
+		if q.Get("per_page") != "100" || q.Get("state") != "open" {
+			t.Errorf("list issues: state %q, per_page %q", q.Get("state"), q.Get("per_page"))
+		}
+		var open []*Issue
+		for _, is := range f.issues {
+			if is.State == "open" {
+				open = append(open, is)
+			}
+		}
+		_ = json.NewEncoder(w).Encode(open)
+
+	case r.Method == http.MethodPost && r.URL.Path == "/repos/acme/shop/issues":
+		m := readBody()
+		if f.Forbid {
+			w.WriteHeader(http.StatusForbidden)
+			fmt.Fprint(w, `{"message":"Resource not accessible by integration","status":"403"}`)
+			return
+		}
+		if m["title"] == "" {
+			t.Errorf("create issue without a title")
+		}
+		f.check(m["body"])
+		is := &Issue{Number: len(f.issues) + 100, Title: m["title"], Body: m["body"], State: "open", User: f.author()}
+		f.issues = append(f.issues, is)
+		f.writes = append(f.writes, fmt.Sprintf("POST issue %d", is.Number))
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(is)
+
+	case r.Method == http.MethodPatch && strings.HasPrefix(r.URL.Path, "/repos/acme/shop/issues/") && !strings.HasPrefix(r.URL.Path, "/repos/acme/shop/issues/comments/"):
+		n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/repos/acme/shop/issues/"))
+		m := readBody()
+		for _, is := range f.issues {
+			if is.Number != n {
+				continue
+			}
+			if is.User != f.author() {
+				t.Errorf("PATCH of issue %d by %s, someone else's", n, is.User.Login)
+			}
+			if b, ok := m["body"]; ok {
+				f.check(b)
+				is.Body = b
+			}
+			switch m["state"] {
+			case "":
+			case "open", "closed":
+				is.State, is.StateReason = m["state"], m["state_reason"]
+			default:
+				t.Errorf("issue state %q", m["state"])
+			}
+			f.writes = append(f.writes, fmt.Sprintf("PATCH issue %d %s", n, is.State))
+			_ = json.NewEncoder(w).Encode(is)
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"message":"Not Found"}`)
+
 	case r.Method == http.MethodPatch && strings.HasPrefix(r.URL.Path, "/repos/acme/shop/issues/comments/"):
 		id, _ := strconv.ParseInt(strings.TrimPrefix(r.URL.Path, "/repos/acme/shop/issues/comments/"), 10, 64)
 		body := readBody()["body"]
@@ -186,8 +274,21 @@ type Note struct {
 	} `json:"author"`
 }
 
-// GitLab answers the endpoints gantry's merge request note uses, for merge
-// request 9 of project 123, checking each request as GitLab documents it.
+// GitLabIssue is an issue as GitLab's API shows it.
+type GitLabIssue struct {
+	ID          int64  `json:"id"`
+	IID         int64  `json:"iid"`
+	Title       string `json:"title"`
+	Description string `json:"description"`
+	State       string `json:"state"`
+	Author      struct {
+		ID int64 `json:"id"`
+	} `json:"author"`
+}
+
+// GitLab answers the endpoints gantry's merge request note and drift issue
+// use, for merge request 9 of project 123 and its issues, checking each
+// request as GitLab documents it.
 type GitLab struct {
 	T      testing.TB
 	Token  string
@@ -198,6 +299,18 @@ type GitLab struct {
 	notes  []*Note
 	nextID int64
 	writes []string
+	issues []*GitLabIssue
+}
+
+// Issues returns copies of the project's issues.
+func (f *GitLab) Issues() []GitLabIssue {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]GitLabIssue, len(f.issues))
+	for i, is := range f.issues {
+		out[i] = *is
+	}
+	return out
 }
 
 // Seed adds existing notes; new ones are numbered after the last.
@@ -255,7 +368,73 @@ func (f *GitLab) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return s
 	}
 	const notes = "/api/v4/projects/123/merge_requests/9/notes"
+	const issues = "/api/v4/projects/123/issues"
+	issueBody := func() map[string]any {
+		if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("%s %s: Content-Type %q", r.Method, r.URL.Path, ct)
+		}
+		var m map[string]any
+		b, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Errorf("%s %s: body %q: %v", r.Method, r.URL.Path, b, err)
+		}
+		if d, ok := m["description"].(string); ok && (d == "" || len([]rune(d)) > 1_048_576) {
+			t.Errorf("issue description of %d characters", len([]rune(d)))
+		}
+		return m
+	}
 	switch {
+	case r.Method == http.MethodGet && r.URL.Path == issues:
+		if r.URL.Query().Get("state") != "opened" {
+			t.Errorf("list issues: state %q", r.URL.Query().Get("state"))
+		}
+		var open []*GitLabIssue
+		for _, is := range f.issues {
+			if is.State == "opened" {
+				open = append(open, is)
+			}
+		}
+		_ = json.NewEncoder(w).Encode(open)
+	case r.Method == http.MethodPost && r.URL.Path == issues && !f.Forbid:
+		m := issueBody()
+		title, _ := m["title"].(string)
+		desc, _ := m["description"].(string)
+		if title == "" {
+			t.Errorf("create issue without a title")
+		}
+		is := &GitLabIssue{ID: int64(len(f.issues) + 1000), IID: int64(len(f.issues) + 1), Title: title, Description: desc, State: "opened"}
+		is.Author.ID = f.Me
+		f.issues = append(f.issues, is)
+		f.writes = append(f.writes, fmt.Sprintf("POST issue %d", is.IID))
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(is)
+	case r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, issues+"/") && !f.Forbid:
+		iid, _ := strconv.ParseInt(strings.TrimPrefix(r.URL.Path, issues+"/"), 10, 64)
+		m := issueBody()
+		for _, is := range f.issues {
+			if is.IID != iid {
+				continue
+			}
+			if is.Author.ID != f.Me {
+				t.Errorf("PUT of issue %d by user %d", iid, is.Author.ID)
+			}
+			if d, ok := m["description"].(string); ok {
+				is.Description = d
+			}
+			switch m["state_event"] {
+			case nil:
+			case "close":
+				is.State = "closed"
+			case "reopen":
+				is.State = "opened"
+			default:
+				t.Errorf("state_event %v", m["state_event"])
+			}
+			f.writes = append(f.writes, fmt.Sprintf("PUT issue %d %s", iid, is.State))
+			_ = json.NewEncoder(w).Encode(is)
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
 	case r.Method == http.MethodGet && r.URL.Path == "/api/v4/user":
 		fmt.Fprintf(w, `{"id":%d,"username":"project_123_bot_abc","bot":true}`, f.Me)
 	case r.Method == http.MethodGet && r.URL.Path == notes:

@@ -1,0 +1,288 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fluxcd/pkg/ssa"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	"sigs.k8s.io/structured-merge-diff/v6/value"
+
+	"github.com/gantry-dev/gantry/inventory"
+	"github.com/gantry-dev/gantry/result"
+)
+
+// Drift compares what is live with what gantry applied: the inventory's
+// last revision, or the configuration given (a path or an artifact). Each
+// object is reported in sync, drifted (with every field that differs and
+// the field manager that changed it) or missing (deleted by hand). With
+// correct, the set is applied again, taking back the fields set by hand.
+// Nothing is written otherwise.
+func Drift(ctx context.Context, opts Options, connect Connector, obs Observer) *result.Result {
+	// Objects the inventory lists and the set lacks are for apply's
+	// prune, not drift.
+	opts.Prune = false
+	r := newRun("drift", opts, connect, obs)
+	r.res.Inventory = &result.Inventory{Name: opts.Inventory, Namespace: opts.InventoryNamespace}
+	first := r.buildStage()
+	if opts.Build.Path == "" && opts.Artifact == nil {
+		inv := opts.InventoryNamespace + "/" + opts.Inventory
+		first = r.revisionStage(false, func(list []*inventory.Revision) (*inventory.Revision, error) {
+			if len(list) == 0 {
+				return nil, fmt.Errorf("inventory %s has no revisions to compare with: give the configuration (path or artifact) instead", inv)
+			}
+			return list[0], nil
+		})
+	}
+	dctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	res := r.execute(dctx, r.withArtifact([]stage{first,
+		// Nothing is written: a failure is one of reading.
+		{name: "drift", reason: result.ReasonValidationFailed, stopOnError: true, run: r.drift},
+	}))
+	if !res.Succeeded() {
+		return res
+	}
+	c := res.Counts()
+	n := c[result.Drifted] + c[result.Missing]
+	if n == 0 {
+		res.Message = fmt.Sprintf("all %d objects as applied", c[result.InSync])
+		return res
+	}
+	res.Reason = result.ReasonDriftDetected
+	res.Message = fmt.Sprintf("%d %s drifted (%d changed, %d missing)", n, plural(n, "object", "objects"), c[result.Drifted], c[result.Missing])
+	if opts.Correct {
+		res.Correction = r.correct(ctx)
+		if !res.Correction.Succeeded() {
+			res.Reason = res.Correction.Reason
+			res.Message += "; correcting it failed: " + res.Correction.Message
+		} else {
+			res.Message += "; corrected"
+		}
+	}
+	return res
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// drift plans the set as an apply would (dry-runs, nothing written) and
+// reports each object's drift.
+func (r *run) drift(ctx context.Context) error {
+	if err := r.prepare(); err != nil {
+		return err
+	}
+	prev, err := r.store.Load(ctx, r.opts.InventoryNamespace, r.opts.Inventory)
+	if err != nil {
+		return err
+	}
+	if !prev.Exists() {
+		return fmt.Errorf("inventory %s/%s not found: nothing was applied to drift from", r.opts.InventoryNamespace, r.opts.Inventory)
+	}
+	r.prev, r.previous = prev, prev.Entries
+	listed := map[string]bool{}
+	for _, e := range prev.Entries {
+		listed[e.ID] = true
+	}
+	r.planner = r.newPlanner()
+	r.planner.keepLive = true
+	r.planner.findAbsent(ctx, r.opts.Concurrency)
+	if err := r.plan(ctx); err != nil {
+		return err
+	}
+	var failed []error
+	for _, pl := range r.plans {
+		o := resultObject(pl.obj.Unstructured, r.sourceOf(pl.obj), "drift", result.InSync)
+		switch {
+		case pl.kind == planFailed:
+			o.Action, o.Error = result.Failed, pl.err.Error()
+			failed = append(failed, r.objectError(pl.obj, pl.err))
+		case pl.kind == planSkip:
+			o.Action, o.Error = result.Skipped, pl.reason
+		case pl.existing == nil && listed[o.ID]:
+			o.Action = result.Missing
+			o.Drift = []result.Drift{{Field: ".", Change: "removed"}}
+			o.Diff = pl.diff
+		case pl.existing == nil:
+			o.Action, o.Error = result.Skipped, "not applied yet: gantry has not applied it, so it cannot have drifted"
+		default:
+			o.Drift = fieldDrift(pl.existing, pl.dryRun, appliedObject(pl.obj.Unstructured))
+			if len(o.Drift) > 0 {
+				o.Action, o.Diff = result.Drifted, pl.diff
+			}
+		}
+		r.record(o, o.Action != result.InSync)
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d objects could not be compared: %w", len(failed), joinErrors(failed))
+	}
+	return nil
+}
+
+// correct applies the set again, as an apply does (validated, written,
+// waited for), first taking the fields that other managers set by hand,
+// so that what the set does not have is removed.
+func (r *run) correct(ctx context.Context) *result.Result {
+	opts := r.opts
+	opts.takeOver = map[string][]ssa.FieldManager{}
+	for _, o := range r.res.Objects {
+		for _, d := range o.Drift {
+			if d.Manager != "" && d.Manager != FieldManager {
+				opts.takeOver[o.ID] = append(opts.takeOver[o.ID], ssa.FieldManager{Name: d.Manager, ExactMatch: true, OperationType: metav1.ManagedFieldsOperationUpdate},
+					ssa.FieldManager{Name: d.Manager, ExactMatch: true, OperationType: metav1.ManagedFieldsOperationApply})
+			}
+		}
+	}
+	c := newRun("apply", opts, r.connect, r.obs)
+	c.res.Source, c.res.Revision = r.res.Source, r.res.Revision
+	c.res.Artifact = r.res.Artifact
+	objects := r.objects
+	r.obs.Info("correcting the drift: applying the set again")
+	return c.deploy(ctx, stage{name: "build", reason: result.ReasonBuildFailed, stopOnError: true, run: func(context.Context) error {
+		c.objects = objects
+		return nil
+	}})
+}
+
+// controllers are the field managers of the cluster's own components:
+// what they write (a Deployment's revision annotation, a PVC's binding) is
+// the cluster at work, not drift.
+var controllers = map[string]bool{
+	"kube-controller-manager": true,
+	"kube-scheduler":          true,
+	"kubelet":                 true,
+	"kube-apiserver":          true,
+}
+
+// fieldDrift lists the fields of live that are not as gantry applied
+// them: those the apply would set back (dryRun, what it would make of the
+// object, differs from live) and those another manager added that the
+// configuration (desired) does not have. Each is named with the field
+// manager that owns it in live (who changed it) and when that manager
+// last wrote. Status, and what the cluster's controllers write, is not
+// drift. dryRun may be nil: live already held every value gantry applies.
+func fieldDrift(live, dryRun, desired *unstructured.Unstructured) []result.Drift {
+	var out []result.Drift
+	seen := map[string]bool{}
+	for _, mf := range live.GetManagedFields() {
+		if mf.Manager == FieldManager || mf.Subresource == "status" || controllers[mf.Manager] || mf.FieldsV1 == nil {
+			continue
+		}
+		set := &fieldpath.Set{}
+		if err := set.FromJSON(strings.NewReader(string(mf.FieldsV1.Raw))); err != nil {
+			continue
+		}
+		var when *time.Time
+		if mf.Time != nil {
+			t := mf.Time.UTC()
+			when = &t
+		}
+		set.Leaves().Iterate(func(p fieldpath.Path) {
+			if len(p) > 0 && p[0].FieldName != nil && *p[0].FieldName == "status" {
+				return
+			}
+			field := p.String()
+			if seen[field] {
+				return
+			}
+			lv, inLive := resolve(live.Object, p)
+			change := ""
+			if dryRun != nil {
+				if dv, inDry := resolve(dryRun.Object, p); inDry != inLive || !apiequality.Semantic.DeepEqual(lv, dv) {
+					change = "changed"
+				}
+			}
+			if _, inDesired := resolve(desired.Object, p); change == "" && !inDesired && inLive {
+				change = "added"
+			}
+			if change == "" {
+				return
+			}
+			seen[field] = true
+			out = append(out, result.Drift{Field: field, Change: change, Manager: mf.Manager, Time: when})
+		})
+	}
+	if len(out) == 0 && dryRun != nil && drifted(live, dryRun) {
+		// The apply would change the object, yet no other manager owns
+		// what differs: its managed fields were removed or replaced.
+		out = append(out, result.Drift{Field: ".", Change: "changed"})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Field < out[j].Field })
+	return out
+}
+
+// resolve finds the value at p in an object as unstructured holds it.
+func resolve(obj any, p fieldpath.Path) (any, bool) {
+	cur := obj
+	for _, pe := range p {
+		switch {
+		case pe.FieldName != nil:
+			m, ok := cur.(map[string]any)
+			if !ok {
+				return nil, false
+			}
+			if cur, ok = m[*pe.FieldName]; !ok {
+				return nil, false
+			}
+		case pe.Key != nil:
+			list, ok := cur.([]any)
+			if !ok {
+				return nil, false
+			}
+			found := false
+			for _, e := range list {
+				m, ok := e.(map[string]any)
+				if !ok {
+					continue
+				}
+				match := true
+				for _, f := range *pe.Key {
+					v, ok := m[f.Name]
+					if !ok || !value.Equals(value.NewValueInterface(v), f.Value) {
+						match = false
+						break
+					}
+				}
+				if match {
+					cur, found = e, true
+					break
+				}
+			}
+			if !found {
+				return nil, false
+			}
+		case pe.Value != nil:
+			list, ok := cur.([]any)
+			if !ok {
+				return nil, false
+			}
+			found := false
+			for _, e := range list {
+				if value.Equals(value.NewValueInterface(e), *pe.Value) {
+					cur, found = e, true
+					break
+				}
+			}
+			if !found {
+				return nil, false
+			}
+		case pe.Index != nil:
+			list, ok := cur.([]any)
+			if !ok || *pe.Index >= len(list) {
+				return nil, false
+			}
+			cur = list[*pe.Index]
+		}
+	}
+	return cur, true
+}
