@@ -1,0 +1,197 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gantry-dev/gantry/entrypoint"
+	"github.com/gantry-dev/gantry/reporters/fakeapi"
+	"github.com/gantry-dev/gantry/result"
+)
+
+// driftRun is one gantry run as a GitHub Action on a schedule would make
+// it: its outputs, its job summary and the drift issue on the local
+// stand-in of GitHub's API.
+type driftRun struct {
+	gantryRun
+	outputs, summary string
+	outputsFile      string
+}
+
+func runOnSchedule(t *testing.T, gh *httptest.Server, token string, args ...string) driftRun {
+	t.Helper()
+	dir := t.TempDir()
+	report, outputs, summary := filepath.Join(dir, "report.json"), filepath.Join(dir, "outputs"), filepath.Join(dir, "summary.md")
+	for _, f := range []string{outputs, summary} {
+		writeFile(t, f, "")
+	}
+	environ := []string{"HOME=" + os.Getenv("HOME"), "GANTRY_KUBECONFIG=" + env.Cluster.Kubeconfig, "GANTRY_REPORT=" + report,
+		"GITHUB_ACTIONS=true", "GITHUB_EVENT_NAME=schedule", "GITHUB_REPOSITORY=acme/shop", "GITHUB_API_URL=" + gh.URL,
+		"GITHUB_GRAPHQL_URL=" + gh.URL + "/graphql", "GITHUB_SERVER_URL=https://github.com", "GITHUB_RUN_ID=42",
+		"GITHUB_ACTOR=octocat", "GITHUB_OUTPUT=" + outputs, "GITHUB_STEP_SUMMARY=" + summary, "GANTRY_GITHUB_TOKEN=" + token}
+	var stdout, stderr bytes.Buffer
+	code := entrypoint.Run(context.Background(), args, environ, &stdout, &stderr)
+	r := driftRun{gantryRun: gantryRun{code: code, stdout: stdout.String(), stderr: stderr.String()}}
+	if b, err := os.ReadFile(report); err == nil {
+		r.res = &result.Result{}
+		if err := json.Unmarshal(b, r.res); err != nil {
+			t.Fatalf("report: %v", err)
+		}
+	}
+	o, _ := os.ReadFile(outputs)
+	s, _ := os.ReadFile(summary)
+	r.outputs, r.summary, r.outputsFile = string(o), string(s), outputs
+	t.Logf("gantry %s: exit %d\n%s", args[0], code, r.stderr)
+	return r
+}
+
+// driftOf finds an object's drift entry for a field.
+func driftOf(r gantryRun, ref, field string) *result.Drift {
+	o := objectByRef(r, ref)
+	if o == nil {
+		return nil
+	}
+	for i := range o.Drift {
+		if o.Drift[i].Field == field {
+			return &o.Drift[i]
+		}
+	}
+	return nil
+}
+
+// kubectl scale, kubectl label, kubectl edit of a ConfigMap and a deleted
+// Secret are each reported as drift with the field manager that made the
+// change (exit 3), in the report, the summary, the outputs and one issue;
+// correct restores them all; with nothing drifted drift exits 0 and the
+// issue is closed. No Secret value appears anywhere.
+func TestDriftReportsHandChangesAndCorrectsThem(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	secret := canary("driftsecret")
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "web.yaml"), webDeployment(ns, "settings", ""))
+	writeFile(t, filepath.Join(dir, "settings.yaml"), configMapYAML(ns, "settings", "one"))
+	writeFile(t, filepath.Join(dir, "token.yaml"), secretYAML(ns, secret))
+	if r := gantry(t, "apply", "--path="+dir, "--inventory=shop", "--inventory-namespace="+ns, "--timeout=60s"); r.code != 0 {
+		t.Fatalf("apply: exit %d\n%s", r.code, r.stderr)
+	}
+	gh := &fakeapi.GitHub{T: t, Token: "ghs_" + canary("token"), Viewer: "github-actions"}
+	srv := httptest.NewServer(gh)
+	defer srv.Close()
+	drift := []string{"drift", "--inventory=shop", "--inventory-namespace=" + ns, "--timeout=60s"}
+	scan := func(r driftRun) {
+		t.Helper()
+		res, _ := json.Marshal(r.res)
+		issues, _ := json.Marshal(gh.Issues())
+		// The runner is told each secret to mask: that line, and no other.
+		var log []string
+		for _, l := range strings.Split(r.stderr, "\n") {
+			if !strings.HasPrefix(l, "::add-mask::") {
+				log = append(log, l)
+			}
+		}
+		if !strings.Contains(r.stderr, "::add-mask::"+gh.Token) {
+			t.Errorf("the token was not masked")
+		}
+		for _, leak := range scanForSecrets(r.stdout+strings.Join(log, "\n")+string(res)+r.outputs+r.summary+string(issues), secret, base64.StdEncoding.EncodeToString([]byte(secret)), gh.Token) {
+			t.Errorf("%q is printed or reported", leak)
+		}
+	}
+
+	clean := runOnSchedule(t, srv, gh.Token, drift...)
+	scan(clean)
+	if clean.code != 0 || clean.res.Reason != result.ReasonSucceeded || clean.res.Counts()[result.InSync] != 3 {
+		t.Fatalf("drift right after the apply: exit %d, %s %v\n%s", clean.code, clean.res.Reason, clean.res.Counts(), clean.stderr)
+	}
+	if len(gh.Issues()) != 0 {
+		t.Errorf("an issue was opened without drift")
+	}
+
+	kubectl := func(extra []string, args ...string) {
+		t.Helper()
+		cmd := exec.Command(kubectlPath(t), append([]string{"--kubeconfig", env.Cluster.Kubeconfig, "-n", ns}, args...)...)
+		cmd.Env = append(os.Environ(), extra...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+		}
+	}
+	kubectl(nil, "scale", "deployment/web", "--replicas=3")
+	kubectl(nil, "label", "deployment/web", "owner=someone")
+	kubectl([]string{"KUBE_EDITOR=sed -i s/one/edited-by-hand/"}, "edit", "configmap/settings")
+	kubectl(nil, "delete", "secret/token")
+
+	found := runOnSchedule(t, srv, gh.Token, drift...)
+	scan(found)
+	if found.code != entrypoint.ExitChanges || found.res.Reason != result.ReasonDriftDetected {
+		t.Fatalf("drift after the changes by hand: exit %d, %s\n%s", found.code, found.res.Reason, found.stderr)
+	}
+	for _, want := range []struct{ ref, field, change, manager string }{
+		{"Deployment.apps/" + ns + "/web", ".spec.replicas", "changed", "kubectl"},
+		{"Deployment.apps/" + ns + "/web", ".metadata.labels.owner", "added", "kubectl-label"},
+		{"ConfigMap/" + ns + "/settings", ".data.value", "changed", "kubectl-edit"},
+	} {
+		d := driftOf(found.gantryRun, want.ref, want.field)
+		if d == nil || d.Change != want.change || d.Manager != want.manager {
+			t.Errorf("%s %s: %+v, want %s by %s", want.ref, want.field, d, want.change, want.manager)
+		}
+	}
+	if d := driftOf(found.gantryRun, "ConfigMap/"+ns+"/settings", ".data.value"); d != nil && d.Time == nil {
+		t.Errorf("kubectl edit's change has no time")
+	}
+	if o := objectByRef(found.gantryRun, "Secret/"+ns+"/token"); o == nil || o.Action != result.Missing {
+		t.Errorf("the deleted Secret: %+v, want missing", o)
+	}
+	if outs := parseOutputs(t, found.outputsFile); outs["drifted"] != "true" || outs["drifted-objects"] != "3" {
+		t.Errorf("outputs drifted=%q drifted-objects=%q\n%s", outs["drifted"], outs["drifted-objects"], found.outputs)
+	}
+	if !strings.Contains(found.summary, "gantry drift: 3 objects drifted") || !strings.Contains(found.summary, "kubectl-label") {
+		t.Errorf("summary:\n%s", found.summary)
+	}
+	issues := gh.Issues()
+	if len(issues) != 1 || issues[0].State != "open" || !strings.Contains(issues[0].Body, "kubectl-edit") {
+		t.Fatalf("issues after the drift: %+v", issues)
+	}
+
+	fixed := runOnSchedule(t, srv, gh.Token, append(drift, "--correct")...)
+	scan(fixed)
+	if fixed.code != entrypoint.ExitChanges || fixed.res.Correction == nil || !fixed.res.Correction.Succeeded() {
+		t.Fatalf("drift --correct: exit %d, correction %+v\n%s", fixed.code, fixed.res.Correction, fixed.stderr)
+	}
+	d, err := env.Client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *d.Spec.Replicas != 1 || d.Labels["owner"] != "" {
+		t.Errorf("after correct: replicas %d, labels %v", *d.Spec.Replicas, d.Labels)
+	}
+	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{})
+	if err != nil || cm.Data["value"] != "one" {
+		t.Errorf("after correct: ConfigMap %v, %v", cm.Data, err)
+	}
+	if s, err := env.Client.CoreV1().Secrets(ns).Get(ctx, "token", metav1.GetOptions{}); err != nil || string(s.Data["token"]) != secret {
+		t.Errorf("after correct: the Secret is not back: %v", err)
+	}
+
+	gone := runOnSchedule(t, srv, gh.Token, drift...)
+	scan(gone)
+	if gone.code != 0 || gone.res.Reason != result.ReasonSucceeded {
+		t.Fatalf("drift after correct: exit %d, %s\n%s", gone.code, gone.res.Reason, gone.stderr)
+	}
+	if issues := gh.Issues(); len(issues) != 1 || issues[0].State != "closed" {
+		t.Errorf("the issue once the drift was gone: %+v", issues)
+	}
+	if got := strings.Join(gh.Writes(), ", "); !strings.HasPrefix(got, "POST issue") || !strings.HasSuffix(got, "closed") {
+		t.Errorf("issue writes: %s", got)
+	}
+}
