@@ -38,6 +38,12 @@ func TestWorkflowsPassActionlint(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no workflows")
 	}
+	// The workflows the README offers users.
+	examples, _ := filepath.Glob("github/*.yaml")
+	if len(examples) == 0 {
+		t.Fatal("no example workflows")
+	}
+	files = append(files, examples...)
 	out, err := exec.Command(tool(t, "actionlint"), files...).CombinedOutput()
 	if err != nil {
 		t.Errorf("actionlint: %v\n%s", err, out)
@@ -136,7 +142,7 @@ func TestGitLabTemplate(t *testing.T) {
 	if err := yaml.Unmarshal(b, &doc); err != nil {
 		t.Fatalf("not valid YAML: %v", err)
 	}
-	for _, job := range []string{".gantry", "gantry-diff", "gantry-apply"} {
+	for _, job := range []string{".gantry", "gantry-diff", "gantry-apply", "gantry-drift"} {
 		if _, ok := doc[job]; !ok {
 			t.Errorf("no job %s", job)
 		}
