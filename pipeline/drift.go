@@ -174,10 +174,14 @@ var controllers = map[string]bool{
 func fieldDrift(live, dryRun, desired *unstructured.Unstructured) []result.Drift {
 	var out []result.Drift
 	seen := map[string]bool{}
+	// explained: a difference the apply would undo is owned by a
+	// controller (an HPA's replicas): the cluster at work.
+	explained := false
 	for _, mf := range live.GetManagedFields() {
-		if mf.Manager == FieldManager || mf.Subresource == "status" || controllers[mf.Manager] || mf.FieldsV1 == nil {
+		if mf.Manager == FieldManager || mf.Subresource == "status" || mf.FieldsV1 == nil {
 			continue
 		}
+		controller := controllers[mf.Manager]
 		set := &fieldpath.Set{}
 		if err := set.FromJSON(strings.NewReader(string(mf.FieldsV1.Raw))); err != nil {
 			continue
@@ -208,11 +212,15 @@ func fieldDrift(live, dryRun, desired *unstructured.Unstructured) []result.Drift
 			if change == "" {
 				return
 			}
+			if controller {
+				explained = explained || change == "changed"
+				return
+			}
 			seen[field] = true
 			out = append(out, result.Drift{Field: field, Change: change, Manager: mf.Manager, Time: when})
 		})
 	}
-	if len(out) == 0 && dryRun != nil && drifted(live, dryRun) {
+	if len(out) == 0 && !explained && dryRun != nil && drifted(live, dryRun) {
 		// The apply would change the object, yet no other manager owns
 		// what differs: its managed fields were removed or replaced.
 		out = append(out, result.Drift{Field: ".", Change: "changed"})
