@@ -195,3 +195,43 @@ func TestDriftReportsHandChangesAndCorrectsThem(t *testing.T) {
 		t.Errorf("issue writes: %s", got)
 	}
 }
+
+// drift over a run file: every unit compared, one report; a unit changed
+// by hand is DriftDetected with its manager, the other in sync; exit 3.
+func TestDriftOverARunFile(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	root := t.TempDir()
+	for _, u := range []string{"a", "b"} {
+		if err := os.MkdirAll(filepath.Join(root, u), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(root, u, "cm.yaml"), configMapYAML(ns, "cm-"+u, "as-applied"))
+	}
+	runFile := filepath.Join(root, "gantry.yaml")
+	writeFile(t, runFile, "defaults:\n  inventory-namespace: "+ns+"\n  kubeconfig: "+env.Cluster.Kubeconfig+"\n  timeout: 1m\nunits:\n"+
+		"  - {name: a, path: a, inventory: a}\n  - {name: b, path: b, inventory: b}\n")
+	if r := gantryRunFile(t, ctx, "apply", "--run-file", runFile); r.code != 0 {
+		t.Fatalf("apply: exit %d\n%s", r.code, r.stderr)
+	}
+	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, "cm-b", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["value"] = "changed-by-a-script"
+	if _, err := env.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{FieldManager: "nightly-script"}); err != nil {
+		t.Fatal(err)
+	}
+	r := gantryRunFile(t, ctx, "drift", "--run-file", runFile)
+	if r.code != entrypoint.ExitChanges || r.run == nil || r.run.Reason != result.ReasonDriftDetected {
+		t.Fatalf("drift --run-file: exit %d\n%s", r.code, r.stderr)
+	}
+	if a := r.unit(t, "a"); a.Reason != result.ReasonSucceeded {
+		t.Errorf("unit a: %s %s", a.Reason, a.Message)
+	}
+	b := r.unit(t, "b")
+	if d := driftOf(gantryRun{res: b.Result}, "ConfigMap/"+ns+"/cm-b", ".data.value"); b.Reason != result.ReasonDriftDetected || d == nil || d.Manager != "nightly-script" {
+		t.Errorf("unit b: %s, drift %+v", b.Reason, d)
+	}
+}

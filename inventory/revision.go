@@ -126,7 +126,7 @@ func NewRevision(namespace, inventory string, objects []*unstructured.Unstructur
 	sum := sha256.Sum256(raw)
 	rv.Digest = "sha256:" + hex.EncodeToString(sum[:])
 	var b bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+	zw := gzip.NewWriter(&b)
 	if _, err := zw.Write(raw); err != nil {
 		return nil, err
 	}
@@ -229,14 +229,10 @@ func fromSecret(sec *corev1.Secret, withObjects bool) (*Revision, bool) {
 	return rv, true
 }
 
-// AddRevision records rv as the inventory's next revision, then deletes
-// the oldest ones beyond history (at least 1 is kept: the one added). It
-// returns the number given.
-func (s *Store) AddRevision(ctx context.Context, rv *Revision, history int) (int, error) {
-	existing, err := s.Revisions(ctx, rv.Namespace, rv.Inventory)
-	if err != nil {
-		return 0, err
-	}
+// AddRevision records rv as the inventory's next revision after existing
+// (as Revisions lists them), then deletes the oldest ones beyond history
+// (at least 1 is kept: the one added). It returns the number given.
+func (s *Store) AddRevision(ctx context.Context, rv *Revision, existing []*Revision, history int) (int, error) {
 	rv.Number = 1
 	if len(existing) > 0 {
 		rv.Number = existing[0].Number + 1

@@ -36,7 +36,11 @@ func TestRevisionsAreNumberedAndBoundedByHistory(t *testing.T) {
 			t.Fatal(err)
 		}
 		rv.Outcome = "ReconciliationSucceeded"
-		n, err := s.AddRevision(ctx, rv, 3)
+		existing, err := s.Revisions(ctx, "shop", "shop")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := s.AddRevision(ctx, rv, existing, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +110,7 @@ func TestRevisionOfAnArtifactHoldsNoObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	rv.Artifact, rv.Digest, rv.Objects = "oci://r.example/shop@sha256:abc", "sha256:abc", 12
-	if _, err := s.AddRevision(ctx, rv, DefaultHistory); err != nil {
+	if _, err := s.AddRevision(ctx, rv, nil, DefaultHistory); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Revision(ctx, "shop", "shop", 1)

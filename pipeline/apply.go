@@ -36,6 +36,8 @@ func (r *run) validate(ctx context.Context) error {
 	if err := r.prepare(); err != nil {
 		return err
 	}
+	// The revision is compressed while the cluster is asked.
+	revision := r.prepareRevision()
 	r.planner = r.newPlanner()
 	r.planner.findAbsent(ctx, r.opts.Concurrency)
 	lockLater, err := r.lockUnlessNew(ctx)
@@ -54,7 +56,7 @@ func (r *run) validate(ctx context.Context) error {
 	if err := r.validationFailures("validate"); err != nil {
 		return err
 	}
-	if err := r.prepareRevision(); err != nil {
+	if err := revision(); err != nil {
 		return err
 	}
 	if needs := r.provisionNeeds(lockLater); len(needs) > 0 {

@@ -12,15 +12,22 @@ import (
 	"github.com/gantry-dev/gantry/result"
 )
 
-// prepareRevision makes, once validation has passed, the revision this run
-// records when it has applied: the set's objects, compressed now so that a
-// set too large for one object is refused before anything is written. A
-// set that came from or went to an artifact is recorded by the artifact's
-// digest, with its objects too when they fit.
-func (r *run) prepareRevision() error {
+// prepareRevision starts making the revision this run records when it has
+// applied: the set's objects, compressed before anything is written, so
+// that a set too large for one object is refused then. A set that came
+// from or went to an artifact is recorded by the artifact's digest, with
+// its objects too when they fit. It runs beside validation; wait returns
+// its outcome.
+func (r *run) prepareRevision() (wait func() error) {
 	if r.res.Command != "apply" && r.res.Command != "rollback" {
-		return nil
+		return func() error { return nil }
 	}
+	done := make(chan error, 1)
+	go func() { done <- r.makeRevision() }()
+	return func() error { return <-done }
+}
+
+func (r *run) makeRevision() error {
 	objs := make([]*unstructured.Unstructured, 0, len(r.objects))
 	for _, o := range r.objects {
 		objs = append(objs, appliedObject(o.Unstructured))
@@ -73,12 +80,16 @@ func (r *run) recordRevision(ctx context.Context) {
 	ctx, cancel := graceContext(ctx, 10*time.Second)
 	defer cancel()
 	list, err := r.store.Revisions(ctx, r.opts.InventoryNamespace, r.opts.Inventory)
-	if err == nil && len(list) > 0 && list[0].Digest == rv.Digest && list[0].Artifact == rv.Artifact &&
+	if err != nil {
+		r.obs.Info("warning: the revision was not recorded: " + err.Error())
+		return
+	}
+	if len(list) > 0 && list[0].Digest == rv.Digest && list[0].Artifact == rv.Artifact &&
 		list[0].Outcome == rv.Outcome && r.from == nil {
 		r.res.RecordedRevision = list[0].Number
 		return
 	}
-	n, err := r.store.AddRevision(ctx, rv, r.opts.History)
+	n, err := r.store.AddRevision(ctx, rv, list, r.opts.History)
 	if n > 0 {
 		r.res.RecordedRevision = n
 		r.obs.Info(fmt.Sprintf("recorded revision %d of inventory %s/%s", n, r.opts.InventoryNamespace, r.opts.Inventory))

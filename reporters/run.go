@@ -157,6 +157,8 @@ func runIcon(r result.Reason) string {
 		return "⏸️"
 	case result.ReasonDependencyNotReady:
 		return "⏭️"
+	case result.ReasonDriftDetected:
+		return "⚠️"
 	}
 	return "❌"
 }
@@ -167,6 +169,11 @@ func unitOutcome(u result.Unit) string {
 	switch {
 	case u.Reason == result.ReasonSucceeded && u.Command == "diff":
 		return "no changes"
+	case u.Reason == result.ReasonSucceeded && u.Command == "drift":
+		return "in sync"
+	case u.Reason == result.ReasonDriftDetected:
+		n := u.Counts()[result.Drifted] + u.Counts()[result.Missing]
+		return fmt.Sprintf("%d drifted", n)
 	case u.Reason == result.ReasonProgressing:
 		return "changes pending"
 	case u.Reason == result.ReasonSucceeded && u.Changed():
@@ -211,7 +218,7 @@ func RunMarkdown(run *result.Run, page Page, detail Detail) string {
 
 	for _, u := range run.Units {
 		open := ""
-		if result.Severity(u.Reason) >= 3 || u.Reason == result.ReasonProgressing || (u.Reason == result.ReasonSucceeded && u.Changed()) {
+		if result.Severity(u.Reason) >= 3 || u.Reason == result.ReasonProgressing || u.Reason == result.ReasonDriftDetected || (u.Reason == result.ReasonSucceeded && u.Changed()) {
 			open = " open"
 		}
 		fmt.Fprintf(&b, "<details%s><summary>%s <b>%s</b>: %s</summary>\n\n", open, runIcon(u.Reason), htmlEscape(u.Name), htmlEscape(unitOutcome(u)))

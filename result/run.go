@@ -58,7 +58,7 @@ func Severity(r Reason) int {
 	switch r {
 	case ReasonSucceeded, ReasonSuspended:
 		return 0
-	case ReasonProgressing:
+	case ReasonProgressing, ReasonDriftDetected:
 		return 1
 	case ReasonDependencyNotReady:
 		return 2
@@ -85,8 +85,12 @@ func (r *Run) Conclude() {
 			counts["suspended"]++
 		case u.Reason == ReasonDependencyNotReady:
 			counts["not run"]++
+		case u.Reason == ReasonDriftDetected:
+			counts["drifted"]++
 		case s == 1:
 			counts["with changes pending"]++
+		case s == 0 && r.Command == "drift":
+			counts["in sync"]++
 		case s == 0 && r.Command == "validate":
 			counts["valid"]++
 		case s == 0 && u.Changed():
@@ -99,7 +103,7 @@ func (r *Run) Conclude() {
 		}
 	}
 	var parts []string
-	for _, k := range []string{"failed", "not run", "with changes pending", "changed", "unchanged", "valid", "suspended"} {
+	for _, k := range []string{"failed", "not run", "drifted", "with changes pending", "changed", "unchanged", "in sync", "valid", "suspended"} {
 		if counts[k] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
 		}

@@ -11,7 +11,7 @@
 // Scenarios: apply (first apply, no-op, one change, diff), newset (first
 // apply of a Namespace with its objects, and of a CRD with its custom
 // resources), prune, wait, build, memory, operator, tenants, units (a run
-// file of 20 units over three control planes), startup.
+// file of 20 units over three control planes), offline, drift, startup.
 //
 // kapp is timed beside kubectl where it is found: bin/kapp (make
 // bench-peers builds it) or a folder named by BENCH_PEERS.
@@ -65,7 +65,7 @@ func main() {
 	flag.IntVar(&b.memoryObjects, "memory-objects", 10000, "ConfigMaps of the memory scenario")
 	flag.IntVar(&b.offlineObjects, "offline-objects", 5000, "objects of the offline scenario's set (its memory row validates twice as many)")
 	flag.IntVar(&b.otherCRDs, "other-crds", 40, "CRDs of 285 KB the cluster serves in the operator scenario")
-	only := flag.String("only", "apply,newset,prune,wait,build,components,memory,operator,tenants,units,offline,startup", "scenarios to run, comma-separated")
+	only := flag.String("only", "apply,newset,prune,wait,build,components,memory,operator,tenants,units,offline,drift,startup", "scenarios to run, comma-separated")
 	flag.Parse()
 	b.only = map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
@@ -137,6 +137,9 @@ func (b *bench) run() error {
 	}
 	if b.only["offline"] {
 		rows = append(rows, b.offlineScenario(ctx)...)
+	}
+	if b.only["drift"] {
+		rows = append(rows, b.driftScenario(ctx)...)
 	}
 	// Last: its Deployments and pods leave the most behind.
 	if b.only["wait"] {
