@@ -354,3 +354,55 @@ func TestAtomicRollsBackAConfigMapRename(t *testing.T) {
 		t.Errorf("rollback: %+v", r.res.Rollback)
 	}
 }
+
+// A set applied from an artifact whose objects do not fit in a revision
+// is recorded by the artifact's digest alone; a rollback to it pulls the
+// artifact again (with the run's registry credentials) and applies it.
+func TestRollbackToARevisionThatNamesAnArtifact(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	reg, creds := realRegistry(t)
+	dir := t.TempDir()
+	for _, name := range []string{"blob-a", "blob-b"} {
+		buf := make([]byte, 450*1024)
+		if _, err := rand.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(dir, name+".yaml"), configMapYAML(ns, name, base64.StdEncoding.EncodeToString(buf)))
+	}
+	ref := "oci://" + reg + "/acme/blobs:v1"
+	if r := gantryAuth(t, creds, "push", "--path="+dir, "--artifact="+ref); r.code != 0 {
+		t.Fatalf("push: exit %d\n%s", r.code, r.stderr)
+	}
+	first := gantryAuth(t, creds, "apply", "--artifact="+ref, "--inventory=blobs", "--inventory-namespace="+ns, "--timeout=60s")
+	if first.code != 0 || first.res.RecordedRevision != 1 {
+		t.Fatalf("apply from the artifact: exit %d, revision %d\n%s", first.code, first.res.RecordedRevision, first.stderr)
+	}
+	revs := history(t, ns, "blobs")
+	if len(revs) != 1 || revs[0]["artifact"] != first.res.Artifact.URL || revs[0]["digest"] != first.res.Artifact.Digest {
+		t.Fatalf("revision of the artifact: %v", revs)
+	}
+	secret, err := env.Client.CoreV1().Secrets(ns).Get(ctx, inventory.RevisionName("blobs", 1), metav1.GetOptions{})
+	if err != nil || len(secret.Data) != 0 {
+		t.Errorf("the artifact's revision should hold no objects: %v, %d data keys", err, len(secret.Data))
+	}
+
+	small := t.TempDir()
+	writeFile(t, filepath.Join(small, "small.yaml"), configMapYAML(ns, "small", "v"))
+	if r := gantry(t, "apply", "--path="+small, "--inventory=blobs", "--inventory-namespace="+ns, "--timeout=60s", "--max-prune=100%"); r.code != 0 {
+		t.Fatalf("apply of another set: exit %d\n%s", r.code, r.stderr)
+	}
+	back := gantryAuth(t, creds, "rollback", "--inventory=blobs", "--inventory-namespace="+ns, "--timeout=60s", "--max-prune=100%")
+	if back.code != 0 || back.res.RolledBackTo != 1 || back.res.Artifact == nil || back.res.Artifact.Digest != first.res.Artifact.Digest {
+		t.Fatalf("rollback to the artifact's revision: exit %d, to %d, artifact %+v\n%s", back.code, back.res.RolledBackTo, back.res.Artifact, back.stderr)
+	}
+	for _, name := range []string{"blob-a", "blob-b"} {
+		if _, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Errorf("ConfigMap %s after the rollback: %v", name, err)
+		}
+	}
+	if _, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, "small", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("ConfigMap small after the rollback: %v, want it pruned", err)
+	}
+}
