@@ -201,7 +201,7 @@ func (s *Store) Revision(ctx context.Context, namespace, name string, n int) (*R
 	}
 	rv, ok := fromSecret(sec, true)
 	if !ok || rv.Inventory != name || rv.Number != n {
-		return nil, fmt.Errorf("Secret %s/%s is not a gantry revision of inventory %s; refusing to use it", namespace, sec.Name, name)
+		return nil, fmt.Errorf("the Secret %s/%s is not a gantry revision of inventory %s; refusing to use it", namespace, sec.Name, name)
 	}
 	return rv, nil
 }

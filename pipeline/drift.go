@@ -183,7 +183,7 @@ func fieldDrift(live, dryRun, desired *unstructured.Unstructured) []result.Drift
 		}
 		controller := controllers[mf.Manager]
 		set := &fieldpath.Set{}
-		if err := set.FromJSON(strings.NewReader(string(mf.FieldsV1.Raw))); err != nil {
+		if err := set.FromJSON(strings.NewReader(mf.FieldsV1.GetRawString())); err != nil {
 			continue
 		}
 		var when *time.Time

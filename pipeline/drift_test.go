@@ -21,7 +21,7 @@ func obj(t *testing.T, y string) *unstructured.Unstructured {
 
 func managed(manager, op, subresource, fields string, at *time.Time) metav1.ManagedFieldsEntry {
 	e := metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationType(op), Subresource: subresource,
-		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields)}
 	if at != nil {
 		e.Time = &metav1.Time{Time: *at}
 	}

@@ -269,11 +269,11 @@ func (r *run) undo(ctx context.Context, res *result.Result) *result.Result {
 	rb := Rollback(ctx, opts, 0, r.connect, r.obs)
 	rb.Command = "rollback"
 	res.Cause, res.Rollback = res.Reason, rb
-	switch {
-	case rb.Reason == result.ReasonRolledBack:
+	switch rb.Reason {
+	case result.ReasonRolledBack:
 		res.Reason = result.ReasonRolledBack
 		res.Message = fmt.Sprintf("%s; rolled back to revision %d", res.Message, rb.RolledBackTo)
-	case rb.Reason == result.ReasonInvalidInput:
+	case result.ReasonInvalidInput:
 		res.Message = fmt.Sprintf("%s; not rolled back: %s", res.Message, rb.Message)
 	default:
 		res.Reason = rb.Reason
