@@ -110,7 +110,7 @@ func (c *console) StageFinished(s result.Stage) {
 }
 
 func (c *console) ObjectDone(o result.Object) {
-	if o.Action == result.Unchanged {
+	if o.Action == result.Unchanged || o.Action == result.InSync {
 		return
 	}
 	action := string(o.Action)
@@ -139,6 +139,20 @@ func (c *console) ObjectDone(o result.Object) {
 		line += " (further objects it stopped are summed up at the end)"
 	}
 	c.printf("%s\n", line)
+	for _, d := range o.Drift {
+		if o.Action == result.Missing {
+			c.printf("    deleted by hand\n")
+			break
+		}
+		by := ""
+		if d.Manager != "" {
+			by = " by " + d.Manager
+		}
+		if d.Time != nil {
+			by += " at " + d.Time.UTC().Format(time.RFC3339)
+		}
+		c.printf("    %s %s%s\n", d.Field, d.Change, by)
+	}
 }
 
 func (c *console) Info(msg string) { c.printf("  %s\n", msg) }
