@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"strings"
 	"sync"
 
@@ -381,8 +382,11 @@ func actor(env map[string]string) string {
 		return fmt.Sprintf("%s (%s)", env["GITLAB_USER_LOGIN"], env["CI_JOB_URL"])
 	}
 	host, _ := os.Hostname()
-	user := firstNonEmpty(env["USER"], env["LOGNAME"], "unknown")
-	return user + "@" + host
+	name := firstNonEmpty(env["USER"], env["LOGNAME"])
+	if u, err := user.Current(); name == "" && err == nil {
+		name = u.Username
+	}
+	return firstNonEmpty(name, "unknown") + "@" + host
 }
 
 func indent(s string) string {
