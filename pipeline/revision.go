@@ -77,7 +77,18 @@ func (r *run) recordRevision(ctx context.Context) {
 			rv.Outcome = string(result.ReasonRolledBack)
 		}
 	}
-	ctx, cancel := graceContext(ctx, 10*time.Second)
+	// Within the run's own deadline (and a little grace, as the inventory
+	// gets): a run that has run out of time, or lost the inventory's
+	// lock, records nothing; its inventory says what it did.
+	deadline := r.deadlineCtx
+	if deadline == nil {
+		deadline = ctx
+	}
+	if deadline.Err() != nil || r.lease != nil && r.lease.Check() != nil {
+		r.obs.Info("no revision recorded: the run ended by its timeout, a cancellation or the loss of the inventory's lock")
+		return
+	}
+	ctx, cancel := graceContext(deadline, 5*time.Second)
 	defer cancel()
 	list, err := r.store.Revisions(ctx, r.opts.InventoryNamespace, r.opts.Inventory)
 	if err != nil {
