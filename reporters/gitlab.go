@@ -62,19 +62,11 @@ func (m *MergeRequestNote) publish(ctx context.Context, marker, body string) err
 	if m.Token == "" {
 		return ErrJobTokenCannotComment
 	}
-	hc := m.HTTPClient
-	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
-	}
-	client, err := gitlab.NewClient(m.Token, gitlab.WithBaseURL(m.APIURL), gitlab.WithHTTPClient(hc), gitlab.WithoutRetries())
+	client, me, err := gitlabAs(ctx, m.APIURL, m.Token, m.HTTPClient)
 	if err != nil {
 		return err
 	}
 	with := gitlab.WithContext(ctx)
-	me, _, err := client.Users.CurrentUser(with)
-	if err != nil {
-		return fmt.Errorf("finding the token's user: %w", err)
-	}
 
 	var existing *gitlab.Note
 	opts := &gitlab.ListMergeRequestNotesOptions{ListOptions: gitlab.ListOptions{PerPage: 100}}
@@ -103,6 +95,23 @@ func (m *MergeRequestNote) publish(ctx context.Context, marker, body string) err
 		_, _, err = client.Notes.UpdateMergeRequestNote(m.ProjectID, m.IID, existing.ID, &gitlab.UpdateMergeRequestNoteOptions{Body: gitlab.Ptr(body)}, with)
 	}
 	return err
+}
+
+// gitlabAs is a client of GitLab's API with token, and the token's user,
+// by whom gantry's own notes and issues are recognised.
+func gitlabAs(ctx context.Context, api, token string, hc *http.Client) (*gitlab.Client, *gitlab.User, error) {
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	client, err := gitlab.NewClient(token, gitlab.WithBaseURL(api), gitlab.WithHTTPClient(hc), gitlab.WithoutRetries())
+	if err != nil {
+		return nil, nil, err
+	}
+	me, _, err := client.Users.CurrentUser(gitlab.WithContext(ctx))
+	if err != nil {
+		return nil, nil, fmt.Errorf("finding the token's user: %w", err)
+	}
+	return client, me, nil
 }
 
 // Dotenv writes the scalar outputs as a dotenv report artifact

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/google/go-github/v89/github"
 	gitlab "gitlab.com/gitlab-org/api/client-go"
@@ -33,6 +32,37 @@ func DriftMarker(res *result.Result) string {
 func driftTitle(what string) string { return "Drift in " + what + " (gantry)" }
 
 func drifted(res *result.Result) bool { return res.Reason == result.ReasonDriftDetected }
+
+// driftIssue is what a drift issue says: its marker, its title, whether
+// the drift lasts (the issue is open), and its body within a size limit.
+type driftIssue struct {
+	marker, title string
+	open          bool
+	body          func(limit int, redact *Redactor) string
+}
+
+// driftIssueOf is the issue of one inventory's drift; ok is false for a
+// run that is not a drift, or one that failed: only a drift that ran says
+// whether there is drift.
+func driftIssueOf(res *result.Result, page Page) (is driftIssue, ok bool) {
+	if res.Command != "drift" || (!drifted(res) && !res.Succeeded()) {
+		return is, false
+	}
+	page.Marker = DriftMarker(res)
+	inv := strings.TrimPrefix(page.Marker, "gantry:drift inventory=")
+	return driftIssue{marker: page.Marker, title: driftTitle("inventory " + inv), open: drifted(res),
+		body: func(limit int, redact *Redactor) string { return StickyBody(res, page, limit, redact) }}, true
+}
+
+// runDriftIssueOf is the issue of a run file's drift.
+func runDriftIssueOf(run *result.Run, page Page) (is driftIssue, ok bool) {
+	if run.Command != "drift" {
+		return is, false
+	}
+	page.Marker = "gantry:drift run-file=" + run.RunFile
+	return driftIssue{marker: page.Marker, title: driftTitle("run file " + run.RunFile), open: runDrifted(run),
+		body: func(limit int, redact *Redactor) string { return RunStickyBody(run, page, limit, redact) }}, true
+}
 
 func runDrifted(run *result.Run) bool {
 	for _, u := range run.Units {
@@ -70,30 +100,25 @@ func (*GitHubDriftIssue) Name() string { return "GitHub drift issue" }
 
 // Report implements Reporter.
 func (g *GitHubDriftIssue) Report(ctx context.Context, res *result.Result) error {
-	if res.Command != "drift" || (!drifted(res) && !res.Succeeded()) {
-		return nil // only a drift that ran says whether there is drift
+	is, ok := driftIssueOf(res, g.Page)
+	if !ok {
+		return nil
 	}
-	page := g.Page
-	page.Marker = DriftMarker(res)
-	inv := strings.TrimPrefix(page.Marker, "gantry:drift inventory=")
-	return g.publish(ctx, page.Marker, driftTitle("inventory "+inv), drifted(res), func() string {
-		return StickyBody(res, page, CommentLimit, g.Redact)
-	})
+	return g.publish(ctx, is)
 }
 
 // ReportRun implements RunReporter: one issue per run file.
 func (g *GitHubDriftIssue) ReportRun(ctx context.Context, run *result.Run) error {
-	if run.Command != "drift" {
+	is, ok := runDriftIssueOf(run, g.Page)
+	if !ok {
 		return nil
 	}
-	page := g.Page
-	page.Marker = "gantry:drift run-file=" + run.RunFile
-	return g.publish(ctx, page.Marker, driftTitle("run file "+run.RunFile), runDrifted(run), func() string {
-		return RunStickyBody(run, page, CommentLimit, g.Redact)
-	})
+	return g.publish(ctx, is)
 }
 
-func (g *GitHubDriftIssue) publish(ctx context.Context, marker, title string, open bool, body func() string) error {
+func (g *GitHubDriftIssue) publish(ctx context.Context, is driftIssue) error {
+	marker, title, open := is.marker, is.title, is.open
+	body := func() string { return is.body(CommentLimit, g.Redact) }
 	pr := &PullRequestComment{APIURL: g.APIURL, GraphQLURL: g.GraphQLURL, Token: g.Token, HTTPClient: g.HTTPClient}
 	client, err := pr.client()
 	if err != nil {
@@ -173,46 +198,33 @@ func (*GitLabDriftIssue) Name() string { return "GitLab drift issue" }
 
 // Report implements Reporter.
 func (g *GitLabDriftIssue) Report(ctx context.Context, res *result.Result) error {
-	if res.Command != "drift" || (!drifted(res) && !res.Succeeded()) {
+	is, ok := driftIssueOf(res, g.Page)
+	if !ok {
 		return nil
 	}
-	page := g.Page
-	page.Marker = DriftMarker(res)
-	inv := strings.TrimPrefix(page.Marker, "gantry:drift inventory=")
-	return g.publish(ctx, page.Marker, driftTitle("inventory "+inv), drifted(res), func() string {
-		return StickyBody(res, page, NoteLimit, g.Redact)
-	})
+	return g.publish(ctx, is)
 }
 
 // ReportRun implements RunReporter: one issue per run file.
 func (g *GitLabDriftIssue) ReportRun(ctx context.Context, run *result.Run) error {
-	if run.Command != "drift" {
+	is, ok := runDriftIssueOf(run, g.Page)
+	if !ok {
 		return nil
 	}
-	page := g.Page
-	page.Marker = "gantry:drift run-file=" + run.RunFile
-	return g.publish(ctx, page.Marker, driftTitle("run file "+run.RunFile), runDrifted(run), func() string {
-		return RunStickyBody(run, page, NoteLimit, g.Redact)
-	})
+	return g.publish(ctx, is)
 }
 
-func (g *GitLabDriftIssue) publish(ctx context.Context, marker, title string, open bool, body func() string) error {
+func (g *GitLabDriftIssue) publish(ctx context.Context, is driftIssue) error {
+	marker, title, open := is.marker, is.title, is.open
+	body := func() string { return is.body(NoteLimit, g.Redact) }
 	if g.Token == "" {
 		return fmt.Errorf("no gitlab-token: CI_JOB_TOKEN cannot write issues; give gantry a project or group access token with the api scope in gitlab-token")
 	}
-	hc := g.HTTPClient
-	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
-	}
-	client, err := gitlab.NewClient(g.Token, gitlab.WithBaseURL(g.APIURL), gitlab.WithHTTPClient(hc), gitlab.WithoutRetries())
+	client, me, err := gitlabAs(ctx, g.APIURL, g.Token, g.HTTPClient)
 	if err != nil {
 		return err
 	}
 	with := gitlab.WithContext(ctx)
-	me, _, err := client.Users.CurrentUser(with)
-	if err != nil {
-		return fmt.Errorf("finding the token's user: %w", err)
-	}
 	var existing *gitlab.Issue
 	opts := &gitlab.ListProjectIssuesOptions{State: gitlab.Ptr("opened"), ListOptions: gitlab.ListOptions{PerPage: 100}}
 	for existing == nil {
