@@ -271,15 +271,11 @@ func TestRollbackToAChosenRevision(t *testing.T) {
 	}
 }
 
-// A set whose revision would not fit in one object is refused at
-// validation, before anything is written: no object, no inventory.
-func TestRevisionTooLargeIsRefusedBeforeWriting(t *testing.T) {
-	t.Parallel()
-	ns := env.Namespace(t)
-	ctx := context.Background()
-	dir := t.TempDir()
-	// Two ConfigMaps of 600 KiB of random data each: each fits in an
-	// object, compressed together they do not.
+// writeBlobs writes two ConfigMaps, blob-a and blob-b, of 600 KiB of
+// random data each: each fits in an object, compressed together they do
+// not fit in one revision.
+func writeBlobs(t *testing.T, dir, ns string) {
+	t.Helper()
 	for _, name := range []string{"blob-a", "blob-b"} {
 		buf := make([]byte, 450*1024)
 		if _, err := rand.Read(buf); err != nil {
@@ -287,6 +283,16 @@ func TestRevisionTooLargeIsRefusedBeforeWriting(t *testing.T) {
 		}
 		writeFile(t, filepath.Join(dir, name+".yaml"), configMapYAML(ns, name, base64.StdEncoding.EncodeToString(buf)))
 	}
+}
+
+// A set whose revision would not fit in one object is refused at
+// validation, before anything is written: no object, no inventory.
+func TestRevisionTooLargeIsRefusedBeforeWriting(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	writeBlobs(t, dir, ns)
 	r := gantry(t, "apply", "--path="+dir, "--inventory=big", "--inventory-namespace="+ns, "--timeout=60s")
 	if r.code != entrypoint.ExitFailed || r.res.Reason != result.ReasonValidationFailed {
 		t.Fatalf("exit %d, reason %s; want 1, ValidationFailed\n%s", r.code, r.res.Reason, r.stderr)
@@ -364,13 +370,7 @@ func TestRollbackToARevisionThatNamesAnArtifact(t *testing.T) {
 	ctx := context.Background()
 	reg, creds := realRegistry(t)
 	dir := t.TempDir()
-	for _, name := range []string{"blob-a", "blob-b"} {
-		buf := make([]byte, 450*1024)
-		if _, err := rand.Read(buf); err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, filepath.Join(dir, name+".yaml"), configMapYAML(ns, name, base64.StdEncoding.EncodeToString(buf)))
-	}
+	writeBlobs(t, dir, ns)
 	ref := "oci://" + reg + "/acme/blobs:v1"
 	if r := gantryAuth(t, creds, "push", "--path="+dir, "--artifact="+ref); r.code != 0 {
 		t.Fatalf("push: exit %d\n%s", r.code, r.stderr)
