@@ -51,8 +51,20 @@ step "apply the change; gantry waits until the third replica is ready"
 bin/gantry apply --path examples/hello --inventory hello --substitute "REPLICAS=3"
 bin/kubectl get deployment hello -n hello
 
-step "the inventory gantry keeps in the cluster"
+step "the inventory gantry keeps in the cluster, and its revisions"
 bin/gantry inventory --inventory hello
+bin/gantry history --inventory hello
+
+step "someone scales it by hand: gantry drift names the change and who made it (exit 3)"
+bin/kubectl scale deployment hello -n hello --replicas=5
+set +e
+bin/gantry drift --inventory hello
+echo "gantry drift exited $?"
+set -e
+
+step "roll back to the first revision (2 replicas), pruned and waited for as an apply"
+bin/gantry rollback --inventory hello --to 1
+bin/kubectl get deployment hello -n hello
 
 step "the JSON report of the first run (excerpt)"
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(json.dumps({k: r[k] for k in ("reason","inventory","stages")}, indent=2))' "$work/report.json" 2>/dev/null || head -c 1200 "$work/report.json"

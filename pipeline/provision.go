@@ -37,7 +37,7 @@ func (r *run) plan(ctx context.Context) error {
 	}
 	r.planner.knowing(r.prev)
 	r.plans = r.planner.planAll(ctx, r.objects, r.opts.Concurrency)
-	if n := r.planner.fast.Load(); n > 0 {
+	if n := r.planner.fast.Load(); n > 0 && r.res.Command != "drift" {
 		r.obs.Info(fmt.Sprintf("%d of %d objects already hold every value gantry applies: not dry-run (validate: all dry-runs them too)", n, len(r.objects)))
 	}
 	if slices.ContainsFunc(r.plans, func(pl *plan) bool { return pl.kind != planUnchanged }) {
