@@ -235,3 +235,39 @@ func TestDriftOverARunFile(t *testing.T) {
 		t.Errorf("unit b: %s, drift %+v", b.Reason, d)
 	}
 }
+
+// A Secret changed by hand is drift, named by its field and manager; its
+// values, the applied one and the one set by hand, appear nowhere.
+func TestDriftOfASecretShowsNoValue(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	applied, byHand := canary("applied"), canary("byhand")
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "token.yaml"), secretYAML(ns, applied))
+	if r := gantry(t, "apply", "--path="+dir, "--inventory=sec", "--inventory-namespace="+ns); r.code != 0 {
+		t.Fatalf("apply: exit %d\n%s", r.code, r.stderr)
+	}
+	s, err := env.Client.CoreV1().Secrets(ns).Get(ctx, "token", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Data["token"] = []byte(byHand)
+	if _, err := env.Client.CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"drift"}, {"drift", "--path=" + dir}, {"history"}, {"drift", "--correct"}} {
+		r := gantry(t, append(args, "--inventory=sec", "--inventory-namespace="+ns)...)
+		res, _ := json.Marshal(r.res)
+		for _, leak := range scanForSecrets(r.stdout+r.stderr+string(res), applied, byHand,
+			base64.StdEncoding.EncodeToString([]byte(applied)), base64.StdEncoding.EncodeToString([]byte(byHand))) {
+			t.Errorf("gantry %v prints or reports %q", args, leak)
+		}
+		if args[0] == "drift" && (r.code != entrypoint.ExitChanges || driftOf(r, "Secret/"+ns+"/token", ".data.token") == nil) {
+			t.Errorf("gantry %v: exit %d, the Secret's drift not named\n%s", args, r.code, r.stderr)
+		}
+	}
+	if s, err := env.Client.CoreV1().Secrets(ns).Get(ctx, "token", metav1.GetOptions{}); err != nil || string(s.Data["token"]) != applied {
+		t.Errorf("after correct the Secret holds another value: %v", err)
+	}
+}

@@ -22,7 +22,7 @@ var _ Reporter = (*TektonResults)(nil)
 const TektonBudget = 3 * 1024
 
 // TektonResultNames are the results a Task must declare.
-var TektonResultNames = []string{"created", "configured", "unchanged", "deleted", "skipped", "failed", "changed", "reason", "revision", "inventory", "artifact-url", "artifact-digest"}
+var TektonResultNames = []string{"created", "configured", "unchanged", "deleted", "skipped", "failed", "changed", "reason", "revision", "inventory", "artifact-url", "artifact-digest", "history-revision", "rolled-back-to", "cause", "drifted", "drifted-objects"}
 
 // Name implements Reporter.
 func (*TektonResults) Name() string { return "Tekton results" }
