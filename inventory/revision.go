@@ -288,13 +288,24 @@ func (s *Store) AddRevision(ctx context.Context, rv *Revision, existing []*Revis
 }
 
 // DeleteRevisions removes every revision of an inventory, as delete and
-// release remove the inventory itself.
+// release remove the inventory itself: one DELETE each, so that the run
+// needs no right beyond those it records them with.
 func (s *Store) DeleteRevisions(ctx context.Context, namespace, name string) error {
-	err := s.Client.CoreV1().Secrets(namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{
-		LabelSelector: ManagedByLabel + "=" + ManagedByValue + "," + RevisionOfLabel + "=" + name,
-	})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting the revisions of inventory %s/%s: %w", namespace, name, err)
+	list, err := s.Revisions(ctx, namespace, name)
+	if apierrors.IsForbidden(err) {
+		// A run that may not list Secrets there cannot have recorded
+		// any: there is nothing of it to delete.
+		return nil
 	}
-	return nil
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, rv := range list {
+		err := s.Client.CoreV1().Secrets(namespace).Delete(ctx, RevisionName(name, rv.Number), metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting revision %d of inventory %s/%s: %w", rv.Number, namespace, name, err))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -10,9 +10,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 func configMap(name, value string) *unstructured.Unstructured {
@@ -122,5 +125,40 @@ func TestRevisionOfAnArtifactHoldsNoObjects(t *testing.T) {
 	}
 	if _, err := got.ObjectsOf(); err == nil {
 		t.Error("the objects of an artifact's revision should be refused")
+	}
+}
+
+func TestDeleteRevisionsLeavesOtherInventories(t *testing.T) {
+	ctx := context.Background()
+	s := &Store{Client: fake.NewClientset()}
+	for _, inv := range []string{"shop", "shop", "blog"} {
+		rv, err := NewRevision("ns", inv, []*unstructured.Unstructured{configMap("a", inv)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		existing, _ := s.Revisions(ctx, "ns", inv)
+		if _, err := s.AddRevision(ctx, rv, existing, DefaultHistory); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DeleteRevisions(ctx, "ns", "shop"); err != nil {
+		t.Fatal(err)
+	}
+	shop, _ := s.Revisions(ctx, "ns", "shop")
+	blog, _ := s.Revisions(ctx, "ns", "blog")
+	if len(shop) != 0 || len(blog) != 1 {
+		t.Errorf("after deleting shop's revisions: shop %d, blog %d", len(shop), len(blog))
+	}
+}
+
+// A run that may not list Secrets cannot have recorded revisions: deleting
+// them is not an error then.
+func TestDeleteRevisionsWithoutTheRightToListSecrets(t *testing.T) {
+	client := fake.NewClientset()
+	client.PrependReactor("list", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(corev1.Resource("secrets"), "", errors.New("no"))
+	})
+	if err := (&Store{Client: client}).DeleteRevisions(context.Background(), "ns", "shop"); err != nil {
+		t.Errorf("got %v", err)
 	}
 }
