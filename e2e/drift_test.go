@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -269,5 +270,40 @@ func TestDriftOfASecretShowsNoValue(t *testing.T) {
 	}
 	if s, err := env.Client.CoreV1().Secrets(ns).Get(ctx, "token", metav1.GetOptions{}); err != nil || string(s.Data["token"]) != applied {
 		t.Errorf("after correct the Secret holds another value: %v", err)
+	}
+}
+
+// Right after an apply nothing has drifted, on the shapes people ship: an
+// app with its Namespace, a CRD and its custom resource, a Deployment, its
+// HPA and Service; an overlay with a component, generators and patches.
+// What the API server defaults and the controllers write is not drift.
+func TestNoDriftRightAfterAnApply(t *testing.T) {
+	t.Parallel()
+	dir, appNS := app(t, "app")
+	invNS := strings.TrimSuffix(appNS, "-app")
+	if r := gantry(t, applyArgs(dir, invNS, appNS)...); r.code != 0 {
+		t.Fatalf("apply: exit %d\n%s", r.code, r.stderr)
+	}
+	web := env.Namespace(t) + "-web"
+	t.Cleanup(func() { _ = env.Client.CoreV1().Namespaces().Delete(context.Background(), web, metav1.DeleteOptions{}) })
+	webArgs := []string{"--inventory=web", "--inventory-namespace=" + invNS, "--target-namespace=" + web, "--timeout=90s"}
+	if r := gantry(t, append([]string{"apply", "--path=" + filepath.Join("testdata", "offline", "shapes", "web", "overlays", "prod")}, webArgs...)...); r.code != 0 {
+		t.Fatalf("apply of the overlay: exit %d\n%s", r.code, r.stderr)
+	}
+	for _, args := range [][]string{
+		{"drift", "--inventory=app", "--inventory-namespace=" + invNS},
+		{"drift", "--path=" + dir, "--substitute=NS=" + appNS, "--inventory=app", "--inventory-namespace=" + invNS},
+		{"drift", "--inventory=web", "--inventory-namespace=" + invNS},
+	} {
+		r := gantry(t, args...)
+		if r.code != 0 || r.res.Reason != result.ReasonSucceeded {
+			var drifted []string
+			for _, o := range r.res.Objects {
+				for _, d := range o.Drift {
+					drifted = append(drifted, fmt.Sprintf("%s %s %s by %s", o.Ref(), d.Field, d.Change, d.Manager))
+				}
+			}
+			t.Errorf("gantry %v right after the apply: exit %d, %s\n%s\n%s", args, r.code, r.res.Reason, strings.Join(drifted, "\n"), r.stderr)
+		}
 	}
 }
