@@ -119,6 +119,13 @@ func runAsAction(t *testing.T, bin, workspace string, vars map[string]string) ru
 	for k, v := range vars {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
+	return runCommand(t, cmd, "gantry "+vars["INPUT_COMMAND"]+" (as a container action)")
+}
+
+// runCommand runs cmd and returns its exit code and output; a command
+// that cannot be started fails the test.
+func runCommand(t *testing.T, cmd *exec.Cmd, what string) runnerRun {
+	t.Helper()
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -128,7 +135,7 @@ func runAsAction(t *testing.T, bin, workspace string, vars map[string]string) ru
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("gantry %s (as a container action): exit %d\n%s", vars["INPUT_COMMAND"], code, stderr.String())
+	t.Logf("%s: exit %d\n%s", what, code, stderr.String())
 	return runnerRun{code, stdout.String(), stderr.String()}
 }
 
@@ -387,6 +394,7 @@ func readAll(t *testing.T, path string) string {
 	return string(b)
 }
 
+// withoutMasks drops the lines that tell GitHub's runner what to mask.
 func withoutMasks(s string) string {
 	var b strings.Builder
 	for _, l := range strings.Split(s, "\n") {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"net"
@@ -90,17 +89,7 @@ func docker(t *testing.T, vars map[string]string, stdin string, args ...string) 
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.Stdin = strings.NewReader(stdin)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("docker %s: exit %d\n%s", args[0], code, stderr.String())
-	return runnerRun{code, stdout.String(), stderr.String()}
+	return runCommand(t, cmd, "docker "+args[0])
 }
 
 // envFlags are -e NAME for each variable, sorted.
@@ -317,24 +306,13 @@ func TestImageAsGitHubContainerAction(t *testing.T) {
 	}
 	// The runner is told each secret to mask (::add-mask::); nothing else
 	// may carry one.
-	stderr := unmasked(first.stderr + d.stderr)
+	stderr := withoutMasks(first.stderr + d.stderr)
 	for name, text := range map[string]string{"stdout": first.stdout + d.stdout, "stderr": stderr, "summary": summary, "comment": gh.Comments()[0].Body, "outputs": readAll(t, filepath.Join(commands, "set_output_1"))} {
 		if strings.Contains(text, secretValue) || strings.Contains(text, token) {
 			t.Errorf("a secret reached the %s", name)
 		}
 	}
 	assertRemovableBy(t, ws, uid)
-}
-
-// unmasked drops the lines that tell GitHub's runner what to mask.
-func unmasked(log string) string {
-	var keep []string
-	for _, l := range strings.Split(log, "\n") {
-		if !strings.HasPrefix(l, "::add-mask::") {
-			keep = append(keep, l)
-		}
-	}
-	return strings.Join(keep, "\n")
 }
 
 // The image as GitLab's Docker executor runs a job of the shipped

@@ -6,18 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 )
-
-func obj(t *testing.T, y string) *unstructured.Unstructured {
-	t.Helper()
-	u := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
-		t.Fatal(err)
-	}
-	return u
-}
 
 func managed(manager, op, subresource, fields string, at *time.Time) metav1.ManagedFieldsEntry {
 	e := metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationType(op), Subresource: subresource,
@@ -30,7 +19,7 @@ func managed(manager, op, subresource, fields string, at *time.Time) metav1.Mana
 
 func TestFieldDrift(t *testing.T) {
 	when := time.Date(2026, 11, 24, 9, 30, 0, 0, time.UTC)
-	desired := obj(t, `
+	desired := decode(t, `
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web, namespace: shop, labels: {app: web}}
@@ -43,7 +32,7 @@ spec:
         - {name: sidecar, image: proxy:1}
 `)
 	// What gantry's apply would make of the live object below.
-	dryRun := obj(t, `
+	dryRun := decode(t, `
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web, namespace: shop, labels: {app: web, owner: someone}}
@@ -56,7 +45,7 @@ spec:
         - {name: sidecar, image: proxy:1}
 status: {replicas: 2}
 `)
-	live := obj(t, `
+	live := decode(t, `
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web, namespace: shop, labels: {app: web, owner: someone}}
@@ -96,7 +85,7 @@ status: {replicas: 5}
 
 	// An HPA's replicas (the controller manager, through scale) is the
 	// cluster at work, not drift.
-	scaled := obj(t, `
+	scaled := decode(t, `
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web, namespace: shop, labels: {app: web}}
