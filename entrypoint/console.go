@@ -203,9 +203,9 @@ func (c *console) summary(res *result.Result) {
 		where += ")"
 	}
 	reason := string(res.Reason)
-	if res.Succeeded() {
+	if res.ReachedGoal() {
 		reason = c.paint("32", reason)
-	} else if res.Reason != result.ReasonProgressing {
+	} else if res.Failed() {
 		reason = c.paint("31", reason)
 	}
 	c.printf("gantry %s: %s: %s%s\n", res.Command, reason, strings.Join(parts, ", "), where)
@@ -302,22 +302,6 @@ func runInventory(ctx context.Context, cfg *Config, connect pipeline.Connector, 
 	return ExitOK
 }
 
-// revisionView is one revision as history prints it.
-type revisionView struct {
-	Number        int       `json:"number"`
-	Time          time.Time `json:"time"`
-	Outcome       string    `json:"outcome"`
-	Cause         string    `json:"cause,omitempty"`
-	Objects       int       `json:"objects"`
-	Source        string    `json:"source,omitempty"`
-	GitRevision   string    `json:"revision,omitempty"`
-	Artifact      string    `json:"artifact,omitempty"`
-	Digest        string    `json:"digest,omitempty"`
-	By            string    `json:"by,omitempty"`
-	GantryVersion string    `json:"gantryVersion,omitempty"`
-	Note          string    `json:"note,omitempty"`
-}
-
 // runHistory lists an inventory's revisions, newest first.
 func runHistory(ctx context.Context, cfg *Config, connect pipeline.Connector, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
@@ -327,20 +311,17 @@ func runHistory(ctx context.Context, cfg *Config, connect pipeline.Connector, st
 		fmt.Fprintln(stderr, "gantry:", err)
 		return ExitFailed
 	}
-	store := &inventory.Store{Client: clients.Kube}
+	store := &inventory.Store{Client: clients.Kube, Metadata: clients.Metadata}
 	list, err := store.Revisions(ctx, cfg.InventoryNamespace, cfg.Inventory)
 	if err != nil {
 		fmt.Fprintln(stderr, "gantry:", err)
 		return ExitFailed
 	}
-	views := make([]revisionView, 0, len(list))
-	for _, rv := range list {
-		views = append(views, revisionView{Number: rv.Number, Time: rv.Time, Outcome: rv.Outcome, Cause: rv.Cause, Objects: rv.Objects,
-			Source: rv.Source, GitRevision: rv.GitRevision, Artifact: rv.Artifact, Digest: rv.Digest, By: rv.By,
-			GantryVersion: rv.GantryVersion, Note: rv.Note})
+	if list == nil {
+		list = []*inventory.Revision{} // [] in JSON, not null
 	}
 	if cfg.Output != "text" {
-		b, err := marshalAs(cfg.Output, views)
+		b, err := marshalAs(cfg.Output, list)
 		if err != nil {
 			fmt.Fprintln(stderr, "gantry:", err)
 			return ExitFailed
@@ -348,13 +329,13 @@ func runHistory(ctx context.Context, cfg *Config, connect pipeline.Connector, st
 		_, _ = io.WriteString(stdout, b)
 		return ExitOK
 	}
-	if len(views) == 0 {
+	if len(list) == 0 {
 		fmt.Fprintf(stderr, "gantry: inventory %s/%s has no revisions\n", cfg.InventoryNamespace, cfg.Inventory)
 		return ExitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "REVISION\tAPPLIED\tOUTCOME\tOBJECTS\tSOURCE\tREVISION\tDIGEST\tBY\tNOTE")
-	for _, v := range views {
+	for _, v := range list {
 		note := v.Note
 		if v.Cause != "" {
 			note = strings.TrimPrefix(note+"; after "+v.Cause, "; ")

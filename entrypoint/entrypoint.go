@@ -262,21 +262,22 @@ func (s *session) options(cfg *Config) pipeline.Options {
 		Atomic:                 cfg.Atomic,
 		Correct:                cfg.Correct,
 	}
-	if cfg.Command == "drift" && !cfg.PathGiven {
-		opts.Build.Path = "" // the last revision, or the artifact
-	}
-	if cfg.Command == "apply" || cfg.Command == "rollback" || cfg.Command == "drift" {
-		// A rollback to a revision that holds only an artifact's digest
-		// pulls it.
-		opts.ArtifactClient = artifactClient(cfg)
-	}
-	if cfg.Artifact != "" {
-		client := artifactClient(cfg)
+	var client *artifact.Client
+	switch {
+	case cfg.Artifact != "":
+		client = artifactClient(cfg)
 		opts.Artifact = &pipeline.ArtifactOptions{Ref: cfg.Artifact, Path: cfg.ArtifactPath, Tags: cfg.Tags, Client: client,
 			Meta: artifact.Meta{Source: cfg.Source, Revision: cfg.Revision}}
-		if (cfg.Command == "apply" || cfg.Command == "diff" || cfg.Command == "drift") && !cfg.PathGiven {
-			opts.Build.Path = "" // pull, then build what was pulled
-		}
+	case cfg.Command == "apply" || cfg.Command == "rollback" || cfg.Command == "drift":
+		client = artifactClient(cfg)
+	}
+	// A rollback (or an atomic apply's, or drift's) to a revision that
+	// holds only an artifact's digest pulls it.
+	opts.ArtifactClient = client
+	// Without a path, apply and diff pull the artifact and build what was
+	// pulled; drift compares with it, or with the last revision.
+	if !cfg.PathGiven && (cfg.Command == "drift" || cfg.Artifact != "" && (cfg.Command == "apply" || cfg.Command == "diff")) {
+		opts.Build.Path = ""
 	}
 	return opts
 }
@@ -333,15 +334,10 @@ func offlineOptions(ctx context.Context, cfg *Config, opts pipeline.Options) (*p
 
 // exitCode maps a result to the documented exit codes.
 func exitCode(res *result.Result, cfg *Config) int {
-	switch res.Reason {
-	case result.ReasonSucceeded:
+	if res.ReachedGoal() {
 		return ExitOK
-	case result.ReasonRolledBack:
-		// rollback reached its goal; an apply with atomic did not.
-		if res.Command == "rollback" {
-			return ExitOK
-		}
-		return ExitFailed
+	}
+	switch res.Reason {
 	case result.ReasonProgressing:
 		if cfg.DetailedExitcode {
 			return ExitChanges

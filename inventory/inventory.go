@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 
 	"github.com/gantry-dev/gantry/kube"
 )
@@ -110,6 +111,9 @@ func ConfigMapName(name string) string { return ConfigMapPrefix + name }
 // Store reads and writes inventories.
 type Store struct {
 	Client kubernetes.Interface
+	// Metadata, when set, lists revisions by their metadata alone: a
+	// revision can hold a megabyte, and every apply lists them.
+	Metadata metadata.Interface
 }
 
 // Load reads an inventory; one that does not exist yet is returned empty.

@@ -59,40 +59,45 @@ const (
 
 // Revision is one recorded apply of an inventory.
 type Revision struct {
-	Inventory, Namespace string
-	Number               int
-	Time                 time.Time
+	Inventory string    `json:"-"`
+	Namespace string    `json:"-"`
+	Number    int       `json:"number"`
+	Time      time.Time `json:"time"`
+	// Outcome is the reason the run that recorded it ended with, and
+	// Cause, for a rollback that atomic started, the reason of the
+	// failure it undid.
+	Outcome string `json:"outcome"`
+	Cause   string `json:"cause,omitempty"`
+	// Objects is how many objects the set has.
+	Objects int `json:"objects"`
 	// Source is the folder or artifact applied; GitRevision the commit it
 	// came from, when known.
-	Source, GitRevision string
+	Source      string `json:"source,omitempty"`
+	GitRevision string `json:"revision,omitempty"`
 	// Artifact is the artifact the set came from or went to, by digest
 	// (oci://...@sha256:...), and ArtifactPath the folder of it that was
 	// built. A revision of an artifact holds its objects too when they
 	// fit; when they do not, rollback pulls the artifact again.
-	Artifact, ArtifactPath string
+	Artifact     string `json:"artifact,omitempty"`
+	ArtifactPath string `json:"artifactPath,omitempty"`
 	// Digest identifies the content: the artifact's digest, or the
 	// sha256 of the recorded objects.
-	Digest string
-	// Outcome is the reason the run that recorded it ended with, and
-	// Cause, for a rollback that atomic started, the reason of the
-	// failure it undid.
-	Outcome, Cause string
+	Digest string `json:"digest,omitempty"`
 	// By is who ran it: the CI actor and the run.
-	By            string
-	GantryVersion string
-	// Objects is how many objects the set has.
-	Objects int
+	By            string `json:"by,omitempty"`
+	GantryVersion string `json:"gantryVersion,omitempty"`
 	// Note says more, such as which revision a rollback re-applied.
-	Note string
+	Note string `json:"note,omitempty"`
 
-	// payload is the compressed objects, when read or prepared; held
-	// says that the stored revision has them.
+	// payload is the compressed objects, when read (Revision) or
+	// prepared; held says that the revision has them.
 	payload []byte
 	held    bool
 }
 
 // HoldsObjects reports whether the revision carries its objects; one that
-// does not names an artifact instead.
+// does not names an artifact instead. Known of a revision read whole
+// (Revision) or prepared, not of one listed.
 func (rv *Revision) HoldsObjects() bool { return rv.held }
 
 // RevisionName is the name of a revision's Secret.
@@ -172,17 +177,32 @@ func (rv *Revision) Succeeded() bool {
 }
 
 // Revisions lists an inventory's revisions, newest first, without their
-// objects.
+// objects (by their metadata alone when the store has a metadata client).
 func (s *Store) Revisions(ctx context.Context, namespace, name string) ([]*Revision, error) {
-	list, err := s.Client.CoreV1().Secrets(namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: ManagedByLabel + "=" + ManagedByValue + "," + RevisionOfLabel + "=" + name,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("listing the revisions of inventory %s/%s: %w", namespace, name, err)
+	opts := metav1.ListOptions{LabelSelector: ManagedByLabel + "=" + ManagedByValue + "," + RevisionOfLabel + "=" + name}
+	var metas []metav1.ObjectMeta
+	if s.Metadata != nil {
+		list, err := s.Metadata.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(namespace).List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("listing the revisions of inventory %s/%s: %w", namespace, name, err)
+		}
+		for i := range list.Items {
+			metas = append(metas, list.Items[i].ObjectMeta)
+		}
+	} else {
+		list, err := s.Client.CoreV1().Secrets(namespace).List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("listing the revisions of inventory %s/%s: %w", namespace, name, err)
+		}
+		for i := range list.Items {
+			if list.Items[i].Type == RevisionType {
+				metas = append(metas, list.Items[i].ObjectMeta)
+			}
+		}
 	}
 	var out []*Revision
-	for i := range list.Items {
-		if rv, ok := fromSecret(&list.Items[i], false); ok {
+	for i := range metas {
+		if rv, ok := fromMeta(&metas[i]); ok {
 			out = append(out, rv)
 		}
 	}
@@ -199,32 +219,32 @@ func (s *Store) Revision(ctx context.Context, namespace, name string, n int) (*R
 	if err != nil {
 		return nil, fmt.Errorf("reading revision %d of inventory %s/%s: %w", n, namespace, name, err)
 	}
-	rv, ok := fromSecret(sec, true)
-	if !ok || rv.Inventory != name || rv.Number != n {
+	rv, ok := fromMeta(&sec.ObjectMeta)
+	if !ok || sec.Type != RevisionType || rv.Inventory != name || rv.Number != n {
 		return nil, fmt.Errorf("the Secret %s/%s is not a gantry revision of inventory %s; refusing to use it", namespace, sec.Name, name)
 	}
+	rv.payload = sec.Data[dataObjects]
+	rv.held = len(rv.payload) > 0
 	return rv, nil
 }
 
-func fromSecret(sec *corev1.Secret, withObjects bool) (*Revision, bool) {
-	n, err := strconv.Atoi(sec.Labels[RevisionLabel])
-	if sec.Type != RevisionType || sec.Labels[ManagedByLabel] != ManagedByValue || err != nil || n <= 0 {
+// fromMeta reads a revision from its Secret's labels and annotations;
+// ok is false for a Secret that is not one.
+func fromMeta(m *metav1.ObjectMeta) (*Revision, bool) {
+	n, err := strconv.Atoi(m.Labels[RevisionLabel])
+	if m.Labels[ManagedByLabel] != ManagedByValue || err != nil || n <= 0 {
 		return nil, false
 	}
-	a := sec.Annotations
+	a := m.Annotations
 	rv := &Revision{
-		Inventory: sec.Labels[RevisionOfLabel], Namespace: sec.Namespace, Number: n,
+		Inventory: m.Labels[RevisionOfLabel], Namespace: m.Namespace, Number: n,
 		Source: a[annSource], GitRevision: a[annGitRev], Artifact: a[annArtifact], ArtifactPath: a[annArtifactAt],
-		Digest: a[annDigest], Outcome: sec.Labels[OutcomeLabel], Cause: a[annCause], By: a[annBy],
+		Digest: a[annDigest], Outcome: m.Labels[OutcomeLabel], Cause: a[annCause], By: a[annBy],
 		GantryVersion: a[annVersion], Note: a[annNote],
 	}
 	rv.Objects, _ = strconv.Atoi(a[annCount])
 	if t, err := time.Parse(time.RFC3339, a[annTime]); err == nil {
 		rv.Time = t
-	}
-	rv.held = len(sec.Data[dataObjects]) > 0
-	if withObjects {
-		rv.payload = sec.Data[dataObjects]
 	}
 	return rv, true
 }

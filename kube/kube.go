@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/openapi"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -44,7 +45,9 @@ type Clients struct {
 	Config *rest.Config
 	Client client.Client
 	Kube   kubernetes.Interface
-	Mapper meta.RESTMapper
+	// Metadata lists objects without their bodies.
+	Metadata metadata.Interface
+	Mapper   meta.RESTMapper
 	// Fence refuses the run's writes once it may no longer make them.
 	Fence *WriteFence
 
@@ -139,7 +142,11 @@ func connect(cfg *rest.Config, fence *WriteFence) (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Clients{Config: cfg, Client: c, Kube: kc, Mapper: mapper, Fence: fence}, nil
+	md, err := metadata.NewForConfigAndClient(wrapped, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	return &Clients{Config: cfg, Client: c, Kube: kc, Metadata: md, Mapper: mapper, Fence: fence}, nil
 }
 
 // DefaultNamespace is the namespace that objects without one get: the

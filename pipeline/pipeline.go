@@ -642,7 +642,7 @@ func (r *run) ensureClients() error {
 		return err
 	}
 	r.clients = c
-	r.store = &inventory.Store{Client: c.Kube}
+	r.store = &inventory.Store{Client: c.Kube, Metadata: c.Metadata}
 	return nil
 }
 

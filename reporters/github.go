@@ -171,7 +171,7 @@ func (a *GitHubAnnotations) Report(_ context.Context, res *result.Result) error 
 			failed = append(failed, o)
 		}
 	}
-	if len(failed) == 0 && !res.Succeeded() && res.Reason != result.ReasonProgressing {
+	if len(failed) == 0 && res.Failed() {
 		// A run that failed before any object (a build error): one
 		// annotation with the message.
 		return safely(func() {

@@ -45,12 +45,6 @@ type Page struct {
 	Marker string
 }
 
-// reachedGoal reports whether the run did what it was asked: a rollback
-// reaches it when it rolled back.
-func reachedGoal(res *result.Result) bool {
-	return res.Succeeded() || res.Command == "rollback" && res.Reason == result.ReasonRolledBack
-}
-
 func outcomeIcon(res *result.Result) string {
 	switch {
 	case res.Reason == result.ReasonProgressing:
@@ -118,7 +112,7 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 		fmt.Fprintf(&b, "<!-- %s -->\n", page.Marker)
 	}
 	fmt.Fprintf(&b, "### %s\n\n", headline(res))
-	if !reachedGoal(res) && res.Reason != result.ReasonProgressing && res.Message != "" {
+	if res.Failed() && res.Message != "" {
 		b.WriteString(quote(firstLines(res.Message, 12)))
 		b.WriteString("\n")
 	}

@@ -288,6 +288,19 @@ func ActionsOf(command string) []Action {
 // Succeeded reports whether the run reached its goal.
 func (r *Result) Succeeded() bool { return r.Reason == ReasonSucceeded }
 
+// ReachedGoal reports whether the run did what it was asked: it
+// succeeded, or, for rollback, rolled back (an apply with atomic that
+// rolled back did not: its deploy failed).
+func (r *Result) ReachedGoal() bool {
+	return r.Succeeded() || r.Command == "rollback" && r.Reason == ReasonRolledBack
+}
+
+// Failed reports whether the run failed: it neither reached its goal nor
+// found what it looks for (a diff's pending changes, a drift's drift).
+func (r *Result) Failed() bool {
+	return !r.ReachedGoal() && r.Reason != ReasonProgressing && r.Reason != ReasonDriftDetected
+}
+
 // Counts returns how many objects took each action.
 func (r *Result) Counts() map[Action]int {
 	c := make(map[Action]int, len(Actions))

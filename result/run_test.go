@@ -60,3 +60,23 @@ func TestConcludeTakesTheWorstUnit(t *testing.T) {
 		}
 	}
 }
+
+func TestReachedGoalAndFailed(t *testing.T) {
+	for _, tc := range []struct {
+		command       string
+		reason        Reason
+		goal, failure bool
+	}{
+		{"apply", ReasonSucceeded, true, false},
+		{"apply", ReasonRolledBack, false, true}, // atomic: the deploy failed
+		{"rollback", ReasonRolledBack, true, false},
+		{"diff", ReasonProgressing, false, false},
+		{"drift", ReasonDriftDetected, false, false},
+		{"drift", ReasonValidationFailed, false, true},
+	} {
+		r := &Result{Command: tc.command, Reason: tc.reason}
+		if r.ReachedGoal() != tc.goal || r.Failed() != tc.failure {
+			t.Errorf("%s %s: reached its goal %v, failed %v; want %v, %v", tc.command, tc.reason, r.ReachedGoal(), r.Failed(), tc.goal, tc.failure)
+		}
+	}
+}
