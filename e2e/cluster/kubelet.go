@@ -31,15 +31,16 @@ const ConfigCheckAnnotation = "gantry.dev/config-check"
 type configCheck struct {
 	client kubernetes.Interface
 	pods   cache.Indexer
-	cms    cache.Indexer
-	secs   cache.Indexer
 }
 
 // runConfigCheck checks every bound pod until ctx ends.
 func runConfigCheck(ctx context.Context, client kubernetes.Interface) {
+	// Only pods are watched: the ConfigMaps and Secrets a pod names are
+	// read when it is checked (the tests make tens of thousands of
+	// ConfigMaps, and pods name a few).
 	f := informers.NewSharedInformerFactory(client, 0)
-	podInf, cmInf, secInf := f.Core().V1().Pods().Informer(), f.Core().V1().ConfigMaps().Informer(), f.Core().V1().Secrets().Informer()
-	c := &configCheck{client: client, pods: podInf.GetIndexer(), cms: cmInf.GetIndexer(), secs: secInf.GetIndexer()}
+	podInf := f.Core().V1().Pods().Informer()
+	c := &configCheck{client: client, pods: podInf.GetIndexer()}
 	queue := make(chan string, 4096)
 	enqueue := func(obj any) {
 		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" && p.Annotations[ConfigCheckAnnotation] != "found" {
@@ -81,7 +82,7 @@ func (c *configCheck) check(ctx context.Context, key string) {
 	if p.Annotations[ConfigCheckAnnotation] == "found" || p.DeletionTimestamp != nil {
 		return
 	}
-	reason, message := c.missing(p)
+	reason, message := c.missing(ctx, p)
 	verdict := "found"
 	if reason != "" {
 		verdict = "missing"
@@ -101,24 +102,31 @@ func (c *configCheck) check(ctx context.Context, key string) {
 
 // missing names the first ConfigMap or Secret the pod uses that does not
 // exist, with the reason a kubelet gives.
-func (c *configCheck) missing(p *corev1.Pod) (reason, message string) {
-	exists := func(idx cache.Indexer, name string) bool {
-		_, ok, _ := idx.GetByKey(p.Namespace + "/" + name)
-		return ok
+func (c *configCheck) missing(ctx context.Context, p *corev1.Pod) (reason, message string) {
+	// exists reads a ConfigMap or Secret; one that cannot be read for
+	// another reason than its absence counts as there.
+	exists := func(kind, name string) bool {
+		var err error
+		if kind == "configmap" {
+			_, err = c.client.CoreV1().ConfigMaps(p.Namespace).Get(ctx, name, metav1.GetOptions{})
+		} else {
+			_, err = c.client.CoreV1().Secrets(p.Namespace).Get(ctx, name, metav1.GetOptions{})
+		}
+		return !apierrors.IsNotFound(err)
 	}
 	optional := func(o *bool) bool { return o != nil && *o }
 	for _, v := range p.Spec.Volumes {
 		switch {
-		case v.ConfigMap != nil && !optional(v.ConfigMap.Optional) && !exists(c.cms, v.ConfigMap.Name):
+		case v.ConfigMap != nil && !optional(v.ConfigMap.Optional) && !exists("configmap", v.ConfigMap.Name):
 			return "ContainerCreating", fmt.Sprintf("MountVolume.SetUp failed for volume %q : configmap %q not found", v.Name, v.ConfigMap.Name)
-		case v.Secret != nil && !optional(v.Secret.Optional) && !exists(c.secs, v.Secret.SecretName):
+		case v.Secret != nil && !optional(v.Secret.Optional) && !exists("secret", v.Secret.SecretName):
 			return "ContainerCreating", fmt.Sprintf("MountVolume.SetUp failed for volume %q : secret %q not found", v.Name, v.Secret.SecretName)
 		case v.Projected != nil:
 			for _, s := range v.Projected.Sources {
-				if s.ConfigMap != nil && !optional(s.ConfigMap.Optional) && !exists(c.cms, s.ConfigMap.Name) {
+				if s.ConfigMap != nil && !optional(s.ConfigMap.Optional) && !exists("configmap", s.ConfigMap.Name) {
 					return "ContainerCreating", fmt.Sprintf("MountVolume.SetUp failed for volume %q : configmap %q not found", v.Name, s.ConfigMap.Name)
 				}
-				if s.Secret != nil && !optional(s.Secret.Optional) && !exists(c.secs, s.Secret.Name) {
+				if s.Secret != nil && !optional(s.Secret.Optional) && !exists("secret", s.Secret.Name) {
 					return "ContainerCreating", fmt.Sprintf("MountVolume.SetUp failed for volume %q : secret %q not found", v.Name, s.Secret.Name)
 				}
 			}
@@ -127,10 +135,10 @@ func (c *configCheck) missing(p *corev1.Pod) (reason, message string) {
 	containers := append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...)
 	for _, ctr := range containers {
 		for _, e := range ctr.EnvFrom {
-			if r := e.ConfigMapRef; r != nil && !optional(r.Optional) && !exists(c.cms, r.Name) {
+			if r := e.ConfigMapRef; r != nil && !optional(r.Optional) && !exists("configmap", r.Name) {
 				return "CreateContainerConfigError", fmt.Sprintf("configmap %q not found", r.Name)
 			}
-			if r := e.SecretRef; r != nil && !optional(r.Optional) && !exists(c.secs, r.Name) {
+			if r := e.SecretRef; r != nil && !optional(r.Optional) && !exists("secret", r.Name) {
 				return "CreateContainerConfigError", fmt.Sprintf("secret %q not found", r.Name)
 			}
 		}
@@ -138,10 +146,10 @@ func (c *configCheck) missing(p *corev1.Pod) (reason, message string) {
 			if e.ValueFrom == nil {
 				continue
 			}
-			if r := e.ValueFrom.ConfigMapKeyRef; r != nil && !optional(r.Optional) && !exists(c.cms, r.Name) {
+			if r := e.ValueFrom.ConfigMapKeyRef; r != nil && !optional(r.Optional) && !exists("configmap", r.Name) {
 				return "CreateContainerConfigError", fmt.Sprintf("configmap %q not found", r.Name)
 			}
-			if r := e.ValueFrom.SecretKeyRef; r != nil && !optional(r.Optional) && !exists(c.secs, r.Name) {
+			if r := e.ValueFrom.SecretKeyRef; r != nil && !optional(r.Optional) && !exists("secret", r.Name) {
 				return "CreateContainerConfigError", fmt.Sprintf("secret %q not found", r.Name)
 			}
 		}
