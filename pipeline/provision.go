@@ -13,6 +13,7 @@ import (
 	"github.com/fluxcd/pkg/ssa/utils"
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -462,7 +463,14 @@ func (r *run) holdsOthers(ctx context.Context, u *unstructured.Unstructured) (st
 			g.Go(func() error {
 				list := &unstructured.UnstructuredList{}
 				list.SetGroupVersionKind(gv.WithKind(res.Kind + "List"))
-				if err := r.clients.Client.List(gctx, list, client.InNamespace(u.GetName()), client.Limit(5)); err != nil {
+				err := r.clients.Client.List(gctx, list, client.InNamespace(u.GetName()), client.Limit(5))
+				if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+					// The kind went away since discovery (a CRD deleted
+					// meanwhile): its objects were removed before it
+					// stopped being served, so none are left here.
+					return nil
+				}
+				if err != nil {
 					// What cannot be listed may hold anything: said
 					// once, for all kinds, after the others are read.
 					mu.Lock()

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -117,23 +118,9 @@ func TestRollbackKeepsWhatItCannotList(t *testing.T) {
 	t.Cleanup(func() {
 		_ = env.Client.CoreV1().Namespaces().Delete(context.Background(), created, metav1.DeleteOptions{})
 	})
-	cfg := rest.CopyConfig(env.Cluster.RESTConfig)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTrip(func(req *http.Request) (*http.Response, error) {
-			if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/namespaces/"+created+"/secrets") {
-				return &http.Response{StatusCode: http.StatusForbidden, Body: io.NopCloser(strings.NewReader(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403}`)),
-					Header: http.Header{"Content-Type": []string{"application/json"}}, Request: req}, nil
-			}
-			return rt.RoundTrip(req)
-		})
-	})
-	c, err := kube.Connect(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	r := testRun(t, ns, "unread")
-	r.clients = c
-	err = r.rollback(ctx, []*unstructured.Unstructured{live(t, r, schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, "", created)})
+	r.clients = answering(t, "/namespaces/"+created+"/secrets", http.StatusForbidden, "Forbidden")
+	err := r.rollback(ctx, []*unstructured.Unstructured{live(t, r, schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, "", created)})
 	if err == nil || !strings.Contains(err.Error(), "cannot tell what it holds: listing Secret in it failed") {
 		t.Errorf("rollback: %v; want it to keep what it could not list, saying so", err)
 	}
@@ -144,6 +131,50 @@ func TestRollbackKeepsWhatItCannotList(t *testing.T) {
 	if err != nil || len(inv.Entries) != 1 || !strings.Contains(inv.Entries[0].ID, created) {
 		t.Errorf("inventory after the rollback: %+v, %v; want the kept namespace", inv, err)
 	}
+}
+
+// A kind that discovery listed but whose LIST answers 404 has gone away
+// meanwhile (a CRD deleted by someone else): its objects went first, so
+// it holds none in the namespace, and the namespace can be removed.
+func TestHoldsOthersSkipsAKindGoneSinceDiscovery(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	created := ns + "-gone"
+	if _, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: created}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.CoreV1().Namespaces().Delete(context.Background(), created, metav1.DeleteOptions{})
+	})
+	r := testRun(t, ns, "gone")
+	r.clients = answering(t, "/namespaces/"+created+"/secrets", http.StatusNotFound, "NotFound")
+	reason, err := r.holdsOthers(ctx, live(t, r, schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, "", created))
+	if err != nil || reason != "" {
+		t.Errorf("holdsOthers = %q, %v; want nothing held, as a kind no longer served holds no objects", reason, err)
+	}
+}
+
+// answering connects to the test cluster through a transport that
+// answers every GET of a path ending in suffix with a Status of code.
+func answering(t *testing.T, suffix string, code int, reason string) *kube.Clients {
+	t.Helper()
+	cfg := rest.CopyConfig(env.Cluster.RESTConfig)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTrip(func(req *http.Request) (*http.Response, error) {
+			if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, suffix) {
+				body := fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":%q,"code":%d}`, reason, code)
+				return &http.Response{StatusCode: code, Body: io.NopCloser(strings.NewReader(body)),
+					Header: http.Header{"Content-Type": []string{"application/json"}}, Request: req}, nil
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	c, err := kube.Connect(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 type roundTrip func(*http.Request) (*http.Response, error)
