@@ -63,7 +63,7 @@ func TestDiffArtifact(t *testing.T) {
 		t.Errorf("no summary line at the end:\n%s", out)
 	}
 	// For machines: every object with its state, Secret values masked.
-	code, out, _ = run("diff-artifact", "--artifact="+ref, "--compare-to="+dir, "--output", "json")
+	code, out, _ = run("diff-artifact", "--artifact="+ref, "--compare-to="+dir, "-o", "json") // kubectl's shorthand
 	var got struct {
 		Objects []struct{ Kind, Name, State, Diff string }
 	}

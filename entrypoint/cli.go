@@ -243,7 +243,11 @@ func addFlags(cmd *cobra.Command, name string) {
 		if !slices.Contains(strings.Fields(in.For), name) {
 			continue
 		}
-		f := cmd.Flags().VarPF(&inputValue{in: in, v: in.Default}, in.Name, "", brief(in.Description))
+		shorthand := ""
+		if in.Name == "output" {
+			shorthand = "o" // as kubectl spells it
+		}
+		f := cmd.Flags().VarPF(&inputValue{in: in, v: in.Default}, in.Name, shorthand, brief(in.Description))
 		if in.Bool {
 			f.NoOptDefVal = "true"
 		}
