@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -334,6 +335,47 @@ func TestImmutableFieldNeedsForce(t *testing.T) {
 	}
 	if d.Spec.Selector.MatchLabels["app"] != "web2" {
 		t.Errorf("selector %v, want app=web2", d.Spec.Selector.MatchLabels)
+	}
+}
+
+// force recreates only what the server would accept as new: a change that
+// is invalid in itself (replicas: -1, alone or beside an immutable
+// selector change) fails validation, says nothing of immutability, and
+// leaves the live Deployment where it was.
+func TestForceNeverDeletesWhatItCannotCreate(t *testing.T) {
+	t.Parallel()
+	dir, appNS := app(t, "app")
+	invNS := strings.TrimSuffix(appNS, "-app")
+	if r := gantry(t, applyArgs(dir, invNS, appNS, "--wait=false")...); r.code != 0 {
+		t.Fatalf("first apply: exit %d\n%s", r.code, r.stderr)
+	}
+	ctx := context.Background()
+	old, err := env.Client.AppsV1().Deployments(appNS).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "deployment.yaml")
+	orig, _ := os.ReadFile(path)
+	if !regexp.MustCompile(`replicas: \d+`).Match(orig) {
+		t.Fatalf("the fixture's Deployment sets no replicas:\n%s", orig)
+	}
+	invalid := regexp.MustCompile(`replicas: \d+`).ReplaceAllString(string(orig), "replicas: -1")
+	for name, content := range map[string]string{
+		"invalid":                       invalid,
+		"invalid and a selector change": strings.ReplaceAll(invalid, "app: web", "app: web2"),
+	} {
+		writeFile(t, path, content)
+		r := gantry(t, applyArgs(dir, invNS, appNS, "--wait=false", "--force")...)
+		if r.code != entrypoint.ExitFailed || r.res.Reason != result.ReasonValidationFailed {
+			t.Errorf("%s, with force: exit %d, reason %s; want 1, ValidationFailed\n%s", name, r.code, r.res.Reason, r.stderr)
+		}
+		if !strings.Contains(r.stderr, "spec.replicas") || strings.Contains(r.stderr, "immutable") {
+			t.Errorf("%s: the error should name spec.replicas and not call it immutable:\n%s", name, r.stderr)
+		}
+		d, err := env.Client.AppsV1().Deployments(appNS).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil || d.UID != old.UID || d.Spec.Selector.MatchLabels["app"] != "web" {
+			t.Fatalf("%s: the live Deployment was deleted or changed (error %v)", name, err)
+		}
 	}
 }
 

@@ -539,6 +539,14 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 		return pl
 	case err == nil:
 	case pl.existing != nil && ssaerrors.IsImmutableError(err):
+		// Flux's test takes every Invalid answer for an immutable
+		// field. Recreating helps only when the server accepts the
+		// object as new; otherwise a recreate would delete what it
+		// cannot put back. What the create says is the object's fault.
+		if cerr := p.creatable(ctx, o.Unstructured, pl.existing); cerr != nil {
+			pl.kind, pl.err = planFailed, p.describe(cerr, o)
+			return pl
+		}
 		if p.force || utils.AnyInMetadata(o.Unstructured, forceSelector) || utils.AnyInMetadata(pl.existing, forceSelector) {
 			pl.kind = planRecreate
 			return pl.withDiff(pl.existing, o.Unstructured)
@@ -629,6 +637,88 @@ func isNamespaceNotFound(err error, o *Object) bool {
 }
 
 // describe turns an API error into a message that names what is wrong.
+// creatable dry-runs u's creation in place of live. The API server
+// validates an object before it looks for its name, so an object that
+// exists answers AlreadyExists exactly when it would be accepted as new.
+// A value that live itself holds (a Service's node port or cluster IP)
+// is freed by the delete a recreate makes first: that refusal does not
+// count; one held by another object does.
+func (p *planner) creatable(ctx context.Context, u, live *unstructured.Unstructured) error {
+	err := p.clients.Client.Create(ctx, u.DeepCopy(), client.DryRunAll, client.FieldOwner(FieldManager))
+	if err == nil || apierrors.IsAlreadyExists(err) || heldBy(err, u, live) {
+		return nil
+	}
+	return err
+}
+
+// heldBy reports whether every cause of an Invalid answer is a value
+// already allocated that live holds at the same field.
+func heldBy(err error, u, live *unstructured.Unstructured) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) || status.Status().Details == nil || len(status.Status().Details.Causes) == 0 {
+		return false
+	}
+	for _, c := range status.Status().Details.Causes {
+		if !strings.Contains(c.Message, "already allocated") {
+			return false
+		}
+		wanted := valuesAt(u.Object, fieldSteps(c.Field), false)
+		held := valuesAt(live.Object, fieldSteps(c.Field), true)
+		if len(wanted) == 0 {
+			return false
+		}
+		for _, v := range wanted {
+			if !slices.Contains(held, v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// fieldSteps splits a field path as the API server names it
+// (spec.ports[0].nodePort) into its keys and list indices.
+func fieldSteps(path string) []string {
+	return strings.FieldsFunc(strings.ReplaceAll(path, "[", ".["), func(r rune) bool { return r == '.' || r == ']' })
+}
+
+// valuesAt is what obj holds at steps, as strings: every item of a list
+// at the end; with anyIndex, whatever the indices, as a value may have
+// moved within its list.
+func valuesAt(v any, steps []string, anyIndex bool) []string {
+	if len(steps) == 0 {
+		if list, ok := v.([]any); ok {
+			var out []string
+			for _, item := range list {
+				out = append(out, valuesAt(item, nil, anyIndex)...)
+			}
+			return out
+		}
+		if v == nil {
+			return nil
+		}
+		return []string{fmt.Sprint(v)}
+	}
+	step, rest := steps[0], steps[1:]
+	if i, ok := strings.CutPrefix(step, "["); ok {
+		list, _ := v.([]any)
+		if anyIndex {
+			var out []string
+			for _, item := range list {
+				out = append(out, valuesAt(item, rest, anyIndex)...)
+			}
+			return out
+		}
+		n, err := strconv.Atoi(i)
+		if err != nil || n < 0 || n >= len(list) {
+			return nil
+		}
+		return valuesAt(list[n], rest, anyIndex)
+	}
+	m, _ := v.(map[string]any)
+	return valuesAt(m[step], rest, anyIndex)
+}
+
 func (p *planner) describe(err error, o *Object) error {
 	if meta.IsNoMatchError(err) {
 		return fmt.Errorf("the cluster has no kind %s in %s (is its CRD installed?)", o.GetKind(), o.GetAPIVersion())
