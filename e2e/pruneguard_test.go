@@ -196,6 +196,52 @@ func TestCRDLeavingTheSetIsKept(t *testing.T) {
 	}
 }
 
+// force recreates a CRD whose immutable scope changed only while no
+// custom resource of its kind exists: recreating it would delete them
+// all, the set's and everyone else's. prune-crds-with-resources allows it.
+func TestForceKeepsACRDWithResources(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	group := ns + ".gantry.test"
+	crdName := "widgets." + group
+	ctx := context.Background()
+	t.Cleanup(func() {
+		_ = env.Client.CoreV1().RESTClient().Delete().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/" + crdName).Do(ctx).Error()
+	})
+	args := func(dir string, extra ...string) []string {
+		return append([]string{"apply", "--path=" + dir, "--inventory=scope", "--inventory-namespace=" + ns, "--timeout=60s", "--force"}, extra...)
+	}
+	crd := crdYAML(group, "Widget")
+	if r := gantry(t, args(writeSet(t, crd))...); r.code != 0 {
+		t.Fatalf("first apply: exit %d\n%s", r.code, r.stderr)
+	}
+	theirs := writeSet(t, fmt.Sprintf("apiVersion: %s/v1\nkind: Widget\nmetadata:\n  name: theirs\n  namespace: %s\nspec:\n  size: 1", group, ns))
+	if out, err := exec.Command(kubectlPath(t), "--kubeconfig="+env.Cluster.Kubeconfig, "apply", "--server-side", "-f", filepath.Join(theirs, "set.yaml")).CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	widgetThere := func() bool {
+		return env.Client.CoreV1().RESTClient().Get().AbsPath("/apis/"+group+"/v1/namespaces/"+ns+"/widgets/theirs").Do(ctx).Error() == nil
+	}
+	clusterScoped := writeSet(t, strings.Replace(crd, "scope: Namespaced", "scope: Cluster", 1))
+
+	r := gantry(t, args(clusterScoped)...)
+	if r.code != entrypoint.ExitFailed || r.res.Reason != result.ReasonValidationFailed ||
+		!strings.Contains(r.stderr, "spec.scope") || !strings.Contains(r.stderr, "Widget."+group+"/"+ns+"/theirs") || !strings.Contains(r.stderr, "prune-crds-with-resources") {
+		t.Errorf("force with a Widget in the cluster: exit %d, %s; want 1, ValidationFailed, naming the scope, the Widget and the input that allows it\n%s", r.code, r.res.Reason, r.stderr)
+	}
+	if !widgetThere() {
+		t.Fatal("the Widget is gone: the CRD was recreated")
+	}
+
+	r = gantry(t, args(clusterScoped, "--prune-crds-with-resources")...)
+	if o := objectByRef(r, "CustomResourceDefinition.apiextensions.k8s.io/"+crdName); r.code != 0 || o == nil || o.Action != result.Recreated {
+		t.Fatalf("with prune-crds-with-resources: exit %d, %+v\n%s", r.code, o, r.stderr)
+	}
+	if widgetThere() {
+		t.Error("the Widget outlived its CRD's recreation")
+	}
+}
+
 // An object is relabelled for another inventory, or annotated
 // prune: disabled, after validate read it and before prune deletes it:
 // prune sees the change and keeps it.

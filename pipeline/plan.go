@@ -135,6 +135,9 @@ type plan struct {
 type planner struct {
 	clients *kube.Clients
 	force   bool
+	// crdsWithResources lets force recreate a CRD whose custom
+	// resources exist (prune-crds-with-resources).
+	crdsWithResources bool
 	// refuseConflicts fails an object whose apply would take fields
 	// from another field manager than kubectl's.
 	refuseConflicts bool
@@ -211,6 +214,7 @@ func ownerOf(u *unstructured.Unstructured) (ref inventoryRef, ok bool) {
 // newPlanner returns the run's planner for its set.
 func (r *run) newPlanner() *planner {
 	p := newPlanner(r.clients, r.objects, r.opts.Force)
+	p.crdsWithResources = r.opts.PruneCRDsWithResources
 	p.owner = inventoryRef{namespace: r.opts.InventoryNamespace, name: r.opts.Inventory}
 	p.takeOwnership = r.opts.TakeOwnership
 	p.keepOwnerLabels = r.opts.Inventory == ""
@@ -548,6 +552,10 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 			return pl
 		}
 		if p.force || utils.AnyInMetadata(o.Unstructured, forceSelector) || utils.AnyInMetadata(pl.existing, forceSelector) {
+			if why := p.recreateDeletesOthers(ctx, pl.existing); why != "" {
+				pl.kind, pl.err = planFailed, fmt.Errorf("%s: not recreated, as %s", apiMessage(err), why)
+				return pl
+			}
 			pl.kind = planRecreate
 			return pl.withDiff(pl.existing, o.Unstructured)
 		}
@@ -637,6 +645,24 @@ func isNamespaceNotFound(err error, o *Object) bool {
 }
 
 // describe turns an API error into a message that names what is wrong.
+// recreateDeletesOthers says why deleting live to recreate it would take
+// more than live with it: a CRD's custom resources, every one in the
+// cluster, go with it unless prune-crds-with-resources allows that.
+func (p *planner) recreateDeletesOthers(ctx context.Context, live *unstructured.Unstructured) string {
+	gk, ok := object.GetCRDGroupKind(live)
+	if !ok || p.crdsWithResources {
+		return ""
+	}
+	cr, err := anyCustomResource(ctx, p.clients.Client, live)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("whether %s resources exist, which deleting the CRD would delete, cannot be told: %v", gk.Kind, err)
+	case cr != "":
+		return fmt.Sprintf("deleting the CRD would delete every %s resource in the cluster (such as %s); prune-crds-with-resources allows it", gk.Kind, cr)
+	}
+	return ""
+}
+
 // creatable dry-runs u's creation in place of live. The API server
 // validates an object before it looks for its name, so an object that
 // exists answers AlreadyExists exactly when it would be accepted as new.

@@ -226,7 +226,21 @@ func (r *run) standsOn(ctx context.Context, live *unstructured.Unstructured) (st
 	if r.opts.PruneCRDsWithResources {
 		return "", nil
 	}
-	versions, _, _ := unstructured.NestedSlice(live.Object, "spec", "versions")
+	cr, err := anyCustomResource(ctx, r.clients.Client, live)
+	if err != nil {
+		return "", fmt.Errorf("not deleted: cannot tell whether %s resources exist (deleting the CRD would delete them): %w", gk.Kind, err)
+	}
+	if cr != "" {
+		return fmt.Sprintf("kept: %s resources still exist in the cluster (such as %s), and deleting the CRD would delete every one; it stays in the inventory (prune-crds-with-resources allows it)", gk.Kind, cr), nil
+	}
+	return "", nil
+}
+
+// anyCustomResource names one custom resource of the live CRD crd, read
+// at a version it serves; "" when there is none.
+func anyCustomResource(ctx context.Context, c client.Client, crd *unstructured.Unstructured) (string, error) {
+	gk, _ := object.GetCRDGroupKind(crd)
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
 	for _, v := range versions {
 		version, _ := v.(map[string]any)
 		name, _ := version["name"].(string)
@@ -235,12 +249,11 @@ func (r *run) standsOn(ctx context.Context, live *unstructured.Unstructured) (st
 		}
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gk.WithVersion(name).GroupVersion().WithKind(gk.Kind + "List"))
-		if err := r.clients.Client.List(ctx, list, client.Limit(1)); err != nil {
-			return "", fmt.Errorf("not deleted: cannot tell whether %s resources exist (deleting the CRD would delete them): %w", gk.Kind, err)
+		if err := c.List(ctx, list, client.Limit(1)); err != nil {
+			return "", err
 		}
 		if len(list.Items) > 0 {
-			return fmt.Sprintf("kept: %s resources still exist in the cluster (such as %s), and deleting the CRD would delete every one; it stays in the inventory (prune-crds-with-resources allows it)",
-				gk.Kind, result.Ref(gk.Group, gk.Kind, list.Items[0].GetNamespace(), list.Items[0].GetName())), nil
+			return result.Ref(gk.Group, gk.Kind, list.Items[0].GetNamespace(), list.Items[0].GetName()), nil
 		}
 		return "", nil
 	}
