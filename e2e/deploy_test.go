@@ -19,8 +19,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/gantry-dev/gantry/e2e/cluster/clustertest"
 	"github.com/gantry-dev/gantry/entrypoint"
@@ -376,6 +378,71 @@ func TestForceNeverDeletesWhatItCannotCreate(t *testing.T) {
 		if err != nil || d.UID != old.UID || d.Spec.Selector.MatchLabels["app"] != "web" {
 			t.Fatalf("%s: the live Deployment was deleted or changed (error %v)", name, err)
 		}
+	}
+}
+
+// The force input alone does not recreate a bound PersistentVolumeClaim:
+// deleting it releases its volume, whose reclaim policy may delete the
+// data. Annotated gantry.dev/force: enabled itself, the claim is recreated.
+func TestForceKeepsABoundClaim(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-data"},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadWriteMany},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			StorageClassName:              ns,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + ns}},
+		},
+	}
+	if _, err := env.Client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
+	})
+	claim := func(mode, annotations string) string {
+		return fmt.Sprintf(`apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: data
+  namespace: %s
+  annotations: {%s}
+spec:
+  storageClassName: %s
+  accessModes: [%s]
+  resources: {requests: {storage: 1Gi}}
+`, ns, annotations, ns, mode)
+	}
+	args := func(dir string) []string {
+		return []string{"apply", "--path=" + dir, "--inventory=claim", "--inventory-namespace=" + ns, "--timeout=60s", "--force", "--wait=false"}
+	}
+	if r := gantry(t, args(writeSet(t, claim("ReadWriteOnce", "")))...); r.code != 0 {
+		t.Fatalf("first apply: exit %d\n%s", r.code, r.stderr)
+	}
+	var old *corev1.PersistentVolumeClaim
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		c, err := env.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{})
+		old = c
+		return err == nil && c.Status.Phase == corev1.ClaimBound, nil
+	}); err != nil {
+		t.Fatalf("the claim never bound to %s: %v", pv.Name, err)
+	}
+
+	r := gantry(t, args(writeSet(t, claim("ReadWriteMany", "")))...)
+	if r.code != entrypoint.ExitFailed || r.res.Reason != result.ReasonValidationFailed || !strings.Contains(r.stderr, "bound to PersistentVolume "+pv.Name) {
+		t.Errorf("force on a bound claim: exit %d, %s; want 1, ValidationFailed, naming its volume\n%s", r.code, r.res.Reason, r.stderr)
+	}
+	if c, err := env.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{}); err != nil || c.UID != old.UID {
+		t.Fatalf("the bound claim was deleted (error %v)", err)
+	}
+
+	r = gantry(t, args(writeSet(t, claim("ReadWriteMany", "gantry.dev/force: enabled")))...)
+	if o := objectByRef(r, "PersistentVolumeClaim/"+ns+"/data"); r.code != 0 || o == nil || o.Action != result.Recreated {
+		t.Fatalf("annotated: exit %d, %+v\n%s", r.code, o, r.stderr)
 	}
 }
 

@@ -552,7 +552,7 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 			return pl
 		}
 		if p.force || utils.AnyInMetadata(o.Unstructured, forceSelector) || utils.AnyInMetadata(pl.existing, forceSelector) {
-			if why := p.recreateDeletesOthers(ctx, pl.existing); why != "" {
+			if why := p.recreateLoses(ctx, o.Unstructured, pl.existing); why != "" {
 				pl.kind, pl.err = planFailed, fmt.Errorf("%s: not recreated, as %s", apiMessage(err), why)
 				return pl
 			}
@@ -645,10 +645,20 @@ func isNamespaceNotFound(err error, o *Object) bool {
 }
 
 // describe turns an API error into a message that names what is wrong.
-// recreateDeletesOthers says why deleting live to recreate it would take
-// more than live with it: a CRD's custom resources, every one in the
-// cluster, go with it unless prune-crds-with-resources allows that.
-func (p *planner) recreateDeletesOthers(ctx context.Context, live *unstructured.Unstructured) string {
+// recreateLoses says why deleting live to recreate it as desired would
+// lose more than the object: a CRD's custom resources, every one in the
+// cluster, unless prune-crds-with-resources allows it; a bound claim's
+// volume, which its reclaim policy may delete, unless the claim itself is
+// annotated force: enabled (the force input alone is not enough).
+func (p *planner) recreateLoses(ctx context.Context, desired, live *unstructured.Unstructured) string {
+	if live.GroupVersionKind().GroupKind() == (schema.GroupKind{Kind: "PersistentVolumeClaim"}) {
+		phase, _, _ := unstructured.NestedString(live.Object, "status", "phase")
+		if phase != "Bound" || utils.AnyInMetadata(desired, forceSelector) || utils.AnyInMetadata(live, forceSelector) {
+			return ""
+		}
+		volume, _, _ := unstructured.NestedString(live.Object, "spec", "volumeName")
+		return fmt.Sprintf("the claim is bound to PersistentVolume %s, which deleting it releases, and the volume's reclaim policy may delete its data; annotate the claim gantry.dev/force: enabled to recreate it anyway", volume)
+	}
 	gk, ok := object.GetCRDGroupKind(live)
 	if !ok || p.crdsWithResources {
 		return ""
