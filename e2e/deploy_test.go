@@ -446,6 +446,57 @@ spec:
 	}
 }
 
+// Nor does it recreate a StatefulSet whose claim retention policy deletes
+// its claims with it; annotated itself, the StatefulSet is recreated.
+func TestForceKeepsAStatefulSetThatDeletesItsClaims(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	sts := func(size, annotations string) string {
+		return fmt.Sprintf(`apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: db
+  namespace: %[1]s
+  annotations: {%[3]s}
+spec:
+  serviceName: db
+  replicas: 1
+  selector: {matchLabels: {app: db}}
+  persistentVolumeClaimRetentionPolicy: {whenDeleted: Delete, whenScaled: Retain}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      containers: [{name: db, image: registry.k8s.io/pause:3.10, volumeMounts: [{name: data, mountPath: /data}]}]
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec:
+      accessModes: [ReadWriteOnce]
+      resources: {requests: {storage: %[2]s}}
+`, ns, size, annotations)
+	}
+	args := func(dir string) []string {
+		return []string{"apply", "--path=" + dir, "--inventory=db", "--inventory-namespace=" + ns, "--timeout=60s", "--force", "--wait=false"}
+	}
+	if r := gantry(t, args(writeSet(t, sts("1Gi", "")))...); r.code != 0 {
+		t.Fatalf("first apply: exit %d\n%s", r.code, r.stderr)
+	}
+	old, err := env.Client.AppsV1().StatefulSets(ns).Get(context.Background(), "db", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := gantry(t, args(writeSet(t, sts("2Gi", "")))...)
+	if r.code != entrypoint.ExitFailed || r.res.Reason != result.ReasonValidationFailed || !strings.Contains(r.stderr, "persistentVolumeClaimRetentionPolicy deletes its claims") {
+		t.Errorf("force on the StatefulSet: exit %d, %s; want 1, ValidationFailed, naming its retention policy\n%s", r.code, r.res.Reason, r.stderr)
+	}
+	if s, err := env.Client.AppsV1().StatefulSets(ns).Get(context.Background(), "db", metav1.GetOptions{}); err != nil || s.UID != old.UID {
+		t.Fatalf("the StatefulSet was deleted (error %v)", err)
+	}
+	r = gantry(t, args(writeSet(t, sts("2Gi", "gantry.dev/force: enabled")))...)
+	if o := objectByRef(r, "StatefulSet.apps/"+ns+"/db"); r.code != 0 || o == nil || o.Action != result.Recreated {
+		t.Fatalf("annotated: exit %d, %+v\n%s", r.code, o, r.stderr)
+	}
+}
+
 // Acceptance 5: one object the API server rejects among twenty valid ones:
 // nothing is written, the error names the object and its file, exit 1.
 func TestRejectedObjectWritesNothing(t *testing.T) {

@@ -648,16 +648,25 @@ func isNamespaceNotFound(err error, o *Object) bool {
 // recreateLoses says why deleting live to recreate it as desired would
 // lose more than the object: a CRD's custom resources, every one in the
 // cluster, unless prune-crds-with-resources allows it; a bound claim's
-// volume, which its reclaim policy may delete, unless the claim itself is
+// volume, which its reclaim policy may delete, and the claims of a
+// StatefulSet that deletes them with itself, unless the object itself is
 // annotated force: enabled (the force input alone is not enough).
 func (p *planner) recreateLoses(ctx context.Context, desired, live *unstructured.Unstructured) string {
-	if live.GroupVersionKind().GroupKind() == (schema.GroupKind{Kind: "PersistentVolumeClaim"}) {
+	annotated := utils.AnyInMetadata(desired, forceSelector) || utils.AnyInMetadata(live, forceSelector)
+	switch live.GroupVersionKind().GroupKind() {
+	case schema.GroupKind{Kind: "PersistentVolumeClaim"}:
 		phase, _, _ := unstructured.NestedString(live.Object, "status", "phase")
-		if phase != "Bound" || utils.AnyInMetadata(desired, forceSelector) || utils.AnyInMetadata(live, forceSelector) {
+		if phase != "Bound" || annotated {
 			return ""
 		}
 		volume, _, _ := unstructured.NestedString(live.Object, "spec", "volumeName")
 		return fmt.Sprintf("the claim is bound to PersistentVolume %s, which deleting it releases, and the volume's reclaim policy may delete its data; annotate the claim gantry.dev/force: enabled to recreate it anyway", volume)
+	case schema.GroupKind{Group: "apps", Kind: "StatefulSet"}:
+		policy, _, _ := unstructured.NestedString(live.Object, "spec", "persistentVolumeClaimRetentionPolicy", "whenDeleted")
+		if policy != "Delete" || annotated {
+			return ""
+		}
+		return "its persistentVolumeClaimRetentionPolicy deletes its claims, and their data, when it is deleted; annotate it gantry.dev/force: enabled to recreate it anyway"
 	}
 	gk, ok := object.GetCRDGroupKind(live)
 	if !ok || p.crdsWithResources {
