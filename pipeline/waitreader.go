@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling/engine"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -41,11 +43,55 @@ func (r *run) statusPoller() *polling.StatusPoller {
 // explain, not on every poll.
 func newStatusPoller(c client.Reader, mapper meta.RESTMapper, concurrency int, selector client.MatchingLabels) *polling.StatusPoller {
 	return polling.NewStatusPoller(c, mapper, polling.Options{
-		CustomStatusReaders: []engine.StatusReader{statusreaders.NewGenericStatusReader(mapper, status.Compute)},
+		CustomStatusReaders: []engine.StatusReader{statusreaders.NewGenericStatusReader(mapper, computeStatus)},
 		ClusterReaderFactory: engine.ClusterReaderFactoryFunc(func(c client.Reader, mapper meta.RESTMapper, ids object.ObjMetadataSet) (engine.ClusterReader, error) {
 			return newListReader(c, mapper, ids, concurrency, selector)
 		}),
 	})
+}
+
+// computeStatus is kstatus's Compute, except that a Deployment's failure
+// that predates gantry's last write of it is in progress: the Deployment
+// controller may record the new generation as observed (a rollback to an
+// earlier ReplicaSet, say) before it replaces the Progressing condition
+// that timed out the rollout before, and that verdict is about the
+// rollout the write replaced.
+func computeStatus(u *unstructured.Unstructured) (*status.Result, error) {
+	res, err := status.Compute(u)
+	if err != nil || res.Status != status.FailedStatus || !staleFailure(u) {
+		return res, err
+	}
+	return &status.Result{Status: status.InProgressStatus, Message: "the Deployment controller has not judged this rollout yet: " + res.Message}, nil
+}
+
+// staleFailure reports whether u is a Deployment whose failing Progressing
+// condition was last updated no later than gantry's apply of it. A
+// rollout gantry started cannot time out in the second it started, as its
+// progress deadline is at least a second.
+func staleFailure(u *unstructured.Unstructured) bool {
+	if u.GroupVersionKind().GroupKind() != (schema.GroupKind{Group: "apps", Kind: "Deployment"}) {
+		return false
+	}
+	var applied time.Time
+	for _, m := range u.GetManagedFields() {
+		if m.Manager == FieldManager && m.Operation == metav1.ManagedFieldsOperationApply && m.Subresource == "" && m.Time != nil {
+			applied = m.Time.Time
+		}
+	}
+	if applied.IsZero() {
+		return false
+	}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] != "Progressing" || m["status"] != "False" {
+			continue
+		}
+		updated, _ := m["lastUpdateTime"].(string)
+		t, err := time.Parse(time.RFC3339, updated)
+		return err == nil && !t.After(applied)
+	}
+	return false
 }
 
 type gkNamespace struct {

@@ -8,10 +8,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"github.com/fluxcd/cli-utils/pkg/object"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -231,6 +234,41 @@ func TestListReaderListsASpreadKindByItsLabels(t *testing.T) {
 		u.SetGroupVersionKind(cmGVK)
 		if err := r.Get(t.Context(), client.ObjectKey{Namespace: id.Namespace, Name: id.Name}, u); err != nil || u.GetNamespace() != id.Namespace {
 			t.Errorf("%s: %v (read %q)", id.Namespace, err, u.GetNamespace())
+		}
+	}
+}
+
+// A Deployment that timed out before gantry applied it again (a rollback
+// to an earlier ReplicaSet) is in progress until its controller judges
+// the new rollout; one that timed out after the apply has failed.
+func TestAFailureBeforeTheApplyIsStale(t *testing.T) {
+	failedAt := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	deployment := func(applied time.Time, manager string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "apps/v1", "kind": "Deployment",
+			"metadata": map[string]any{"name": "web", "namespace": "ns", "generation": int64(3)},
+			"spec":     map[string]any{"replicas": int64(1)},
+			"status": map[string]any{"observedGeneration": int64(3), "replicas": int64(1), "conditions": []any{
+				map[string]any{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
+					"message": `ReplicaSet "web-1" has timed out progressing.`, "lastUpdateTime": failedAt.Format(time.RFC3339)},
+			}},
+		}}
+		u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: manager, Operation: metav1.ManagedFieldsOperationApply, Time: &metav1.Time{Time: applied}}})
+		return u
+	}
+	for _, c := range []struct {
+		name string
+		u    *unstructured.Unstructured
+		want status.Status
+	}{
+		{"applied after the failure", deployment(failedAt.Add(10*time.Second), FieldManager), status.InProgressStatus},
+		{"applied in the failure's second", deployment(failedAt, FieldManager), status.InProgressStatus},
+		{"applied before the failure", deployment(failedAt.Add(-10*time.Second), FieldManager), status.FailedStatus},
+		{"applied by someone else", deployment(failedAt.Add(10*time.Second), "kubectl"), status.FailedStatus},
+	} {
+		res, err := computeStatus(c.u)
+		if err != nil || res.Status != c.want {
+			t.Errorf("%s: %v, %v; want %s", c.name, res, err, c.want)
 		}
 	}
 }
