@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"sync/atomic"
 )
@@ -52,15 +53,62 @@ func Unfenced(ctx context.Context) context.Context {
 	return context.WithValue(ctx, unfencedKey{}, true)
 }
 
+// wrap checks a write twice: before it is handed to the transport, and
+// again when the transport reads its body, after the request's headers
+// went out and just before the body that completes it does. A run stopped
+// in between (a paused runner) finds out there, and the transport resets
+// the request: the API server never acts on a request whose body did not
+// arrive whole.
 func (f *WriteFence) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		if isWrite(req) && req.Context().Value(unfencedKey{}) == nil {
-			if err := f.Check(); err != nil {
-				return nil, &FencedError{Err: err}
+		if !isWrite(req) || req.Context().Value(unfencedKey{}) != nil {
+			return rt.RoundTrip(req)
+		}
+		if err := f.Check(); err != nil {
+			return nil, &FencedError{Err: err}
+		}
+		if req.Body == nil || req.Body == http.NoBody {
+			return rt.RoundTrip(req)
+		}
+		refused := &atomic.Pointer[FencedError]{}
+		req = req.Clone(req.Context())
+		req.Body = &fencedBody{ReadCloser: req.Body, fence: f, refused: refused}
+		if getBody := req.GetBody; getBody != nil {
+			req.GetBody = func() (io.ReadCloser, error) {
+				rc, err := getBody()
+				if err != nil {
+					return nil, err
+				}
+				return &fencedBody{ReadCloser: rc, fence: f, refused: refused}, nil
 			}
 		}
-		return rt.RoundTrip(req)
+		res, err := rt.RoundTrip(req)
+		if fe := refused.Load(); err != nil && fe != nil {
+			return nil, fe
+		}
+		return res, err
 	})
+}
+
+// fencedBody asks the fence before its first read, and records a refusal
+// for the round trip to return as such.
+type fencedBody struct {
+	io.ReadCloser
+	fence   *WriteFence
+	asked   bool
+	refused *atomic.Pointer[FencedError]
+}
+
+func (b *fencedBody) Read(p []byte) (int, error) {
+	if !b.asked {
+		b.asked = true
+		if err := b.fence.Check(); err != nil {
+			fe := &FencedError{Err: err}
+			b.refused.Store(fe)
+			return 0, fe
+		}
+	}
+	return b.ReadCloser.Read(p)
 }
 
 // isWrite says whether req may change what the cluster stores: a dry-run

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -118,5 +119,59 @@ func TestFenceStopsEveryWriteAndNothingElse(t *testing.T) {
 	c.Fence.Lift()
 	if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Errorf("a write after the fence was lifted: %v", err)
+	}
+}
+
+// A run stopped after its write passed the fence and before the write's
+// body went out (a paused runner) finds out as the body is read: the
+// request never arrives whole, and the write fails as fenced.
+func TestFenceCheckedAgainAsTheBodyGoesOut(t *testing.T) {
+	var mu sync.Mutex
+	var whole []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err == nil {
+			mu.Lock()
+			whole = append(whole, r.Method)
+			mu.Unlock()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"ns"}}`))
+	}))
+	defer srv.Close()
+	c, err := Connect(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var checks sync.Map
+	for _, name := range []string{"create", "apply"} {
+		// The first check passes; the lease is lost by the next.
+		n := 0
+		c.Fence.Hold(func() error {
+			n++
+			checks.Store(name, n)
+			if n > 1 {
+				return errFenced
+			}
+			return nil
+		})
+		cms := c.Kube.CoreV1().ConfigMaps("ns")
+		ctx := context.Background()
+		if name == "create" {
+			_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns"}}, metav1.CreateOptions{})
+		} else {
+			_, err = cms.Patch(ctx, "x", types.ApplyPatchType, []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"ns"}}`), metav1.PatchOptions{FieldManager: "gantry"})
+		}
+		var fe *FencedError
+		if !errors.As(err, &fe) || !errors.Is(err, errFenced) {
+			t.Errorf("%s fenced as its body went out: %v, want a FencedError", name, err)
+		}
+		if n, _ := checks.Load(name); n != 2 {
+			t.Errorf("%s: the fence was asked %v times, want 2 (before sending, and as the body went out)", name, n)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(whole) != 0 {
+		t.Errorf("writes arrived whole after the fence came down: %v", whole)
 	}
 }
