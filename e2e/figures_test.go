@@ -16,8 +16,11 @@ var figures struct {
 	interleavings, interleaved atomic.Int32
 	badInputs, badRefused      atomic.Int32
 	lost, orphans              atomic.Int32
-	paused, pausedFenced       atomic.Int32
-	secretScans, secretLeaks   atomic.Int32
+	// lateWrites landed after the run that sent them was stopped and
+	// another took over; orphans counts what the next run left of them.
+	lateWrites               atomic.Int32
+	paused, pausedFenced     atomic.Int32
+	secretScans, secretLeaks atomic.Int32
 	// offlineCaught of offlineRejected: what offline validation catches
 	// of the objects the API server rejects (the corpus of
 	// testdata/offline).
@@ -50,9 +53,9 @@ func writeFigures(seed uint64) {
 	}
 	defer f.Close()
 	fi := &figures
-	fmt.Fprintf(f, "e2e (seed %d): kill points survived %d of %d; interleavings tried %d, writes interleaved %d; paused runs fenced %d of %d; bad inputs refused %d of %d; objects lost %d; orphans %d; secret scans %d, secrets leaked %d\n",
+	fmt.Fprintf(f, "e2e (seed %d): kill points survived %d of %d; interleavings tried %d, writes interleaved %d; paused runs fenced %d of %d (late writes %d, pruned by the next run); bad inputs refused %d of %d; objects lost %d; orphans %d; secret scans %d, secrets leaked %d\n",
 		seed, fi.killSurvived.Load(), fi.killPoints.Load(), fi.interleavings.Load(), fi.interleaved.Load(),
-		fi.pausedFenced.Load(), fi.paused.Load(),
+		fi.pausedFenced.Load(), fi.paused.Load(), fi.lateWrites.Load(),
 		fi.badRefused.Load(), fi.badInputs.Load(), fi.lost.Load(), fi.orphans.Load(), fi.secretScans.Load(), fi.secretLeaks.Load())
 	if n := fi.offlineRejected.Load(); n > 0 {
 		fmt.Fprintf(f, "e2e: offline validation caught %d of the %d objects the API server rejects\n", fi.offlineCaught.Load(), n)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,6 +23,10 @@ import (
 // pauseLease is the Lease duration of the paused-run tests: short, so that
 // a pause outlasts it in seconds.
 const pauseLease = "6s"
+
+// pausedConcurrency bounds the paused run's requests in flight, and so
+// the writes that may land after it was stopped.
+const pausedConcurrency = 16
 
 // configMaps writes n ConfigMaps named prefix-NNNN into a set file and
 // returns what they hold, by name.
@@ -53,7 +58,7 @@ func TestPausedRunIsFenced(t *testing.T) {
 			ctx := context.Background()
 			args := func(dir string) []string {
 				return []string{"apply", "--path=" + dir, "--inventory=paused", "--inventory-namespace=" + ns,
-					"--timeout=2m", "--lease-duration=" + pauseLease, "--max-prune=100%"}
+					"--timeout=2m", "--lease-duration=" + pauseLease, "--max-prune=100%", fmt.Sprint("--concurrency=", pausedConcurrency)}
 			}
 
 			// The first run's set: many ConfigMaps, so that its
@@ -167,17 +172,28 @@ func TestPausedRunIsFenced(t *testing.T) {
 			}
 
 			// What the other run left stands: its objects, its
-			// inventory, nothing unlisted.
+			// inventory. A write the paused run had under way when
+			// it was stopped may still land after the other run saved
+			// its inventory: at most one per concurrent writer, each
+			// one of the paused run's own, none of the other run's
+			// changed. The next run prunes them.
 			after := readFaultState(t, env.Client, ns, "paused", want)
-			figures.orphans.Add(int32(len(after.orphans)))
 			figures.lost.Add(int32(len(after.lost)))
-			if len(after.orphans)+len(after.lost)+len(after.phantoms) > 0 {
+			figures.lateWrites.Add(int32(len(after.orphans)))
+			if len(after.lost)+len(after.phantoms) > 0 || len(after.orphans) > pausedConcurrency ||
+				slices.ContainsFunc(after.orphans, func(name string) bool { return !strings.HasPrefix(name, "a-") }) {
 				t.Fatalf("after the resumed run: %s", after)
 			}
-			if again := gantry(t, args(b)...); again.code != 0 {
+			if len(after.orphans) > 0 {
+				t.Logf("writes of the paused run that landed after the other run: %v", after.orphans)
+			}
+			again := gantry(t, args(b)...)
+			if again.code != 0 {
 				t.Fatalf("the next run: exit %d\n%s", again.code, again.stderr)
 			}
-			if end := readFaultState(t, env.Client, ns, "paused", want); !end.clean() {
+			end := readFaultState(t, env.Client, ns, "paused", want)
+			figures.orphans.Add(int32(len(end.orphans)))
+			if !end.clean() {
 				t.Fatalf("after the next run: %s", end)
 			}
 			figures.pausedFenced.Add(1)

@@ -53,6 +53,10 @@ func (r *run) validate(ctx context.Context) error {
 	if err := r.plan(ctx); err != nil {
 		return err
 	}
+	// Again, with the orphans the plan's reads found.
+	if err := r.refuseLargePrune(); err != nil {
+		return err
+	}
 	if err := r.validationFailures("validate"); err != nil {
 		return err
 	}

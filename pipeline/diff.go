@@ -37,6 +37,12 @@ func (r *run) diff(ctx context.Context) error {
 	if err := r.plan(ctx); err != nil {
 		return err
 	}
+	if r.opts.Inventory != "" {
+		// Again, with the orphans the plan's reads found.
+		if err := r.refuseLargePrune(); err != nil {
+			return err
+		}
+	}
 	offline := 0
 	var errs []error
 	for _, pl := range r.plans {

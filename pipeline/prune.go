@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
 	"github.com/fluxcd/pkg/ssa/utils"
@@ -74,14 +76,31 @@ func (r *run) refuseLargePrune() error {
 	if r.opts.MaxPrune.allows(stale, listed) {
 		return nil
 	}
-	return fmt.Errorf("prune would delete %d of the %d objects inventory %s/%s lists (%d%%), more than %s allows; nothing was written. "+
+	unlisted := ""
+	if n := stale - len(r.staleListed()); n > 0 {
+		unlisted = fmt.Sprintf(" (%d of them labelled for it but listed nowhere)", n)
+	}
+	return fmt.Errorf("prune would delete %d of the %d objects inventory %s/%s lists%s (%d%%), more than %s allows; nothing was written. "+
 		"If that is meant (the set moved, or was renamed), set max-prune to %d or more, or to a percentage (100%% allows any prune)",
-		stale, listed, r.opts.InventoryNamespace, r.opts.Inventory, 100*stale/max(listed, 1), r.opts.MaxPrune, stale)
+		stale, listed, r.opts.InventoryNamespace, r.opts.Inventory, unlisted, 100*stale/max(listed, 1), r.opts.MaxPrune, stale)
 }
 
 // staleEntries are the previous inventory's entries that this run's set no
-// longer has.
+// longer has, and the orphans validate's reads found.
 func (r *run) staleEntries() []inventory.Entry {
+	known := map[string]bool{}
+	for _, o := range r.objects {
+		known[inventory.EntryFor(o.Unstructured).ID] = true
+	}
+	for _, e := range r.previous {
+		known[e.ID] = true
+	}
+	return append(r.staleListed(), r.orphans(known)...)
+}
+
+// staleListed are the previous inventory's entries that this run's set no
+// longer has.
+func (r *run) staleListed() []inventory.Entry {
 	current := map[string]bool{}
 	for _, o := range r.objects {
 		current[inventory.EntryFor(o.Unstructured).ID] = true
@@ -93,6 +112,44 @@ func (r *run) staleEntries() []inventory.Entry {
 		}
 	}
 	return stale
+}
+
+// orphans are objects validate's reads found that carry this inventory's
+// labels and gantry's apply, but that neither the set nor the inventory
+// (known) lists. A run that lost its Lease can leave one: a write it had
+// sent before it was stopped may land after the run that took over saved
+// its inventory. They are pruned as stale entries are, behind the same
+// guards, so they do not outlive the next run. An object a controller
+// owns is never one: it may have copied its owner's labels.
+func (r *run) orphans(known map[string]bool) []inventory.Entry {
+	p := r.planner
+	if p == nil {
+		return nil
+	}
+	<-p.ready // the reads end with the run's context, if not before
+	var out []inventory.Entry
+	for _, u := range p.live {
+		l := u.GetLabels()
+		if l[inventory.NameLabel] != r.opts.Inventory || l[inventory.NamespaceLabel] != r.opts.InventoryNamespace ||
+			metav1.GetControllerOfNoCopy(u) != nil || !appliedByGantry(u) {
+			continue
+		}
+		if e := inventory.EntryFor(u); !known[e.ID] {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b inventory.Entry) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// appliedByGantry says whether gantry's server-side apply wrote u.
+func appliedByGantry(u *unstructured.Unstructured) bool {
+	for _, m := range u.GetManagedFields() {
+		if m.Manager == FieldManager && m.Operation == metav1.ManagedFieldsOperationApply {
+			return true
+		}
+	}
+	return false
 }
 
 // pruneVerdict is what prune will do with one stale entry.
@@ -329,7 +386,11 @@ func (r *run) deleteStale(ctx context.Context, stale []inventory.Entry, stage st
 // prune deletes what the previous run applied and this one no longer has.
 // A delete that fails keeps its entry, so the next run retries it.
 func (r *run) prune(ctx context.Context) error {
-	_, kept, pruneErr := r.deleteStale(ctx, r.staleEntries(), "prune")
+	stale := r.staleEntries()
+	if n := len(stale) - len(r.staleListed()); n > 0 {
+		r.obs.Info(fmt.Sprintf("%d objects carry this inventory's labels but were listed nowhere (written by a run after it lost the inventory's Lease, say): pruned as its own", n))
+	}
+	_, kept, pruneErr := r.deleteStale(ctx, stale, "prune")
 	entries := map[string]inventory.Entry{}
 	for _, e := range append(append([]inventory.Entry(nil), r.applied...), kept...) {
 		entries[e.ID] = e

@@ -43,9 +43,10 @@ type lists struct {
 
 // listGroups sends the LISTs that reading groups takes (each with how many
 // of the set's objects it holds): one LIST of each group of many objects
-// (readsByList) and, for a namespaced kind spread over namespaces with a
-// few objects in each, one LIST in all namespaces of the objects selector
-// selects (none when it is nil). The rest is left to GETs, and so are the
+// (readsByList); for a namespaced kind spread over namespaces with a few
+// objects in each, one LIST in all namespaces of the objects selector
+// selects; for each other group of a few, one LIST of those in the group
+// (none of either when selector is nil). The rest is left to GETs, and so are the
 // groups whose LIST failed (a kind whose CRD comes with the set, an
 // account that may get but not list): an object is taken for absent only
 // when its group was listed whole.
@@ -75,12 +76,9 @@ func listGroups(ctx context.Context, c client.Reader, groups map[groupKey]int, s
 			return nil
 		})
 	}
-	for gvk, n := range spread {
-		if selector == nil || !readsByList(gvk.GroupKind(), n) {
-			continue
-		}
+	labelled := func(gvk schema.GroupVersionKind, namespace string) {
 		g.Go(func() error {
-			items, err := listKind(ctx, c, gvk, "", selector)
+			items, err := listKind(ctx, c, gvk, namespace, selector)
 			if err != nil {
 				return nil
 			}
@@ -93,6 +91,22 @@ func listGroups(ctx context.Context, c client.Reader, groups map[groupKey]int, s
 			}
 			return nil
 		})
+	}
+	if selector != nil {
+		for gvk, n := range spread {
+			if readsByList(gvk.GroupKind(), n) {
+				labelled(gvk, "")
+			}
+		}
+		// Each other group read by GETs: its labelled objects with one
+		// LIST, which also finds what is labelled for the inventory but
+		// not in the set (orphans, pruned as stale). Not CRDs, which the
+		// API server would have to read every one of to select from.
+		for k := range groups {
+			if byGets(k) && k.gvk.GroupKind() != crdGroupKind && (k.namespace == "" || !readsByList(k.gvk.GroupKind(), spread[k.gvk])) {
+				labelled(k.gvk, k.namespace)
+			}
+		}
 	}
 	_ = g.Wait()
 	return found

@@ -24,6 +24,7 @@ import (
 var (
 	cmGVK     = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 	secretGVK = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	saGVK     = schema.GroupVersionKind{Version: "v1", Kind: "ServiceAccount"}
 	crdGVK    = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
 )
 
@@ -35,6 +36,7 @@ func readsCluster(t *testing.T, objs []client.Object) (client.Client, meta.RESTM
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{cmGVK.GroupVersion(), crdGVK.GroupVersion()})
 	mapper.Add(cmGVK, meta.RESTScopeNamespace)
 	mapper.Add(secretGVK, meta.RESTScopeNamespace)
+	mapper.Add(saGVK, meta.RESTScopeNamespace)
 	mapper.Add(crdGVK, meta.RESTScopeRoot)
 	var mu sync.Mutex
 	var seen []string
@@ -103,6 +105,10 @@ func TestListGroupsReadPolicy(t *testing.T) {
 		}
 		add(newObject(cmGVK, fmt.Sprintf("tenant-%d", i), "settings", labels), true)
 	}
+	// A group of a few: its labelled objects with one LIST, the set's
+	// and one labelled for the inventory that the set lacks.
+	add(newObject(saGVK, "few", "runner", inv), true)
+	objs = append(objs, newObject(saGVK, "few", "orphan", inv), newObject(saGVK, "few", "someone-elses", nil))
 	objs = append(objs, newObject(cmGVK, "many", "not-the-sets", nil), newObject(cmGVK, "elsewhere", "settings", inv))
 	c, _, seen := readsCluster(t, objs)
 
@@ -111,6 +117,7 @@ func TestListGroupsReadPolicy(t *testing.T) {
 		`ConfigMapList in "" by "gantry.dev/inventory-name=inv,gantry.dev/inventory-namespace=ops"`,
 		`ConfigMapList in "many" by ""`,
 		`SecretList in "many" by ""`,
+		`ServiceAccountList in "few" by "gantry.dev/inventory-name=inv,gantry.dev/inventory-namespace=ops"`,
 	}
 	if got := seen(); !slices.Equal(got, want) {
 		t.Errorf("LISTs\n%q\nwant\n%q", got, want)
@@ -121,9 +128,17 @@ func TestListGroupsReadPolicy(t *testing.T) {
 	if _, ok := found.whole[groupKey{secretGVK, "many"}]; ok {
 		t.Error("the Secrets, whose LIST failed, were taken as listed whole")
 	}
-	var tenants []string
+	var tenants, few []string
 	for k := range found.labelled {
+		if k.group.namespace == "few" {
+			few = append(few, k.name)
+			continue
+		}
 		tenants = append(tenants, k.group.namespace)
+	}
+	slices.Sort(few)
+	if want := []string{"orphan", "runner"}; !slices.Equal(few, want) {
+		t.Errorf("labelled ServiceAccounts found in few: %v, want %v", few, want)
 	}
 	slices.Sort(tenants)
 	if want := []string{"tenant-0", "tenant-1", "tenant-2", "tenant-4", "tenant-5", "tenant-6", "tenant-7"}; !slices.Equal(tenants, want) {
