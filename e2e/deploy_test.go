@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -287,20 +288,28 @@ func TestChangePruneAndKeep(t *testing.T) {
 	}
 }
 
+// appliedApp applies the app fixture without waiting, and returns it with
+// its namespaces and its live Deployment web.
+func appliedApp(t *testing.T) (dir, appNS, invNS string, web *appsv1.Deployment) {
+	t.Helper()
+	dir, appNS = app(t, "app")
+	invNS = strings.TrimSuffix(appNS, "-app")
+	if r := gantry(t, applyArgs(dir, invNS, appNS, "--wait=false")...); r.code != 0 {
+		t.Fatalf("first apply: exit %d\n%s", r.code, r.stderr)
+	}
+	web, err := env.Client.AppsV1().Deployments(appNS).Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, appNS, invNS, web
+}
+
 // Acceptance 4: a changed immutable field fails naming the field; with
 // force the object is recreated.
 func TestImmutableFieldNeedsForce(t *testing.T) {
 	t.Parallel()
-	dir, appNS := app(t, "app")
-	invNS := strings.TrimSuffix(appNS, "-app")
-	if r := gantry(t, applyArgs(dir, invNS, appNS, "--wait=false")...); r.code != 0 {
-		t.Fatalf("first apply: exit %d\n%s", r.code, r.stderr)
-	}
+	dir, appNS, invNS, old := appliedApp(t)
 	ctx := context.Background()
-	old, err := env.Client.AppsV1().Deployments(appNS).Get(ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(dir, "deployment.yaml")
 	b, _ := os.ReadFile(path)
 	writeFile(t, path, strings.ReplaceAll(string(b), "app: web", "app: web2"))
@@ -346,16 +355,8 @@ func TestImmutableFieldNeedsForce(t *testing.T) {
 // leaves the live Deployment where it was.
 func TestForceNeverDeletesWhatItCannotCreate(t *testing.T) {
 	t.Parallel()
-	dir, appNS := app(t, "app")
-	invNS := strings.TrimSuffix(appNS, "-app")
-	if r := gantry(t, applyArgs(dir, invNS, appNS, "--wait=false")...); r.code != 0 {
-		t.Fatalf("first apply: exit %d\n%s", r.code, r.stderr)
-	}
+	dir, appNS, invNS, old := appliedApp(t)
 	ctx := context.Background()
-	old, err := env.Client.AppsV1().Deployments(appNS).Get(ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(dir, "deployment.yaml")
 	orig, _ := os.ReadFile(path)
 	if !regexp.MustCompile(`replicas: \d+`).Match(orig) {
