@@ -271,12 +271,13 @@ func (r *run) undo(ctx context.Context, res *result.Result) *result.Result {
 		return res
 	}
 	r.obs.Info(fmt.Sprintf("atomic: %s; rolling back", res.Reason))
-	opts := r.opts
-	opts.cause, opts.failed = res.Reason, r.revision
-	if opts.failed == nil {
-		opts.failed = &inventory.Revision{}
+	failed := inventory.Revision{}
+	if r.revision != nil {
+		failed = *r.revision
 	}
-	opts.failed.Number = res.RecordedRevision
+	failed.Number = res.RecordedRevision
+	opts := r.opts
+	opts.cause, opts.failed = res.Reason, &failed
 	rb := Rollback(ctx, opts, 0, r.connect, r.obs)
 	rb.Command = "rollback"
 	res.Cause, res.Rollback = res.Reason, rb

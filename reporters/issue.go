@@ -226,7 +226,8 @@ func (g *GitLabDriftIssue) publish(ctx context.Context, is driftIssue) error {
 	}
 	with := gitlab.WithContext(ctx)
 	var existing *gitlab.Issue
-	opts := &gitlab.ListProjectIssuesOptions{State: gitlab.Ptr("opened"), ListOptions: gitlab.ListOptions{PerPage: 100}}
+	// Only the token's own issues: a project may have thousands open.
+	opts := &gitlab.ListProjectIssuesOptions{State: gitlab.Ptr("opened"), AuthorID: gitlab.Ptr(me.ID), ListOptions: gitlab.ListOptions{PerPage: 100}}
 	for existing == nil {
 		issues, resp, err := client.Issues.ListProjectIssues(g.ProjectID, opts, with)
 		if err != nil {

@@ -2,6 +2,7 @@ package reporters
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -115,5 +116,27 @@ func TestGitLabDriftIssueLifecycle(t *testing.T) {
 	none := &GitLabDriftIssue{APIURL: srv.URL + "/api/v4", ProjectID: "123", Redact: NewRedactor()}
 	if err := none.Report(context.Background(), driftSample()); err == nil || !strings.Contains(err.Error(), "CI_JOB_TOKEN cannot write issues") {
 		t.Errorf("without a token: %v", err)
+	}
+}
+
+// A drift of more fields than a table shows says once that it left some
+// out, however many objects they spread over.
+func TestDriftTableSaysOnceWhatItLeftOut(t *testing.T) {
+	res := driftSample()
+	res.Objects = res.Objects[:0]
+	for i := range 3 {
+		var drift []result.Drift
+		for j := range maxTableRows {
+			drift = append(drift, result.Drift{Field: fmt.Sprintf(".data.k%d", j), Change: "changed", Manager: "kubectl"})
+		}
+		res.Objects = append(res.Objects, result.Object{ID: fmt.Sprintf("shop_cm%d__ConfigMap", i), APIVersion: "v1", Kind: "ConfigMap",
+			Namespace: "shop", Name: fmt.Sprintf("cm%d", i), Action: result.Drifted, Drift: drift})
+	}
+	body := StickyBody(res, Page{}, 1<<20, nil)
+	if n := strings.Count(body, "more drifted fields"); n != 1 {
+		t.Errorf("%q said %d times, want once", "more drifted fields", n)
+	}
+	if n := strings.Count(body, "| `ConfigMap/shop/cm"); n != maxTableRows {
+		t.Errorf("%d drift rows, want %d", n, maxTableRows)
 	}
 }

@@ -200,11 +200,12 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 		if res.Command == "drift" && len(changed) > 0 {
 			b.WriteString("#### Drift\n\n| object | field | change | by | when |\n|---|---|---|---|---|\n")
 			rows := 0
+		driftRows:
 			for _, o := range changed {
 				for _, d := range o.Drift {
 					if rows == maxTableRows {
 						omitted = append(omitted, "more drifted fields")
-						break
+						break driftRows
 					}
 					field, by, when := "`"+cell(d.Field)+"`", cell(d.Manager), ""
 					if o.Action == result.Missing {
@@ -233,11 +234,12 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 		if len(taking) > 0 {
 			b.WriteString("#### Fields taken from other field managers\n\n| object | field | manager |\n|---|---|---|\n")
 			rows := 0
+		takenRows:
 			for _, o := range taking {
 				for _, c := range o.Conflicts {
 					if rows == maxTableRows {
 						omitted = append(omitted, "more fields taken from other managers")
-						break
+						break takenRows
 					}
 					fmt.Fprintf(&b, "| `%s` | `%s` | %s |\n", o.Ref(), cell(c.Field), cell(c.Manager))
 					rows++

@@ -61,11 +61,7 @@ type GitHub struct {
 func (f *GitHub) Issues() []Issue {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]Issue, len(f.issues))
-	for i, is := range f.issues {
-		out[i] = *is
-	}
-	return out
+	return copies(f.issues)
 }
 
 // SeedIssues adds existing issues.
@@ -306,11 +302,7 @@ type GitLab struct {
 func (f *GitLab) Issues() []GitLabIssue {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]GitLabIssue, len(f.issues))
-	for i, is := range f.issues {
-		out[i] = *is
-	}
-	return out
+	return copies(f.issues)
 }
 
 // Seed adds existing notes; new ones are numbered after the last.
@@ -388,9 +380,13 @@ func (f *GitLab) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("state") != "opened" {
 			t.Errorf("list issues: state %q", r.URL.Query().Get("state"))
 		}
+		author, err := strconv.ParseInt(r.URL.Query().Get("author_id"), 10, 64)
+		if r.URL.Query().Has("author_id") && err != nil {
+			t.Errorf("list issues: author_id %q", r.URL.Query().Get("author_id"))
+		}
 		var open []*GitLabIssue
 		for _, is := range f.issues {
-			if is.State == "opened" {
+			if is.State == "opened" && (err != nil || is.Author.ID == author) {
 				open = append(open, is)
 			}
 		}
@@ -468,4 +464,14 @@ func (f *GitLab) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		t.Errorf("unexpected request %s %s", r.Method, r.URL)
 		w.WriteHeader(http.StatusNotFound)
 	}
+}
+
+// copies returns a copy of each element, for callers to read without the
+// lock.
+func copies[T any](ps []*T) []T {
+	out := make([]T, len(ps))
+	for i, p := range ps {
+		out[i] = *p
+	}
+	return out
 }
