@@ -334,7 +334,7 @@ func runHistory(ctx context.Context, cfg *Config, connect pipeline.Connector, st
 		return ExitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "REVISION\tAPPLIED\tOUTCOME\tOBJECTS\tSOURCE\tREVISION\tDIGEST\tBY\tNOTE")
+	fmt.Fprintln(tw, "REVISION\tAPPLIED\tOUTCOME\tOBJECTS\tSOURCE\tGIT REVISION\tDIGEST\tBY\tNOTE")
 	for _, v := range list {
 		note := v.Note
 		if v.Cause != "" {
