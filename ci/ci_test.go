@@ -15,8 +15,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gantry-dev/gantry/config"
 	"github.com/gantry-dev/gantry/e2e/cluster"
-	"github.com/gantry-dev/gantry/entrypoint"
 	"github.com/gantry-dev/gantry/reporters"
 )
 
@@ -92,7 +92,7 @@ func TestTektonTask(t *testing.T) {
 	// Every param is an input, with its default, passed as GANTRY_<INPUT>
 	// from the param and nothing else (never substituted into a script).
 	defaults := map[string]string{}
-	for _, in := range entrypoint.Inputs {
+	for _, in := range config.Inputs {
 		defaults[in.Name] = in.Default
 	}
 	// The task, like the action, runs apply unless told otherwise; on the
@@ -119,7 +119,7 @@ func TestTektonTask(t *testing.T) {
 			t.Errorf("param %s reaches the step as %s=%q", p.Name, key, env[key])
 		}
 	}
-	for _, in := range entrypoint.Inputs {
+	for _, in := range config.Inputs {
 		if in.Secret {
 			if _, ok := env["GANTRY_"+strings.ToUpper(strings.ReplaceAll(in.Name, "-", "_"))]; ok {
 				t.Errorf("secret input %s is a param; it must come from the Secret", in.Name)
@@ -151,7 +151,7 @@ func TestGitLabTemplate(t *testing.T) {
 		t.Error("the dotenv report is not wired")
 	}
 	inputs := map[string]bool{"KUBECONFIG": true}
-	for _, in := range entrypoint.Inputs {
+	for _, in := range config.Inputs {
 		inputs[in.GantryEnvName()] = true
 	}
 	// Variables referenced outside comments.

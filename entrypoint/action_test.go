@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gantry-dev/gantry/config"
 	"github.com/gantry-dev/gantry/reporters"
 )
 
@@ -38,7 +39,7 @@ func TestActionYAMLMatchesInputs(t *testing.T) {
 		got[name] = [2]string{d, in.Description}
 	}
 	want := map[string][2]string{}
-	for _, in := range Inputs {
+	for _, in := range config.Inputs {
 		d := in.Default
 		if in.ActionDefault != "" {
 			d = in.ActionDefault
@@ -87,7 +88,7 @@ func TestReadmeListsEveryInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, in := range Inputs {
+	for _, in := range config.Inputs {
 		d := " "
 		if in.Default != "" {
 			d = "`" + in.Default + "`"

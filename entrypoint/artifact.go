@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/gantry-dev/gantry/artifact"
+	"github.com/gantry-dev/gantry/config"
 	"github.com/gantry-dev/gantry/diffs"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/pipeline"
@@ -19,7 +20,7 @@ import (
 )
 
 // runArtifact runs the commands that only read or tag artifacts.
-func runArtifact(ctx context.Context, cfg *Config, client *artifact.Client, stdout io.Writer, console *console, decrypted func([]string)) int {
+func runArtifact(ctx context.Context, cfg *config.Config, client *artifact.Client, stdout io.Writer, console *console, decrypted func([]string)) int {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	fail := func(err error) int {
@@ -89,7 +90,7 @@ func runArtifact(ctx context.Context, cfg *Config, client *artifact.Client, stdo
 // diffArtifact compares an artifact's objects with another artifact's or a
 // folder's, object by object, and prints the diffs (Secret values masked).
 // Exit 0 when they match; with differences 3 under detailed-exitcode, else 0.
-func diffArtifact(ctx context.Context, cfg *Config, client *artifact.Client, stdout io.Writer, console *console, decrypted func([]string)) int {
+func diffArtifact(ctx context.Context, cfg *config.Config, client *artifact.Client, stdout io.Writer, console *console, decrypted func([]string)) int {
 	objectsOf := func(source string) (map[string]*unstructured.Unstructured, error) {
 		dir := source
 		if strings.HasPrefix(source, "oci://") {
@@ -193,7 +194,7 @@ type artifactDiff struct {
 // writeArtifactDiff prints what diff-artifact found, as diff prints its
 // own: the diffs and a summary line, or the objects as JSON or YAML.
 // Secret values are masked in the diffs already.
-func writeArtifactDiff(w io.Writer, cfg *Config, objects []artifactDiff, counts map[string]int, color bool) error {
+func writeArtifactDiff(w io.Writer, cfg *config.Config, objects []artifactDiff, counts map[string]int, color bool) error {
 	switch cfg.Output {
 	case "json", "yaml":
 		b, err := marshalAs(cfg.Output, map[string]any{"artifact": cfg.Artifact, "compareTo": cfg.CompareTo, "objects": objects})

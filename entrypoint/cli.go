@@ -11,36 +11,24 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/gantry-dev/gantry/config"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// invocation is what the command line asked for: the command and the flags
-// given, by input name, as raw text.
-type invocation struct {
-	command string
-	origin  string // where the command came from
-	flags   map[string]string
-	// path is the path argument (build, diff, apply, push, pull), if given.
-	path string
-	// unit is the run file's settings of one unit: over the defaults,
-	// under the command line and the variables.
-	unit map[string]value
-}
-
 // parseCommandLine reads the command line with cobra. The command is its
 // first argument, or else INPUT_COMMAND or GANTRY_COMMAND, as the GitHub
 // Action and the GitLab and Tekton templates give it. It returns nil and no
 // error when it printed what was asked (help, version, completion).
-func parseCommandLine(args []string, env map[string]string, stdout, stderr io.Writer) (*invocation, error) {
-	inv := &invocation{origin: "the command line"}
+func parseCommandLine(args []string, env map[string]string, stdout, stderr io.Writer) (*config.Given, error) {
+	inv := &config.Given{CommandOrigin: "the command line", Env: env}
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		for _, name := range []string{"INPUT_COMMAND", "GANTRY_COMMAND"} {
 			if c := strings.TrimSpace(env[name]); c != "" {
 				args = append([]string{c}, args...)
-				inv.origin = name
+				inv.CommandOrigin = name
 				break
 			}
 		}
@@ -49,7 +37,7 @@ func parseCommandLine(args []string, env map[string]string, stdout, stderr io.Wr
 		switch args[0] {
 		case "help", "completion", cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd:
 		default:
-			return nil, fmt.Errorf("command (from %s): %q is not one of %s", inv.origin, args[0], strings.Join(commands, ", "))
+			return nil, fmt.Errorf("command (from %s): %q is not one of %s", inv.CommandOrigin, args[0], strings.Join(commands, ", "))
 		}
 	}
 	root := newCLI(inv, stdout, stderr)
@@ -58,7 +46,7 @@ func parseCommandLine(args []string, env map[string]string, stdout, stderr io.Wr
 	if _, err := root.ExecuteC(); err != nil {
 		return nil, err
 	}
-	if inv.command == "" {
+	if inv.Command == "" {
 		return nil, nil
 	}
 	return inv, nil
@@ -69,8 +57,8 @@ func parseCommandLine(args []string, env map[string]string, stdout, stderr io.Wr
 // false. It also reads Go's single-dash style (-inventory x) as the flag of
 // that name, as earlier gantry releases took it.
 func normalizeArgs(args []string) []string {
-	inputs := map[string]Input{}
-	for _, in := range Inputs {
+	inputs := map[string]config.Input{}
+	for _, in := range config.Inputs {
 		inputs[in.Name] = in
 	}
 	var out []string
@@ -101,7 +89,7 @@ func normalizeArgs(args []string) []string {
 // inputValue is a flag's pflag.Value. It keeps the raw text, so that every
 // input is validated in one place whatever its source.
 type inputValue struct {
-	in  Input
+	in  config.Input
 	v   string
 	set bool
 }
@@ -146,7 +134,7 @@ func init() {
 
 // newCLI is gantry's command tree. Each command's run records the
 // invocation; the configuration is validated and run by Run.
-func newCLI(inv *invocation, stdout, stderr io.Writer) *cobra.Command {
+func newCLI(inv *config.Given, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "gantry",
 		Short: "Ship Kubernetes configuration from CI: build, validate, apply, prune, wait, report",
@@ -191,18 +179,18 @@ pending (diff with --detailed-exitcode).`,
 			GroupID: spec.Group,
 			Args:    cobra.NoArgs,
 			RunE: func(c *cobra.Command, args []string) error {
-				inv.command = spec.Name
-				inv.flags = map[string]string{}
+				inv.Command = spec.Name
+				inv.Flags = map[string]string{}
 				c.Flags().Visit(func(f *pflag.Flag) {
 					if v, ok := f.Value.(*inputValue); ok {
-						inv.flags[v.in.Name] = v.v
+						inv.Flags[v.in.Name] = v.v
 					}
 				})
 				if len(args) > 0 {
-					if _, given := inv.flags["path"]; given {
+					if _, given := inv.Flags["path"]; given {
 						return fmt.Errorf("path given twice: as the argument %q and as --path", args[0])
 					}
-					inv.path = args[0]
+					inv.Path = args[0]
 				}
 				return nil
 			},
@@ -239,7 +227,7 @@ pending (diff with --detailed-exitcode).`,
 // addFlags gives cmd the flags of the inputs it reads, each with its
 // completion.
 func addFlags(cmd *cobra.Command, name string) {
-	for _, in := range Inputs {
+	for _, in := range config.Inputs {
 		if !slices.Contains(strings.Fields(in.For), name) {
 			continue
 		}
@@ -324,7 +312,7 @@ func flagError(c *cobra.Command, err error) error {
 	if !ok {
 		return fmt.Errorf("%w (see gantry %s --help)", err, c.Name())
 	}
-	for _, in := range Inputs {
+	for _, in := range config.Inputs {
 		if in.Name == name {
 			if in.For == "" {
 				return fmt.Errorf("--%s is not a flag: the %s is the first argument, as in gantry apply", name, name)
@@ -373,7 +361,7 @@ func usage(c *cobra.Command) error {
 		fmt.Fprintf(w, "\nExamples:\n%s\n", c.Example)
 	}
 	width := helpWidth(w)
-	for _, g := range groups {
+	for _, g := range config.Groups {
 		set := pflag.NewFlagSet(g, pflag.ContinueOnError)
 		c.Flags().VisitAll(func(f *pflag.Flag) {
 			if v, ok := f.Value.(*inputValue); ok && v.in.Group == g {

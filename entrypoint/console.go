@@ -1,6 +1,7 @@
 package entrypoint
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gantry-dev/gantry/config"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/reporters"
@@ -210,7 +212,7 @@ func (c *console) summary(res *result.Result) {
 	}
 	c.printf("gantry %s: %s: %s%s\n", res.Command, reason, strings.Join(parts, ", "), where)
 	if res.Message != "" && !res.Succeeded() {
-		c.printf("%s\n", indent(res.Message))
+		c.printf("%s\n", config.Indent(res.Message))
 	}
 }
 
@@ -266,7 +268,7 @@ func redactSecret(u *unstructured.Unstructured) *unstructured.Unstructured {
 }
 
 // runInventory lists the inventories of a namespace, or shows one.
-func runInventory(ctx context.Context, cfg *Config, connect pipeline.Connector, stdout, stderr io.Writer) int {
+func runInventory(ctx context.Context, cfg *config.Config, connect pipeline.Connector, stdout, stderr io.Writer) int {
 	clients, err := connect()
 	if err != nil {
 		fmt.Fprintln(stderr, "gantry:", err)
@@ -303,7 +305,7 @@ func runInventory(ctx context.Context, cfg *Config, connect pipeline.Connector, 
 }
 
 // runHistory lists an inventory's revisions, newest first.
-func runHistory(ctx context.Context, cfg *Config, connect pipeline.Connector, stdout, stderr io.Writer) int {
+func runHistory(ctx context.Context, cfg *config.Config, connect pipeline.Connector, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	clients, err := connect()
@@ -341,7 +343,7 @@ func runHistory(ctx context.Context, cfg *Config, connect pipeline.Connector, st
 			note = strings.TrimPrefix(note+"; after "+v.Cause, "; ")
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", v.Number, v.Time.Format(time.RFC3339), v.Outcome, v.Objects,
-			orNone(firstNonEmpty(v.Artifact, v.Source)), orNone(v.GitRevision), shortDigest(v.Digest), v.By, note)
+			orNone(cmp.Or(v.Artifact, v.Source)), orNone(v.GitRevision), shortDigest(v.Digest), v.By, note)
 	}
 	_ = tw.Flush()
 	return ExitOK

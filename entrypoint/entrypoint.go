@@ -4,6 +4,7 @@
 package entrypoint
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/gantry-dev/gantry/artifact"
+	"github.com/gantry-dev/gantry/config"
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/reporters"
@@ -62,25 +64,26 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return ExitInvalid
 	case inv == nil: // help, version or completion, printed
 		return ExitOK
-	case inv.command == "version":
+	case inv.Command == "version":
 		fmt.Fprintf(stdout, "gantry %s\n", Version)
 		return ExitOK
 	}
 	// Every source makes units: a run file many, the command line and the
 	// environment one. plan prints them for a CI engine to run instead.
-	if inv.command == "plan" {
-		return runPlan(inv, env, stdout, stderr)
+	if inv.Command == "plan" {
+		return runPlan(inv, stdout, stderr)
 	}
-	if file := runFileOf(inv, env); file != "" {
-		return runFile(ctx, inv, env, file, p, stdout, stderr)
+	if file := runFileOf(inv); file != "" {
+		return runFile(ctx, inv, file, p, stdout, stderr)
 	}
-	return runOne(ctx, inv, env, p, stdout, stderr)
+	return runOne(ctx, inv, p, stdout, stderr)
 }
 
 // runOne runs a command of one configuration: a unit (diff, apply,
 // delete), or a command on an artifact, a build or the inventory.
-func runOne(ctx context.Context, inv *invocation, env map[string]string, p platform, stdout, stderr io.Writer) int {
-	cfg, cfgErr := configure(inv, env)
+func runOne(ctx context.Context, inv *config.Given, p platform, stdout, stderr io.Writer) int {
+	env := inv.Env
+	cfg, cfgErr := config.Load(*inv)
 
 	// Every secret is known, and masked on GitHub, before anything else is
 	// printed.
@@ -92,7 +95,7 @@ func runOne(ctx context.Context, inv *invocation, env map[string]string, p platf
 	redact, gha, console, decrypted := s.redact, s.gha, s.console, s.decrypted
 
 	if cfgErr != nil {
-		console.printf("gantry: invalid configuration:\n%s\n", indent(cfgErr.Error()))
+		console.printf("gantry: invalid configuration:\n%s\n", config.Indent(cfgErr.Error()))
 		if cfg != nil && cfg.Report != "" {
 			res := &result.Result{Schema: result.SchemaVersion, Command: cfg.Command, Version: Version,
 				Reason: result.ReasonInvalidInput, Message: cfgErr.Error(), Stages: []result.Stage{}, Objects: []result.Object{}}
@@ -136,7 +139,7 @@ func runOne(ctx context.Context, inv *invocation, env map[string]string, p platf
 		return exitCode(res, cfg)
 	case "diff", "apply", "delete", "validate", "drift":
 		// A run of one unit, as each unit of a run file runs.
-		res = s.runUnit(ctx, &Unit{Name: cfg.Inventory, Config: cfg}, console, false)
+		res = s.runUnit(ctx, &config.Unit{Name: cfg.Inventory, Config: cfg}, console, false)
 		if cfg.Command == "diff" && (res.Reason == result.ReasonSucceeded || res.Reason == result.ReasonProgressing) {
 			if err := writeDiff(stdout, res, cfg.Output, p == githubActions, colorTerminal(stdout), redact); err != nil {
 				console.warn("printing the diff: " + err.Error())
@@ -204,13 +207,13 @@ func (s *session) decrypted(values []string) {
 	}
 }
 
-func kubeOptions(cfg *Config) kube.Options {
+func kubeOptions(cfg *config.Config) kube.Options {
 	return kube.Options{Kubeconfig: cfg.Kubeconfig, Context: cfg.Context, ServiceAccount: cfg.ServiceAccount, Concurrency: cfg.Concurrency}
 }
 
 // connect connects to cfg's cluster when the pipeline first needs it;
 // the API server's warnings print on out.
-func (s *session) connect(cfg *Config, out *console) func() (*kube.Clients, error) {
+func (s *session) connect(cfg *config.Config, out *console) func() (*kube.Clients, error) {
 	return func() (*kube.Clients, error) {
 		rc, err := kube.RESTConfig(kubeOptions(cfg))
 		if err != nil {
@@ -222,7 +225,7 @@ func (s *session) connect(cfg *Config, out *console) func() (*kube.Clients, erro
 }
 
 // options are the pipeline's options for one unit's configuration.
-func (s *session) options(cfg *Config) pipeline.Options {
+func (s *session) options(cfg *config.Config) pipeline.Options {
 	opts := pipeline.Options{
 		Build: pipeline.BuildOptions{
 			Path:             cfg.Path,
@@ -284,7 +287,7 @@ func (s *session) options(cfg *Config) pipeline.Options {
 
 // artifactClient reaches cfg's registry with its credentials, keys and
 // signing settings.
-func artifactClient(cfg *Config) *artifact.Client {
+func artifactClient(cfg *config.Config) *artifact.Client {
 	return artifact.New(artifact.Options{
 		Username: cfg.Registry.Username, Password: cfg.Registry.Password,
 		GitHubToken: cfg.GitHubToken, Insecure: cfg.Registry.Insecure,
@@ -296,7 +299,7 @@ func artifactClient(cfg *Config) *artifact.Client {
 // offlineOptions are validate's, with the CRDs of the crds folders and
 // artifacts built as the set is built; nil for a validate against the
 // cluster.
-func offlineOptions(ctx context.Context, cfg *Config, opts pipeline.Options) (*pipeline.OfflineOptions, error) {
+func offlineOptions(ctx context.Context, cfg *config.Config, opts pipeline.Options) (*pipeline.OfflineOptions, error) {
 	if !cfg.Offline {
 		return nil, nil
 	}
@@ -333,7 +336,7 @@ func offlineOptions(ctx context.Context, cfg *Config, opts pipeline.Options) (*p
 }
 
 // exitCode maps a result to the documented exit codes.
-func exitCode(res *result.Result, cfg *Config) int {
+func exitCode(res *result.Result, cfg *config.Config) int {
 	if res.ReachedGoal() {
 		return ExitOK
 	}
@@ -378,17 +381,23 @@ func actor(env map[string]string) string {
 		return fmt.Sprintf("%s (%s)", env["GITLAB_USER_LOGIN"], env["CI_JOB_URL"])
 	}
 	host, _ := os.Hostname()
-	name := firstNonEmpty(env["USER"], env["LOGNAME"])
+	name := cmp.Or(env["USER"], env["LOGNAME"])
 	if u, err := user.Current(); name == "" && err == nil {
 		name = u.Username
 	}
-	return firstNonEmpty(name, "unknown") + "@" + host
+	return cmp.Or(name, "unknown") + "@" + host
 }
 
-func indent(s string) string {
-	var b strings.Builder
-	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
-		b.WriteString("  - " + l + "\n")
+// Load reads the command line and validates the whole configuration, as
+// config.Load does. Help, the version and completions are printed to
+// stdout, and Load then returns errHelp.
+func Load(args []string, env map[string]string, stdout io.Writer) (*config.Config, error) {
+	inv, err := parseCommandLine(args, env, stdout, stdout)
+	if err != nil {
+		return nil, err
 	}
-	return strings.TrimRight(b.String(), "\n")
+	if inv == nil {
+		return nil, errHelp
+	}
+	return config.Load(*inv)
 }

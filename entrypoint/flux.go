@@ -9,12 +9,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gantry-dev/gantry/artifact"
+	"github.com/gantry-dev/gantry/config"
 )
 
 // fluxObjects are the OCIRepository and Kustomization that reconcile the
 // artifact a released inventory came from, for release to print: the same
 // artifact, verified as gantry verified it, pruned as gantry pruned it.
-func fluxObjects(cfg *Config) ([]map[string]any, error) {
+func fluxObjects(cfg *config.Config) ([]map[string]any, error) {
 	ref, err := artifact.ParseRef(cfg.Artifact, cfg.Registry.Insecure)
 	if err != nil {
 		return nil, err
@@ -53,7 +54,7 @@ func fluxObjects(cfg *Config) ([]map[string]any, error) {
 
 // writeFluxObjects prints fluxObjects as a YAML stream, with a comment
 // naming the Secrets they refer to (never their content).
-func writeFluxObjects(w io.Writer, cfg *Config) error {
+func writeFluxObjects(w io.Writer, cfg *config.Config) error {
 	objs, err := fluxObjects(cfg)
 	if err != nil {
 		return err

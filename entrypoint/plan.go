@@ -10,6 +10,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/gantry-dev/gantry/config"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -26,15 +27,15 @@ var (
 // each running gantry on that unit alone, ordered by depends-on. Suspended
 // units are left out. Secrets are not read: the jobs read them where they
 // run.
-func runPlan(inv *invocation, env map[string]string, stdout, stderr io.Writer) int {
-	file := runFileInput(inv, env)
+func runPlan(inv *config.Given, stdout, stderr io.Writer) int {
+	file := config.RunFileInput(*inv)
 	if file == "" {
 		fmt.Fprintln(stderr, "gantry plan: run-file is required: the run file whose units to plan")
 		return ExitInvalid
 	}
-	units, err := configureUnits(&invocation{command: "apply", origin: inv.origin, flags: inv.flags}, env, file, true)
+	units, err := config.LoadUnits(config.Given{Command: "apply", CommandOrigin: inv.CommandOrigin, Flags: inv.Flags, Env: inv.Env}, file, true)
 	if err != nil {
-		fmt.Fprintf(stderr, "gantry plan: invalid run file %s:\n%s\n", file, indent(err.Error()))
+		fmt.Fprintf(stderr, "gantry plan: invalid run file %s:\n%s\n", file, config.Indent(err.Error()))
 		return ExitInvalid
 	}
 	cfg := units[0].Config
@@ -60,18 +61,18 @@ func runPlan(inv *invocation, env map[string]string, stdout, stderr io.Writer) i
 // planLevels are the units that run, by dependency level, in the run
 // file's order within a level; a suspended unit is left out, and so is
 // the dependency on it.
-func planLevels(units []*Unit) [][]*Unit {
+func planLevels(units []*config.Unit) [][]*config.Unit {
 	run := &result.Run{}
-	byName := map[string]*Unit{}
+	byName := map[string]*config.Unit{}
 	for _, u := range units {
 		byName[u.Name] = u
 		if !u.Suspend {
 			run.Units = append(run.Units, result.Unit{Name: u.Name, DependsOn: activeDeps(u, byName)})
 		}
 	}
-	var levels [][]*Unit
+	var levels [][]*config.Unit
 	for _, names := range run.Levels() {
-		var level []*Unit
+		var level []*config.Unit
 		for _, n := range names {
 			level = append(level, byName[n])
 		}
@@ -82,7 +83,7 @@ func planLevels(units []*Unit) [][]*Unit {
 
 // activeDeps are a unit's dependencies that run: a suspended unit's
 // dependents wait for nothing from it.
-func activeDeps(u *Unit, byName map[string]*Unit) []string {
+func activeDeps(u *config.Unit, byName map[string]*config.Unit) []string {
 	var deps []string
 	for _, d := range u.DependsOn {
 		if dep, ok := byName[d]; ok && !dep.Suspend {
@@ -94,7 +95,7 @@ func activeDeps(u *Unit, byName map[string]*Unit) []string {
 
 // githubPlan is a matrix per dependency level, for fromJSON: a workflow
 // has one job per level, each needing the one before.
-func githubPlan(units []*Unit) ([]byte, error) {
+func githubPlan(units []*config.Unit) ([]byte, error) {
 	type entry struct {
 		Unit string `json:"unit"`
 	}
@@ -117,8 +118,8 @@ func githubPlan(units []*Unit) ([]byte, error) {
 
 // tektonPlan is a Pipeline whose tasks run the gantry Task on one unit
 // each, runAfter the units it depends on.
-func tektonPlan(units []*Unit, file string) ([]byte, error) {
-	byName := map[string]*Unit{}
+func tektonPlan(units []*config.Unit, file string) ([]byte, error) {
+	byName := map[string]*config.Unit{}
 	for _, u := range units {
 		byName[u.Name] = u
 	}
@@ -170,8 +171,8 @@ func tektonPlan(units []*Unit, file string) ([]byte, error) {
 
 // gitlabPlan is a child pipeline (trigger: include: artifact) with a job
 // per unit in gantry's image, needs from depends-on.
-func gitlabPlan(units []*Unit, file string) ([]byte, error) {
-	byName := map[string]*Unit{}
+func gitlabPlan(units []*config.Unit, file string) ([]byte, error) {
+	byName := map[string]*config.Unit{}
 	for _, u := range units {
 		byName[u.Name] = u
 	}

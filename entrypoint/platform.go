@@ -12,6 +12,7 @@ import (
 	"github.com/sethvargo/go-githubactions"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/gantry-dev/gantry/config"
 	"github.com/gantry-dev/gantry/reporters"
 )
 
@@ -102,7 +103,7 @@ func pullRequestNumber(env map[string]string) (int, error) {
 // reporterSet assembles the reporters for where gantry runs and what the
 // inputs ask. Problems that only keep a reporter from running are returned
 // as warnings.
-func reporterSet(cfg *Config, env map[string]string, p platform, redact *reporters.Redactor, gha *githubactions.Action) (reporters.Multi, []string) {
+func reporterSet(cfg *config.Config, env map[string]string, p platform, redact *reporters.Redactor, gha *githubactions.Action) (reporters.Multi, []string) {
 	var set reporters.Multi
 	var warnings []string
 	report := cfg.Report

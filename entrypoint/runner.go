@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gantry-dev/gantry/config"
 	"github.com/gantry-dev/gantry/result"
 )
 
 // unitRun is what one unit of a run came to.
 type unitRun struct {
-	Unit       *Unit
+	Unit       *config.Unit
 	Result     *result.Result
 	Start, End time.Time
 }
@@ -24,8 +25,8 @@ type unitRun struct {
 // after every unit that depends on it. Units not started when ctx ends
 // are Cancelled; a running unit stops as a single run does. The result
 // keeps the units' order.
-func runUnits(ctx context.Context, units []*Unit, concurrency int, reverse bool,
-	run func(ctx context.Context, u *Unit, dependedOn bool) *result.Result) []unitRun {
+func runUnits(ctx context.Context, units []*config.Unit, concurrency int, reverse bool,
+	run func(ctx context.Context, u *config.Unit, dependedOn bool) *result.Result) []unitRun {
 	n := len(units)
 	runs := make([]unitRun, n)
 	index := make(map[string]int, n)
@@ -123,7 +124,7 @@ func reachedGoal(r *result.Result) bool {
 	return false
 }
 
-func blockedMessage(u *Unit, by string, reverse bool) string {
+func blockedMessage(u *config.Unit, by string, reverse bool) string {
 	if reverse {
 		return fmt.Sprintf("not deleted: %s, which depends on it, was not deleted", by)
 	}
@@ -131,7 +132,7 @@ func blockedMessage(u *Unit, by string, reverse bool) string {
 }
 
 // notRun is the result of a unit that was not run.
-func notRun(u *Unit, reason result.Reason, message string, at time.Time) *result.Result {
+func notRun(u *config.Unit, reason result.Reason, message string, at time.Time) *result.Result {
 	return &result.Result{Schema: result.SchemaVersion, Command: u.Config.Command, Version: Version,
 		Started: at, Finished: at, Reason: reason, Message: message,
 		Stages: []result.Stage{}, Objects: []result.Object{}}

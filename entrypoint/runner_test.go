@@ -8,14 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gantry-dev/gantry/config"
 	"github.com/gantry-dev/gantry/result"
 )
 
 // fakeUnits makes units from name -> dependencies.
-func fakeUnits(graph [][2]any) []*Unit {
-	var units []*Unit
+func fakeUnits(graph [][2]any) []*config.Unit {
+	var units []*config.Unit
 	for _, g := range graph {
-		units = append(units, &Unit{Name: g[0].(string), DependsOn: g[1].([]string), Config: &Config{Command: "apply"}})
+		units = append(units, &config.Unit{Name: g[0].(string), DependsOn: g[1].([]string), Config: &config.Config{Command: "apply"}})
 	}
 	return units
 }
@@ -31,7 +32,7 @@ type recorder struct {
 	now, most  atomic.Int32
 }
 
-func (r *recorder) run(ctx context.Context, u *Unit, dependedOn bool) *result.Result {
+func (r *recorder) run(ctx context.Context, u *config.Unit, dependedOn bool) *result.Result {
 	cur := r.now.Add(1)
 	for {
 		m := r.most.Load()

@@ -4,13 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
-	"k8s.io/client-go/tools/clientcmd"
-
+	"github.com/gantry-dev/gantry/config"
 	"github.com/gantry-dev/gantry/gitsource"
-	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/reporters"
 	"github.com/gantry-dev/gantry/result"
@@ -18,37 +15,30 @@ import (
 
 // runFileOf is the run file an apply, diff, delete or validate was given,
 // if any.
-func runFileOf(inv *invocation, env map[string]string) string {
-	switch inv.command {
+func runFileOf(inv *config.Given) string {
+	switch inv.Command {
 	case "apply", "diff", "delete", "validate", "drift":
-		return runFileInput(inv, env)
+		return config.RunFileInput(*inv)
 	}
 	return ""
 }
 
-// runFileInput is the run-file input, by the inputs' precedence.
-func runFileInput(inv *invocation, env map[string]string) string {
-	if f := strings.TrimSpace(inv.flags["run-file"]); f != "" {
-		return f
-	}
-	return firstNonEmpty(strings.TrimSpace(env["INPUT_RUN-FILE"]), strings.TrimSpace(env["GANTRY_RUN_FILE"]))
-}
-
 // runFile runs the units of a run file as their graph allows, each as a
 // single run of the command, and reports them as one run.
-func runFile(ctx context.Context, inv *invocation, env map[string]string, file string, p platform, stdout, stderr io.Writer) int {
-	units, unitsErr := configureUnits(inv, env, file, false)
+func runFile(ctx context.Context, inv *config.Given, file string, p platform, stdout, stderr io.Writer) int {
+	env := inv.Env
+	units, unitsErr := config.LoadUnits(*inv, file, false)
 	dependedOn := map[string]bool{}
 	if unitsErr == nil && len(units[0].Config.Units) > 0 {
-		units, dependedOn, unitsErr = selectUnits(units, units[0].Config.Units)
+		units, dependedOn, unitsErr = config.SelectUnits(units, units[0].Config.Units)
 	}
 	// The run's own inputs (report, summary, comment, tokens) come from
 	// the command line and the variables only: every unit has the same.
-	var runCfg *Config
+	var runCfg *config.Config
 	if unitsErr == nil {
 		runCfg = units[0].Config
 	} else {
-		runCfg, _ = configure(inv, env) // for the report of a run file refused whole
+		runCfg, _ = config.Load(*inv) // for the report of a run file refused whole
 	}
 	var secrets []string
 	for _, u := range units {
@@ -59,11 +49,11 @@ func runFile(ctx context.Context, inv *invocation, env map[string]string, file s
 		secrets = append(secrets, runCfg.Secrets...)
 	}
 	s := newSession(env, p, secrets, stderr)
-	run := &result.Run{Schema: result.RunSchemaVersion, Command: inv.command, Version: Version, RunFile: file,
+	run := &result.Run{Schema: result.RunSchemaVersion, Command: inv.Command, Version: Version, RunFile: file,
 		Started: time.Now(), Units: []result.Unit{}}
 
 	if unitsErr != nil {
-		s.console.printf("gantry: invalid run file %s:\n%s\n", file, indent(unitsErr.Error()))
+		s.console.printf("gantry: invalid run file %s:\n%s\n", file, config.Indent(unitsErr.Error()))
 		run.Finished, run.Reason, run.Message = time.Now(), result.ReasonInvalidInput, unitsErr.Error()
 		if runCfg != nil && runCfg.Report != "" {
 			if err := (&reporters.JSONReport{Path: runCfg.Report, Redact: s.redact}).ReportRun(ctx, run); err != nil {
@@ -72,12 +62,12 @@ func runFile(ctx context.Context, inv *invocation, env map[string]string, file s
 		}
 		return ExitInvalid
 	}
-	for _, o := range overrides(inv, env) {
+	for _, o := range config.Overrides(*inv) {
 		s.console.printf("gantry: %s applies to every unit of %s\n", o, file)
 	}
 
-	runs := runUnits(ctx, units, runCfg.UnitsConcurrency, inv.command == "delete",
-		func(ctx context.Context, u *Unit, dependents bool) *result.Result {
+	runs := runUnits(ctx, units, runCfg.UnitsConcurrency, inv.Command == "delete",
+		func(ctx context.Context, u *config.Unit, dependents bool) *result.Result {
 			out := s.console.forUnit(u.Name)
 			res := s.runUnit(ctx, u, out, dependents || dependedOn[u.Name])
 			out.summary(res)
@@ -86,7 +76,7 @@ func runFile(ctx context.Context, inv *invocation, env map[string]string, file s
 
 	code := ExitOK
 	for _, r := range runs {
-		run.Units = append(run.Units, result.Unit{Name: r.Unit.Name, Cluster: clusterInfo(r.Unit.Config), DependsOn: r.Unit.DependsOn, Result: r.Result})
+		run.Units = append(run.Units, result.Unit{Name: r.Unit.Name, Cluster: config.ClusterInfo(r.Unit.Config), DependsOn: r.Unit.DependsOn, Result: r.Result})
 		switch r.Result.Reason {
 		case result.ReasonSuspended, result.ReasonDependencyNotReady:
 			s.console.forUnit(r.Unit.Name).printf("%s: %s", r.Result.Reason, r.Result.Message)
@@ -119,7 +109,7 @@ func runFile(ctx context.Context, inv *invocation, env map[string]string, file s
 // runs here too. A unit that others depend on (dependedOn) is applied and
 // waited for until healthy, whatever its own wait says: its dependents
 // start only then.
-func (s *session) runUnit(ctx context.Context, u *Unit, out *console, dependedOn bool) *result.Result {
+func (s *session) runUnit(ctx context.Context, u *config.Unit, out *console, dependedOn bool) *result.Result {
 	opts := s.options(u.Config)
 	opts.Wait = opts.Wait || dependedOn && u.Config.Command == "apply"
 	connect := s.connect(u.Config, out)
@@ -150,7 +140,7 @@ func (s *session) runUnit(ctx context.Context, u *Unit, out *console, dependedOn
 
 // offlineDiff compares the unit's configuration with itself at the base
 // revision, with no cluster (diff --offline --base).
-func (s *session) offlineDiff(ctx context.Context, cfg *Config, opts pipeline.Options, out *console) *result.Result {
+func (s *session) offlineDiff(ctx context.Context, cfg *config.Config, opts pipeline.Options, out *console) *result.Result {
 	fail := func(err error) *result.Result {
 		return &result.Result{Schema: result.SchemaVersion, Command: "diff", Version: Version, Base: cfg.Base,
 			Reason: result.ReasonBuildFailed, Message: err.Error(), Stages: []result.Stage{}, Objects: []result.Object{}}
@@ -202,45 +192,4 @@ func writeRunDiff(w io.Writer, run *result.Run, format string, fenced, color boo
 		}
 	}
 	return nil
-}
-
-// overrides names the unit inputs given on the command line or as
-// variables, which apply to every unit over the run file.
-func overrides(inv *invocation, env map[string]string) []string {
-	var out []string
-	for _, in := range Inputs {
-		if runLevel[in.Name] {
-			continue
-		}
-		if _, ok := inv.flags[in.Name]; ok {
-			out = append(out, fmt.Sprintf("%s (from --%s)", in.Name, in.Name))
-			continue
-		}
-		for _, name := range []string{in.EnvName(), in.GantryEnvName()} {
-			if v := env[name]; v != "" && v != in.Default && v != in.ActionDefault {
-				out = append(out, fmt.Sprintf("%s (from %s)", in.Name, name))
-				break
-			}
-		}
-	}
-	return out
-}
-
-// clusterInfo names a unit's cluster: its context and its API server's
-// address, read from its kubeconfig; never its credentials.
-func clusterInfo(c *Config) result.Cluster {
-	cl := result.Cluster{Context: c.Context}
-	if cl.Context == "" {
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		if c.Kubeconfig != "" {
-			rules.ExplicitPath = c.Kubeconfig
-		}
-		if raw, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).RawConfig(); err == nil {
-			cl.Context = raw.CurrentContext
-		}
-	}
-	if rc, err := kube.RESTConfig(kube.Options{Kubeconfig: c.Kubeconfig, Context: c.Context}); err == nil {
-		cl.Server = rc.Host
-	}
-	return cl
 }

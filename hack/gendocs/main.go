@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/gantry-dev/gantry/artifact"
+	"github.com/gantry-dev/gantry/config"
 	"github.com/gantry-dev/gantry/entrypoint"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/pipeline"
@@ -76,7 +77,7 @@ func RunFileSchema() string {
 		},
 	}
 	inputs := map[string]any{}
-	for _, in := range entrypoint.UnitInputs() {
+	for _, in := range config.UnitInputs() {
 		var s map[string]any
 		switch {
 		case in.Name == "substitute":
@@ -146,7 +147,7 @@ everywhere gantry writes.
 | input | default | variable | secret | commands | what it does |
 |---|---|---|---|---|---|
 `)
-	for _, in := range entrypoint.Inputs {
+	for _, in := range config.Inputs {
 		d := " "
 		if in.Default != "" {
 			d = "`" + in.Default + "`"
@@ -229,7 +230,7 @@ func replace(path, start, end, with string) error {
 func actionInputs() string {
 	var b strings.Builder
 	b.WriteString("inputs:\n")
-	for _, in := range entrypoint.Inputs {
+	for _, in := range config.Inputs {
 		fmt.Fprintf(&b, "  %s:\n    description: %s\n    required: false\n", in.Name, strconv.Quote(in.Description))
 		d := in.Default
 		if in.ActionDefault != "" {
@@ -245,7 +246,7 @@ func actionInputs() string {
 func readmeTable() string {
 	var b strings.Builder
 	b.WriteString("| input | default | what it does |\n|---|---|---|\n")
-	for _, in := range entrypoint.Inputs {
+	for _, in := range config.Inputs {
 		d := " "
 		if in.Default != "" {
 			d = "`" + in.Default + "`"

@@ -1,4 +1,4 @@
-package entrypoint
+package config
 
 import (
 	"errors"
@@ -9,7 +9,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gantry-dev/gantry/kube"
+	"github.com/gantry-dev/gantry/result"
 	"go.yaml.in/yaml/v3"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // Unit is one deploy: a source, a cluster and an inventory, configured as
@@ -350,29 +353,29 @@ func (r *runFileReader) relative(raw string) string {
 	return strings.Join(lines, "\n")
 }
 
-// configureUnits makes the units of a run file, each configured as a
+// LoadUnits makes the units of a run file, each configured as a
 // single run is. Inputs given on the command line or as variables apply
 // to every unit, over what the file says; a variable that holds an
 // input's default (as action.yml and the CI templates set every input)
 // is taken as not given. The graph is checked before anything runs:
 // unknown names, cycles, two units on one inventory of one cluster, a
 // unit with no source.
-func configureUnits(inv *invocation, env map[string]string, file string, refsOnly bool) ([]*Unit, error) {
-	if p := firstNonEmpty(inv.path, inv.flags["path"]); p != "" {
+func LoadUnits(g Given, file string, refsOnly bool) ([]*Unit, error) {
+	if p := firstNonEmpty(g.Path, g.Flags["path"]); p != "" {
 		return nil, fmt.Errorf("path %q: a run file gives each unit its path; give one or the other", p)
 	}
-	specs, err := loadRunFile(file, env, refsOnly)
+	specs, err := loadRunFile(file, g.Env, refsOnly)
 	if err != nil {
 		return nil, err
 	}
 	var errs []error
 	var units []*Unit
 	for _, s := range specs {
-		uinv := *inv
-		uinv.unit = s.settings
-		cfg, err := configure(&uinv, env)
+		ug := g
+		ug.unit = s.settings
+		cfg, err := configure(&ug)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("unit %s (%s):\n%s", s.Name, s.where, indent(err.Error())))
+			errs = append(errs, fmt.Errorf("unit %s (%s):\n%s", s.Name, s.where, Indent(err.Error())))
 			continue
 		}
 		if !cfg.PathGiven && cfg.Artifact == "" && cfg.Command != "delete" {
@@ -428,11 +431,11 @@ func checkGraph(units []*Unit) []error {
 	return errs
 }
 
-// selectUnits keeps the units named, as a CI engine's job for a unit runs
+// SelectUnits keeps the units named, as a CI engine's job for a unit runs
 // them: the engine has run their dependencies, so only the dependencies
 // among them are kept. dependedOn names those others depend on in the
 // whole run file, which must still wait to be healthy.
-func selectUnits(units []*Unit, names []string) (selected []*Unit, dependedOn map[string]bool, err error) {
+func SelectUnits(units []*Unit, names []string) (selected []*Unit, dependedOn map[string]bool, err error) {
 	dependedOn = map[string]bool{}
 	byName := map[string]bool{}
 	for _, u := range units {
@@ -502,8 +505,67 @@ func findCycle(units []*Unit, byName map[string]*Unit) []string {
 // clusterOf names a unit's cluster by its server's address, never its
 // credentials; where the kubeconfig cannot be read, by what the unit names.
 func clusterOf(c *Config) string {
-	if server := clusterInfo(c).Server; server != "" {
+	if server := ClusterInfo(c).Server; server != "" {
 		return server
 	}
 	return "kubeconfig " + c.Kubeconfig + ", context " + c.Context
+}
+
+// RunFileInput is the run-file input, by the inputs' precedence.
+func RunFileInput(g Given) string {
+	if f := strings.TrimSpace(g.Flags["run-file"]); f != "" {
+		return f
+	}
+	return firstNonEmpty(strings.TrimSpace(g.Env["INPUT_RUN-FILE"]), strings.TrimSpace(g.Env["GANTRY_RUN_FILE"]))
+}
+
+// Overrides names the unit inputs given on the command line or as
+// variables, which apply to every unit over the run file.
+func Overrides(g Given) []string {
+	var out []string
+	for _, in := range Inputs {
+		if runLevel[in.Name] {
+			continue
+		}
+		if _, ok := g.Flags[in.Name]; ok {
+			out = append(out, fmt.Sprintf("%s (from --%s)", in.Name, in.Name))
+			continue
+		}
+		for _, name := range []string{in.EnvName(), in.GantryEnvName()} {
+			if v := g.Env[name]; v != "" && v != in.Default && v != in.ActionDefault {
+				out = append(out, fmt.Sprintf("%s (from %s)", in.Name, name))
+				break
+			}
+		}
+	}
+	return out
+}
+
+// ClusterInfo names a unit's cluster: its context and its API server's
+// address, read from its kubeconfig; never its credentials.
+func ClusterInfo(c *Config) result.Cluster {
+	cl := result.Cluster{Context: c.Context}
+	if cl.Context == "" {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		if c.Kubeconfig != "" {
+			rules.ExplicitPath = c.Kubeconfig
+		}
+		if raw, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).RawConfig(); err == nil {
+			cl.Context = raw.CurrentContext
+		}
+	}
+	if rc, err := kube.RESTConfig(kube.Options{Kubeconfig: c.Kubeconfig, Context: c.Context}); err == nil {
+		cl.Server = rc.Host
+	}
+	return cl
+}
+
+// Indent lists the lines of s as an indented list, for messages that
+// hold several problems.
+func Indent(s string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		b.WriteString("  - " + l + "\n")
+	}
+	return strings.TrimRight(b.String(), "\n")
 }

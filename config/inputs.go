@@ -1,4 +1,4 @@
-package entrypoint
+package config
 
 import "github.com/gantry-dev/gantry/schemas/releases"
 
@@ -40,7 +40,7 @@ const (
 	groupReporting = "Reporting"
 )
 
-var groups = []string{groupSource, groupCluster, groupArtifact, groupSigning, groupReporting}
+var Groups = []string{groupSource, groupCluster, groupArtifact, groupSigning, groupReporting}
 
 // Inputs is the one table of settings; action.yml and the reference docs
 // are checked against it.

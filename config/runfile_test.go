@@ -1,8 +1,6 @@
-package entrypoint
+package config
 
 import (
-	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,7 +88,7 @@ units:
 		"INPUT_PRUNE":    "true", // likewise
 		"GANTRY_TIMEOUT": "9m",   // given: applies to every unit
 	}
-	units, err := configureUnits(&invocation{command: "apply", origin: "the command line", flags: map[string]string{"concurrency": "8"}}, env, file, false)
+	units, err := LoadUnits(Given{Command: "apply", CommandOrigin: "the command line", Flags: map[string]string{"concurrency": "8"}, Env: env}, file, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +145,7 @@ func TestRunFileRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			file := writeRunFile(t, tc.file, "x")
-			_, err := configureUnits(&invocation{command: "apply", flags: map[string]string{}}, map[string]string{}, file, false)
+			_, err := LoadUnits(Given{Command: "apply", Env: map[string]string{}}, file, false)
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -188,7 +186,7 @@ func TestRunFileGraphRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			file := writeRunFile(t, "defaults:\n  kubeconfig: "+kc+"\n  context: a\nunits:\n"+tc.units, "x")
-			_, err := configureUnits(&invocation{command: "apply", flags: map[string]string{}}, map[string]string{}, file, false)
+			_, err := LoadUnits(Given{Command: "apply", Env: map[string]string{}}, file, false)
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -202,62 +200,7 @@ func TestRunFileGraphRefusals(t *testing.T) {
 
 	// One inventory name on two clusters is two inventories.
 	file := writeRunFile(t, "defaults:\n  kubeconfig: "+kc+"\nunits:\n- {name: a, path: x, inventory: shop, context: a}\n- {name: b, path: x, inventory: shop, context: b}\n", "x")
-	if _, err := configureUnits(&invocation{command: "apply", flags: map[string]string{}}, map[string]string{}, file, false); err != nil {
+	if _, err := LoadUnits(Given{Command: "apply", Env: map[string]string{}}, file, false); err != nil {
 		t.Errorf("one inventory name on two clusters: %v", err)
-	}
-}
-
-// The route of a run file, short of a cluster: a suspended unit is
-// reported and exits 0; a bad run file exits 2 with a JSON report that
-// says InvalidInput, and nothing else runs.
-func TestRunFileRoute(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name, file string
-		code       int
-		reason     string
-	}{
-		{"suspended", "units:\n- {name: later, path: x, inventory: later, suspend: true}\n", ExitOK, "ReconciliationSucceeded"},
-		{"bad", "units:\n- {name: a, path: x, inventory: a, depends-on: [b]}\n", ExitInvalid, "InvalidInput"},
-		{"a path beside it", "units:\n- {name: a, path: x, inventory: a}\n", ExitInvalid, "InvalidInput"},
-		{"one unit of several", "units:\n- {name: a, path: x, inventory: a, suspend: true}\n- {name: later, path: x, inventory: later, suspend: true, depends-on: [a]}\n", ExitOK, "ReconciliationSucceeded"},
-		{"an unknown unit", "units:\n- {name: a, path: x, inventory: a}\n", ExitInvalid, "InvalidInput"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			file := writeRunFile(t, tc.file, "x")
-			report := filepath.Join(t.TempDir(), "report.json")
-			var stdout, stderr strings.Builder
-			args := []string{"apply", "--run-file", file, "--report", report}
-			switch tc.name {
-			case "a path beside it":
-				args = append(args, "--path", filepath.Dir(file))
-			case "one unit of several":
-				args = append(args, "--unit", "later")
-			case "an unknown unit":
-				args = append(args, "--unit", "nope")
-			}
-			code := Run(context.Background(), args, []string{"HOME=" + t.TempDir()}, &stdout, &stderr)
-			if code != tc.code {
-				t.Errorf("exit %d, want %d\n%s", code, tc.code, stderr.String())
-			}
-			b, err := os.ReadFile(report)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var run struct {
-				Schema, Reason string
-				Units          []struct{ Name, Reason string }
-			}
-			if err := json.Unmarshal(b, &run); err != nil {
-				t.Fatal(err)
-			}
-			if run.Schema != "gantry.dev/run/v1" || run.Reason != tc.reason {
-				t.Errorf("report %s %s, want %s", run.Schema, run.Reason, tc.reason)
-			}
-			if (tc.name == "suspended" || tc.name == "one unit of several") && (len(run.Units) != 1 || run.Units[0].Name != "later" || run.Units[0].Reason != "Suspended") {
-				t.Errorf("units %+v, want later alone, Suspended", run.Units)
-			}
-		})
 	}
 }

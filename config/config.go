@@ -1,9 +1,8 @@
-package entrypoint
+package config
 
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -115,10 +114,45 @@ type Config struct {
 	DriftIssue string
 }
 
+// Source is where an input's value came from. The trust rule is decided
+// by it: the workflow (flags, INPUT_*, GANTRY_*) decides credentials,
+// keys, endpoints and what a preview compares with; a run file decides
+// only the shape of the run.
+type Source int
+
+const (
+	FromDefault  Source = iota
+	FromFlag            // a flag, or the path argument
+	FromInput           // INPUT_NAME, as GitHub Actions gives inputs
+	FromVariable        // GANTRY_NAME, as GitLab and Tekton give them
+	FromRunFile         // a run file's unit or its defaults
+)
+
+// Workflow says the value was given by whoever runs gantry, not read
+// from the configuration it deploys.
+func (s Source) Workflow() bool { return s == FromFlag || s == FromInput || s == FromVariable }
+
 // value is one input's raw value and where it came from.
 type value struct {
 	raw    string
-	origin string // --flag, INPUT_X, GANTRY_X or default
+	origin string // --flag, INPUT_X, GANTRY_X, file:line or default, for messages
+	from   Source
+}
+
+// Given is what a run was given: the command, the flags by input name as
+// raw text, the path argument and the environment. The command line
+// makes it; configuration makes units of it.
+type Given struct {
+	Command string
+	// CommandOrigin names where the command came from, for messages.
+	CommandOrigin string
+	Flags         map[string]string
+	// Path is the path argument, if given.
+	Path string
+	Env  map[string]string
+	// unit is a run file's settings of one unit: over the defaults,
+	// under the command line and the variables.
+	unit map[string]value
 }
 
 // EnvName is an input's GitHub Actions variable: INPUT_ upper-cased, hyphens
@@ -131,7 +165,8 @@ func (in Input) GantryEnvName() string {
 }
 
 // resolve reads every input from the command line and env by precedence.
-func resolve(inv *invocation, env map[string]string) (map[string]value, error) {
+func resolve(g *Given) (map[string]value, error) {
+	env := g.Env
 	// A GitHub Actions input gantry does not have is a typo in with:,
 	// which the runner passes on with a warning only; it is refused here,
 	// as an unknown flag is, rather than silently ignored.
@@ -156,25 +191,25 @@ func resolve(inv *invocation, env map[string]string) (map[string]value, error) {
 		// holds only the input's default: action.yml and the CI
 		// templates set every input, given or not.
 		given := func(v string) bool {
-			return v != "" && (inv.unit == nil || (v != in.Default && v != in.ActionDefault))
+			return v != "" && (g.unit == nil || (v != in.Default && v != in.ActionDefault))
 		}
-		raw, flagged := inv.flags[in.Name]
+		raw, flagged := g.Flags[in.Name]
 		switch {
 		case flagged:
-			out[in.Name] = value{raw, "--" + in.Name}
-		case in.Name == "path" && inv.path != "":
-			out[in.Name] = value{inv.path, "the path argument"}
+			out[in.Name] = value{raw, "--" + in.Name, FromFlag}
+		case in.Name == "path" && g.Path != "":
+			out[in.Name] = value{g.Path, "the path argument", FromFlag}
 		case given(env[in.EnvName()]):
-			out[in.Name] = value{env[in.EnvName()], in.EnvName()}
+			out[in.Name] = value{env[in.EnvName()], in.EnvName(), FromInput}
 		case given(env[in.GantryEnvName()]):
-			out[in.Name] = value{env[in.GantryEnvName()], in.GantryEnvName()}
-		case inv.unit[in.Name].origin != "":
-			out[in.Name] = inv.unit[in.Name]
+			out[in.Name] = value{env[in.GantryEnvName()], in.GantryEnvName(), FromVariable}
+		case g.unit[in.Name].origin != "":
+			out[in.Name] = g.unit[in.Name]
 		default:
-			out[in.Name] = value{in.Default, "default"}
+			out[in.Name] = value{in.Default, "default", FromDefault}
 		}
 	}
-	out["command"] = value{inv.command, inv.origin}
+	out["command"] = value{g.Command, g.CommandOrigin, FromFlag}
 	return out, nil
 }
 
@@ -185,25 +220,16 @@ var (
 	secretName = regexp.MustCompile(`(?i)pass|pwd|secret|token|key|cred|auth|cert|private|salt`)
 )
 
-// Load reads the command line and validates the whole configuration, as
-// configure does. Help, the version and completions are printed to stdout,
-// and Load then returns errHelp.
-func Load(args []string, env map[string]string, stdout io.Writer) (*Config, error) {
-	inv, err := parseCommandLine(args, env, stdout, stdout)
-	if err != nil {
-		return nil, err
-	}
-	if inv == nil {
-		return nil, errHelp
-	}
-	return configure(inv, env)
-}
-
-// configure makes one unit's Config from the resolved inputs: each concern
+// Load makes one unit's Config from the resolved inputs: each concern
 // reads its inputs and names every one that is wrong, so a run refused for
 // its configuration lists all it has to fix at once.
-func configure(inv *invocation, env map[string]string) (*Config, error) {
-	vals, err := resolve(inv, env)
+func Load(g Given) (*Config, error) {
+	return configure(&g)
+}
+
+func configure(g *Given) (*Config, error) {
+	env := g.Env
+	vals, err := resolve(g)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,82 @@
+package entrypoint
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// writeRunFile writes a run file and the folders its units name, and
+// returns the run file's path.
+func writeRunFile(t *testing.T, content string, dirs ...string) string {
+	t.Helper()
+	root := t.TempDir()
+	for _, d := range dirs {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := filepath.Join(root, "gantry.yaml")
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The route of a run file, short of a cluster: a suspended unit is
+// reported and exits 0; a bad run file exits 2 with a JSON report that
+// says InvalidInput, and nothing else runs.
+func TestRunFileRoute(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, file string
+		code       int
+		reason     string
+	}{
+		{"suspended", "units:\n- {name: later, path: x, inventory: later, suspend: true}\n", ExitOK, "ReconciliationSucceeded"},
+		{"bad", "units:\n- {name: a, path: x, inventory: a, depends-on: [b]}\n", ExitInvalid, "InvalidInput"},
+		{"a path beside it", "units:\n- {name: a, path: x, inventory: a}\n", ExitInvalid, "InvalidInput"},
+		{"one unit of several", "units:\n- {name: a, path: x, inventory: a, suspend: true}\n- {name: later, path: x, inventory: later, suspend: true, depends-on: [a]}\n", ExitOK, "ReconciliationSucceeded"},
+		{"an unknown unit", "units:\n- {name: a, path: x, inventory: a}\n", ExitInvalid, "InvalidInput"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			file := writeRunFile(t, tc.file, "x")
+			report := filepath.Join(t.TempDir(), "report.json")
+			var stdout, stderr strings.Builder
+			args := []string{"apply", "--run-file", file, "--report", report}
+			switch tc.name {
+			case "a path beside it":
+				args = append(args, "--path", filepath.Dir(file))
+			case "one unit of several":
+				args = append(args, "--unit", "later")
+			case "an unknown unit":
+				args = append(args, "--unit", "nope")
+			}
+			code := Run(context.Background(), args, []string{"HOME=" + t.TempDir()}, &stdout, &stderr)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\n%s", code, tc.code, stderr.String())
+			}
+			b, err := os.ReadFile(report)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var run struct {
+				Schema, Reason string
+				Units          []struct{ Name, Reason string }
+			}
+			if err := json.Unmarshal(b, &run); err != nil {
+				t.Fatal(err)
+			}
+			if run.Schema != "gantry.dev/run/v1" || run.Reason != tc.reason {
+				t.Errorf("report %s %s, want %s", run.Schema, run.Reason, tc.reason)
+			}
+			if (tc.name == "suspended" || tc.name == "one unit of several") && (len(run.Units) != 1 || run.Units[0].Name != "later" || run.Units[0].Reason != "Suspended") {
+				t.Errorf("units %+v, want later alone, Suspended", run.Units)
+			}
+		})
+	}
+}
