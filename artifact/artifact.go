@@ -88,11 +88,14 @@ func ValidRepository(s string) error {
 
 // Options say how to reach registries.
 type Options struct {
-	// Username and Password, when set, authenticate to the artifact's
-	// registry; otherwise the Docker config's credentials
-	// (~/.docker/config.json, DOCKER_CONFIG) are used, and on GitHub
-	// ghcr.io gets the workflow token.
+	// Username and Password, when set, authenticate to the registries
+	// of Hosts and to no other; elsewhere the Docker config's credentials
+	// (~/.docker/config.json, DOCKER_CONFIG, kept per host) are used,
+	// and on GitHub ghcr.io gets the workflow token.
 	Username, Password string
+	// Hosts are the registries (host or host:port, as a reference names
+	// them) that Username and Password are for.
+	Hosts []string
 	// GitHubToken authenticates to ghcr.io when nothing else does.
 	GitHubToken string
 	// Insecure allows plain HTTP to any registry. Without it, plain HTTP
@@ -144,13 +147,29 @@ func New(o Options) *Client {
 		keychain: keychain, transport: transport, signOpts: o.Sign, verifyOpts: o.Verify}
 }
 
-// explicit is a keychain with the given username and password for every
-// registry, or none.
+// explicit is a keychain with the given username and password for the
+// registries they were given for, or none: credentials belong to a host,
+// and a reference read from configuration or a revision never makes them
+// go elsewhere.
 func explicit(o Options) authn.Keychain {
 	if o.Username == "" && o.Password == "" {
 		return emptyKeychain{}
 	}
-	return staticKeychain{auth: authn.FromConfig(authn.AuthConfig{Username: o.Username, Password: o.Password})}
+	auth := authn.FromConfig(authn.AuthConfig{Username: o.Username, Password: o.Password})
+	var chain []authn.Keychain
+	for _, h := range o.Hosts {
+		chain = append(chain, hostKeychain{host: registryHost(h), auth: auth})
+	}
+	return authn.NewMultiKeychain(chain...)
+}
+
+// registryHost is a registry's name as references resolve it (Docker
+// Hub's docker.io is index.docker.io).
+func registryHost(h string) string {
+	if r, err := name.NewRegistry(h); err == nil {
+		return r.RegistryStr()
+	}
+	return h
 }
 
 // ghcr authenticates to ghcr.io with the workflow's token.
@@ -166,10 +185,6 @@ type emptyKeychain struct{}
 func (emptyKeychain) Resolve(authn.Resource) (authn.Authenticator, error) {
 	return authn.Anonymous, nil
 }
-
-type staticKeychain struct{ auth authn.Authenticator }
-
-func (k staticKeychain) Resolve(authn.Resource) (authn.Authenticator, error) { return k.auth, nil }
 
 type hostKeychain struct {
 	host string

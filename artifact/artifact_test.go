@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -219,7 +220,7 @@ func TestRefusals(t *testing.T) {
 		"no repository":                   {ref: "oci://ghcr.io", want: "needs a registry and a repository"},
 		"unreachable":                     {ref: "oci://127.0.0.1:1/acme/app:v1", want: "connection refused"},
 		"401 without credentials":         {ref: "oci://" + authed + "/acme/app:v1", want: "401"},
-		"401 wrong password":              {ref: "oci://" + authed + "/acme/app:v1", opts: Options{Username: "ci", Password: "wrong"}, want: "401"},
+		"401 wrong password":              {ref: "oci://" + authed + "/acme/app:v1", opts: Options{Username: "ci", Password: "wrong", Hosts: []string{authed}}, want: "401"},
 		"plain HTTP to a private address": {ref: "oci://10.255.255.1:5000/acme/app:v1", want: "plain HTTP to 10.255.255.1:5000 refused"},
 	}
 	for name, tc := range cases {
@@ -234,12 +235,50 @@ func TestRefusals(t *testing.T) {
 		})
 	}
 	// The right credentials work.
-	if _, err := New(Options{Username: "ci", Password: "s3cret"}).Push(ctx, "oci://"+authed+"/acme/app:v1", []byte(manifests), Meta{}, nil); err != nil {
+	if _, err := New(Options{Username: "ci", Password: "s3cret", Hosts: []string{authed}}).Push(ctx, "oci://"+authed+"/acme/app:v1", []byte(manifests), Meta{}, nil); err != nil {
 		t.Errorf("with credentials: %v", err)
 	}
 }
 
 // On GitHub, the workflow token authenticates to ghcr.io, and only there.
+// Credentials go only to the registries they were given for: another
+// registry that asks for them (as one a run file or a revision names
+// would) gets none, and the request fails there as anonymous.
+func TestCredentialsStayWithTheirRegistry(t *testing.T) {
+	t.Parallel()
+	own := newRegistry(t, "ci", "s3cret")
+	var mu sync.Mutex
+	var seen []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Header().Set("WWW-Authenticate", `Basic realm="other"`)
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	t.Cleanup(other.Close)
+	otherHost := strings.TrimPrefix(other.URL, "http://")
+	c := New(Options{Username: "ci", Password: "s3cret", Hosts: []string{own}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Push(ctx, "oci://"+own+"/acme/app:v1", []byte(manifests), Meta{}, nil); err != nil {
+		t.Fatalf("the registry the credentials are for: %v", err)
+	}
+	if _, err := c.Pull(ctx, "oci://"+otherHost+"/acme/app:v1", t.TempDir()); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("pull from another registry: %v, want 401", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) == 0 {
+		t.Fatal("the other registry was never asked: the test proves nothing")
+	}
+	for _, a := range seen {
+		if a != "" {
+			t.Errorf("the other registry received Authorization %q", a)
+		}
+	}
+}
+
 func TestGHCRUsesTheWorkflowToken(t *testing.T) {
 	t.Parallel()
 	kc := ghcr("ghs_workflowtoken")

@@ -20,6 +20,7 @@ import (
 	"github.com/gantry-dev/gantry/artifact"
 	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/schemas/releases"
+	"github.com/google/go-containerregistry/pkg/name"
 )
 
 // Config is the validated configuration of one run.
@@ -79,7 +80,11 @@ type Config struct {
 	Semver       string
 	Registry     struct {
 		Username, Password string
-		Insecure           bool
+		// Hosts are the registries the username and password are
+		// for: registry-hosts, and those of the artifact, compare-to
+		// and crds the workflow gave.
+		Hosts    []string
+		Insecure bool
 	}
 	AgeRecipients  []age.Recipient
 	AgeIdentities  []age.Identity
@@ -137,6 +142,8 @@ type value struct {
 	raw    string
 	origin string // --flag, INPUT_X, GANTRY_X, file:line or default, for messages
 	from   Source
+	// masks are what the value read through references: secrets.
+	masks []string
 }
 
 // Given is what a run was given: the command, the flags by input name as
@@ -196,20 +203,20 @@ func resolve(g *Given) (map[string]value, error) {
 		raw, flagged := g.Flags[in.Name]
 		switch {
 		case flagged:
-			out[in.Name] = value{raw, "--" + in.Name, FromFlag}
+			out[in.Name] = value{raw: raw, origin: "--" + in.Name, from: FromFlag}
 		case in.Name == "path" && g.Path != "":
-			out[in.Name] = value{g.Path, "the path argument", FromFlag}
+			out[in.Name] = value{raw: g.Path, origin: "the path argument", from: FromFlag}
 		case given(env[in.EnvName()]):
-			out[in.Name] = value{env[in.EnvName()], in.EnvName(), FromInput}
+			out[in.Name] = value{raw: env[in.EnvName()], origin: in.EnvName(), from: FromInput}
 		case given(env[in.GantryEnvName()]):
-			out[in.Name] = value{env[in.GantryEnvName()], in.GantryEnvName(), FromVariable}
+			out[in.Name] = value{raw: env[in.GantryEnvName()], origin: in.GantryEnvName(), from: FromVariable}
 		case g.unit[in.Name].origin != "":
 			out[in.Name] = g.unit[in.Name]
 		default:
-			out[in.Name] = value{in.Default, "default", FromDefault}
+			out[in.Name] = value{raw: in.Default, origin: "default", from: FromDefault}
 		}
 	}
-	out["command"] = value{g.Command, g.CommandOrigin, FromFlag}
+	out["command"] = value{raw: g.Command, origin: g.CommandOrigin, from: FromFlag}
 	return out, nil
 }
 
@@ -253,6 +260,9 @@ func configure(g *Given) (*Config, error) {
 	in.keys(c, env)
 	in.reporting(c, env)
 	in.offline(c)
+	for _, v := range vals {
+		c.Secrets = append(c.Secrets, v.masks...)
+	}
 	return c, errors.Join(in.errs...)
 }
 
@@ -360,7 +370,7 @@ func (in *inputs) cluster(c *Config) {
 			in.bad("target-namespace", "%q: %s", c.TargetNamespace, msg)
 		}
 	}
-	if c.Kubeconfig != "" {
+	if c.Kubeconfig != "" && !in.bool("offline") {
 		if _, err := os.Stat(c.Kubeconfig); err != nil {
 			in.bad("kubeconfig", "%s does not exist", c.Kubeconfig)
 		}
@@ -486,6 +496,7 @@ func (in *inputs) artifact(c *Config) {
 			in.bad("artifact", "%v", err)
 		}
 	}
+	c.Registry.Hosts = in.registryHosts(c)
 	if c.Command == "tag" && len(c.Tags) == 0 {
 		in.bad("tags", "required for tag")
 	}
@@ -496,6 +507,36 @@ func (in *inputs) artifact(c *Config) {
 			in.bad("path", "%s is not empty; pull writes into an empty or new folder", c.Path)
 		}
 	}
+}
+
+// registryHosts are the registries the registry credentials are for: the
+// hosts registry-hosts lists, and those of the artifact, compare-to and
+// crds references the workflow gave. A reference a run file gives, or a
+// revision recorded, is not among them.
+func (in *inputs) registryHosts(c *Config) []string {
+	var hosts []string
+	for _, h := range in.lines("registry-hosts") {
+		if strings.ContainsAny(h, "/@") {
+			in.bad("registry-hosts", "%q is not a registry: want host or host:port, such as ghcr.io", h)
+			continue
+		}
+		if _, err := name.NewRegistry(h, name.StrictValidation); err != nil {
+			in.bad("registry-hosts", "%q is not a registry: %v", h, err)
+			continue
+		}
+		hosts = append(hosts, h)
+	}
+	for _, input := range []string{"artifact", "compare-to", "crds"} {
+		if !in.vals[input].from.Workflow() {
+			continue
+		}
+		for _, l := range in.lines(input) {
+			if ref, err := artifact.ParseRef(l, c.Registry.Insecure); err == nil && strings.HasPrefix(l, "oci://") {
+				hosts = append(hosts, ref.Context().RegistryStr())
+			}
+		}
+	}
+	return hosts
 }
 
 // keys: age keys for SOPS and artifacts, cosign signing and verification.
@@ -545,7 +586,15 @@ func (in *inputs) identities(c *Config, name string) []age.Identity {
 	if strings.TrimSpace(raw) == "" {
 		return nil
 	}
-	raw, err := keyText(raw)
+	var err error
+	if in.vals[name].from == FromRunFile {
+		// Read through a reference: key text, never a path to follow.
+		if !isKeyText(raw) {
+			err = errors.New("the value its reference read is not age key text (AGE-SECRET-KEY-1... or a PEM key)")
+		}
+	} else {
+		raw, err = keyText(raw)
+	}
 	var ids []age.Identity
 	if err == nil {
 		c.Secrets = append(c.Secrets, raw)
@@ -636,6 +685,9 @@ func (in *inputs) offline(c *Config) {
 		in.bad("offline", "diff --offline compares with a git revision: give base too (such as origin/main)")
 	case c.Base != "" && (c.Command != "diff" || !c.Offline):
 		in.bad("base", "is for diff --offline")
+	case c.Offline && c.Artifact != "":
+		// Offline means no network: the configuration is built from path.
+		in.bad("artifact", "is for live runs: %s --offline builds path, with no registry or cluster", c.Command)
 	}
 	if c.Offline {
 		// Read only when used: the archives' index is work every other
@@ -703,11 +755,10 @@ func firstNonEmpty(s ...string) string {
 // --age-identities take it. Errors never echo the value: it may be a
 // mistyped key.
 func keyText(raw string) (string, error) {
-	v := strings.TrimSpace(raw)
-	if strings.HasPrefix(strings.ToUpper(v), "AGE-SECRET-KEY-") || strings.HasPrefix(v, "-----BEGIN") || strings.Contains(v, "\n") {
+	if isKeyText(raw) {
 		return raw, nil
 	}
-	b, err := os.ReadFile(v)
+	b, err := os.ReadFile(strings.TrimSpace(raw))
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
@@ -716,4 +767,10 @@ func keyText(raw string) (string, error) {
 		return "", fmt.Errorf("neither age key text (AGE-SECRET-KEY-1...) nor a file that can be read (%w)", err)
 	}
 	return string(b), nil
+}
+
+// isKeyText says raw is key text, not the path of a file holding it.
+func isKeyText(raw string) bool {
+	v := strings.TrimSpace(raw)
+	return strings.HasPrefix(strings.ToUpper(v), "AGE-SECRET-KEY-") || strings.HasPrefix(v, "-----BEGIN") || strings.Contains(v, "\n")
 }

@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -29,15 +28,6 @@ type Unit struct {
 	Config  *Config
 }
 
-// runLevel are the inputs of a whole run, not of one unit: what is run,
-// how the run is reported, and the run file itself. A unit may not set
-// them; the command line and the variables set them for the run.
-var runLevel = map[string]bool{
-	"command": true, "run-file": true, "units-concurrency": true, "unit": true, "format": true,
-	"report": true, "summary": true, "comment": true, "github-token": true, "gitlab-token": true,
-	"dotenv": true, "tekton-results": true, "output": true, "detailed-exitcode": true,
-}
-
 // UnitInputs are the inputs a unit of a run file may set: all but those
 // of the whole run.
 func UnitInputs() []Input {
@@ -50,8 +40,9 @@ func UnitInputs() []Input {
 	return out
 }
 
-// pathInputs hold paths, which a run file gives relative to itself.
-var pathInputs = map[string]bool{"path": true, "kubeconfig": true, "patches": true, "certificate-roots": true}
+// pathInputs hold paths, which a run file gives relative to itself and
+// which must lie inside the workspace: each a folder (true) or files.
+var pathInputs = map[string]bool{"path": true, "crds": true, "kubeconfig": false, "patches": false}
 
 // unitName is a unit's name: it becomes part of step output names
 // (web-changed), so it is a DNS label, as inventories are.
@@ -71,8 +62,11 @@ type unitSpec struct {
 // loadRunFile reads a run file: a list of units under units:, and under
 // defaults: the inputs they share. Every problem in it is reported at
 // once, each naming the file and line. env resolves the secret references.
-func loadRunFile(path string, env map[string]string, refsOnly bool) ([]*unitSpec, error) {
-	data, err := os.ReadFile(path)
+func loadRunFile(path string, env map[string]string, pol *policy, refsOnly bool) ([]*unitSpec, error) {
+	if _, err := pol.confine(".", path, false, pol.maxFileBytes); err != nil {
+		return nil, fmt.Errorf("run-file: %w", err)
+	}
+	data, err := readBounded(path, pol.maxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("run-file: %w", err)
 	}
@@ -80,7 +74,7 @@ func loadRunFile(path string, env map[string]string, refsOnly bool) ([]*unitSpec
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("run-file %s: %w", path, err)
 	}
-	r := &runFileReader{path: path, dir: filepath.Dir(path), env: env, refsOnly: refsOnly}
+	r := &runFileReader{path: path, dir: filepath.Dir(path), env: env, policy: pol, refsOnly: refsOnly}
 	if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("run-file %s: want a mapping with units: (and optionally defaults:)", path)
 	}
@@ -120,10 +114,14 @@ func loadRunFile(path string, env map[string]string, refsOnly bool) ([]*unitSpec
 type runFileReader struct {
 	path, dir string
 	env       map[string]string
+	policy    *policy
 	errs      []error
 	// refsOnly checks secret references without reading them: plan
 	// writes jobs that read them where they run.
 	refsOnly bool
+	// masks are the lines of the values the input being read read
+	// through references.
+	masks []string
 }
 
 func (r *runFileReader) at(n *yaml.Node) string { return fmt.Sprintf("%s:%d", r.path, n.Line) }
@@ -210,16 +208,22 @@ func (r *runFileReader) settings(n *yaml.Node, what string) map[string]value {
 		case runLevel[in.Name]:
 			r.fail(k, "%s: %s is a setting of the whole run, not of a unit: give it on the command line or as a variable", what, in.Name)
 			continue
+		case workflowOnly[in.Name] != "":
+			r.fail(k, "%s: %s decides %s, which is the workflow's to decide: give it as a flag or variable, never in a run file", what, in.Name, workflowOnly[in.Name])
+			continue
 		}
 		origin := fmt.Sprintf("%s, %s", r.at(k), what)
+		r.masks = nil
 		raw, ok := r.raw(in, v, what)
 		if !ok {
 			continue
 		}
-		if pathInputs[in.Name] {
-			raw = r.relative(raw)
+		if dir, isPath := pathInputs[in.Name]; isPath {
+			if raw, ok = r.paths(v, what, in.Name, raw, dir); !ok {
+				continue
+			}
 		}
-		out[in.Name] = value{raw: raw, origin: origin}
+		out[in.Name] = value{raw: raw, origin: origin, from: FromRunFile, masks: r.masks}
 	}
 	return out
 }
@@ -266,24 +270,42 @@ func (r *runFileReader) secret(v *yaml.Node, what string) (string, bool) {
 	if r.refsOnly && (kind == "env" || kind == "file") && ref != "" {
 		return "", false
 	}
+	var s string
 	switch kind {
 	case "env":
-		s, ok := r.env[ref]
-		if !ok || s == "" {
+		if err := r.policy.mayRead(ref); err != nil {
+			r.fail(v, "%s: {env: %s}: %v", what, ref, err)
+			return "", false
+		}
+		var ok bool
+		if s, ok = r.env[ref]; !ok || s == "" {
 			r.fail(v, "%s: the variable %s is not set", what, ref)
 			return "", false
 		}
-		return s, true
 	case "file":
-		b, err := os.ReadFile(r.relative(ref))
+		p, err := r.policy.confine(r.dir, ref, false, maxReferenceBytes)
+		var b []byte
+		if err == nil {
+			b, err = readBounded(p, maxReferenceBytes)
+		}
 		if err != nil {
-			r.fail(v, "%s: %v", what, err)
+			r.fail(v, "%s: {file: %s}: %v", what, ref, err)
 			return "", false
 		}
-		return string(b), true
+		s = string(b)
+	default:
+		r.fail(v, "%s: %q is not a reference; want {env: VARIABLE} or {file: path}", what, kind)
+		return "", false
 	}
-	r.fail(v, "%s: %q is not a reference; want {env: VARIABLE} or {file: path}", what, kind)
-	return "", false
+	// What a reference reads is a secret, masked everywhere; a value too
+	// short to be a mask would be printed, or would mask ordinary words.
+	m := masks(s)
+	if len(m) == 0 {
+		r.fail(v, "%s: the value read from {%s: %s} has no line of %d characters or more: too short to mask, and every value read through a reference is masked as a secret", what, kind, ref, MinMaskLength)
+		return "", false
+	}
+	r.masks = append(r.masks, m...)
+	return s, true
 }
 
 // substitutions reads substitute as a mapping (NAME: value) or a list of
@@ -340,17 +362,33 @@ func (r *runFileReader) substitutions(v *yaml.Node, what string) (string, bool) 
 	return strings.Join(lines, "\n"), ok
 }
 
-// relative makes each line of a path input relative to the run file's
-// folder, unless it is absolute or a reference (env://, a KMS URI).
-func (r *runFileReader) relative(raw string) string {
-	lines := strings.Split(raw, "\n")
-	for i, l := range lines {
-		if l == "" || filepath.IsAbs(l) || strings.Contains(l, "://") {
+// paths confines each line of a path input: relative to the run file's
+// folder, inside the workspace, a folder (dir) or a regular file; a
+// kubeconfig is checked for what it would run or read.
+func (r *runFileReader) paths(v *yaml.Node, what, input, raw string, dir bool) (string, bool) {
+	var out []string
+	ok := true
+	for _, l := range strings.Split(raw, "\n") {
+		if strings.TrimSpace(l) == "" {
 			continue
 		}
-		lines[i] = filepath.Join(r.dir, l)
+		if input == "crds" && strings.Contains(l, "://") {
+			r.fail(v, "%s: crds: %s: an artifact is an endpoint, the workflow's to name: a run file names folders of CRDs only", what, l)
+			ok = false
+			continue
+		}
+		p, err := r.policy.confine(r.dir, strings.TrimSpace(l), dir, r.policy.maxFileBytes)
+		if err == nil && input == "kubeconfig" && !r.policy.offline {
+			err = r.policy.checkKubeconfig(p)
+		}
+		if err != nil {
+			r.fail(v, "%s: %s: %v", what, input, err)
+			ok = false
+			continue
+		}
+		out = append(out, p)
 	}
-	return strings.Join(lines, "\n")
+	return strings.Join(out, "\n"), ok
 }
 
 // LoadUnits makes the units of a run file, each configured as a
@@ -364,7 +402,11 @@ func LoadUnits(g Given, file string, refsOnly bool) ([]*Unit, error) {
 	if p := firstNonEmpty(g.Path, g.Flags["path"]); p != "" {
 		return nil, fmt.Errorf("path %q: a run file gives each unit its path; give one or the other", p)
 	}
-	specs, err := loadRunFile(file, g.Env, refsOnly)
+	pol, err := workflowPolicy(g)
+	if err != nil {
+		return nil, err
+	}
+	specs, err := loadRunFile(file, g.Env, pol, refsOnly)
 	if err != nil {
 		return nil, err
 	}
@@ -417,8 +459,8 @@ func checkGraph(units []*Unit) []error {
 	}
 	owner := map[string]string{}
 	for _, u := range units {
-		if u.Config.Inventory == "" {
-			continue
+		if u.Config.Inventory == "" || u.Config.Offline {
+			continue // an offline unit reaches no cluster
 		}
 		key := clusterOf(u.Config) + "|" + u.Config.InventoryNamespace + "|" + u.Config.Inventory
 		if other, dup := owner[key]; dup {
@@ -544,6 +586,9 @@ func Overrides(g Given) []string {
 // ClusterInfo names a unit's cluster: its context and its API server's
 // address, read from its kubeconfig; never its credentials.
 func ClusterInfo(c *Config) result.Cluster {
+	if c.Offline {
+		return result.Cluster{} // offline: no cluster, no kubeconfig read
+	}
 	cl := result.Cluster{Context: c.Context}
 	if cl.Context == "" {
 		rules := clientcmd.NewDefaultClientConfigLoadingRules()

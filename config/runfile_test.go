@@ -27,6 +27,30 @@ func writeRunFile(t *testing.T, content string, dirs ...string) string {
 	return p
 }
 
+// given is what a workflow gives a run of file: the command, flags and
+// env, with the workspace the folder that holds the test's folders.
+func given(file string, flags, env map[string]string) Given {
+	e := map[string]string{"GANTRY_WORKSPACE": filepath.Dir(filepath.Dir(file))}
+	for k, v := range env {
+		e[k] = v
+	}
+	if flags == nil {
+		flags = map[string]string{}
+	}
+	return Given{Command: "apply", CommandOrigin: "the command line", Flags: flags, Env: e}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // kubeconfigFor writes a kubeconfig with one context per server, named
 // as the map's keys.
 func kubeconfigFor(t *testing.T, servers map[string]string) string {
@@ -87,8 +111,9 @@ units:
 		"INPUT_PATH":     ".",    // action.yml's default: not an override
 		"INPUT_PRUNE":    "true", // likewise
 		"GANTRY_TIMEOUT": "9m",   // given: applies to every unit
+		"GANTRY_RUN_FILE_ENV": "DB_*",
 	}
-	units, err := LoadUnits(Given{Command: "apply", CommandOrigin: "the command line", Flags: map[string]string{"concurrency": "8"}, Env: env}, file, false)
+	units, err := LoadUnits(given(file, map[string]string{"concurrency": "8"}, env), file, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +170,7 @@ func TestRunFileRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			file := writeRunFile(t, tc.file, "x")
-			_, err := LoadUnits(Given{Command: "apply", Env: map[string]string{}}, file, false)
+			_, err := LoadUnits(given(file, nil, map[string]string{"GANTRY_RUN_FILE_ENV": "NOT_SET_ANYWHERE"}), file, false)
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -181,12 +206,13 @@ func TestRunFileGraphRefusals(t *testing.T) {
 		{"one inventory on one cluster", "- {name: a, path: x, inventory: shop, context: a}\n- {name: b, path: x, inventory: shop, context: a-again}\n",
 			[]string{"units a and b use one inventory, default/shop, on one cluster"}},
 		{"a unit's own input", "- {name: a, path: x, inventory: a, timeout: soon}\n", []string{"unit a (", `timeout (from `, `"soon" is not a positive duration`}},
-		{"a missing path", "- {name: a, path: missing, inventory: a}\n", []string{"unit a (", "missing does not exist"}},
+		{"a missing path", "- {name: a, path: missing, inventory: a}\n", []string{"gantry.yaml:5", "unit a: path: missing does not exist"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			file := writeRunFile(t, "defaults:\n  kubeconfig: "+kc+"\n  context: a\nunits:\n"+tc.units, "x")
-			_, err := LoadUnits(Given{Command: "apply", Env: map[string]string{}}, file, false)
+			file := writeRunFile(t, "defaults:\n  kubeconfig: kubeconfig\n  context: a\nunits:\n"+tc.units, "x")
+			copyFile(t, kc, filepath.Join(filepath.Dir(file), "kubeconfig"))
+			_, err := LoadUnits(given(file, nil, map[string]string{"GANTRY_RUN_FILE_ENV": "NOT_SET_ANYWHERE"}), file, false)
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -199,8 +225,9 @@ func TestRunFileGraphRefusals(t *testing.T) {
 	}
 
 	// One inventory name on two clusters is two inventories.
-	file := writeRunFile(t, "defaults:\n  kubeconfig: "+kc+"\nunits:\n- {name: a, path: x, inventory: shop, context: a}\n- {name: b, path: x, inventory: shop, context: b}\n", "x")
-	if _, err := LoadUnits(Given{Command: "apply", Env: map[string]string{}}, file, false); err != nil {
+	file := writeRunFile(t, "defaults:\n  kubeconfig: kubeconfig\nunits:\n- {name: a, path: x, inventory: shop, context: a}\n- {name: b, path: x, inventory: shop, context: b}\n", "x")
+	copyFile(t, kc, filepath.Join(filepath.Dir(file), "kubeconfig"))
+	if _, err := LoadUnits(given(file, nil, map[string]string{"GANTRY_RUN_FILE_ENV": "NOT_SET_ANYWHERE"}), file, false); err != nil {
 		t.Errorf("one inventory name on two clusters: %v", err)
 	}
 }

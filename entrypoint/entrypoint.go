@@ -89,7 +89,7 @@ func runOne(ctx context.Context, inv *config.Given, p platform, stdout, stderr i
 	// printed.
 	var secrets []string
 	if cfg != nil {
-		secrets = append(cfg.Secrets, kubeconfigSecrets(cfg.Kubeconfig, env)...)
+		secrets = append(cfg.Secrets, kubeconfigSecrets(cfg, env)...)
 	}
 	s := newSession(env, p, secrets, stderr)
 	redact, gha, console, decrypted := s.redact, s.gha, s.console, s.decrypted
@@ -240,7 +240,6 @@ func (s *session) options(cfg *config.Config) pipeline.Options {
 		},
 		Inventory:              cfg.Inventory,
 		InventoryNamespace:     cfg.InventoryNamespace,
-		DefaultNamespace:       kube.DefaultNamespace(kubeOptions(cfg)),
 		Prune:                  cfg.Prune,
 		Wait:                   cfg.Wait,
 		Force:                  cfg.Force,
@@ -264,6 +263,9 @@ func (s *session) options(cfg *config.Config) pipeline.Options {
 		History:                cfg.History,
 		Atomic:                 cfg.Atomic,
 		Correct:                cfg.Correct,
+	}
+	if !cfg.Offline { // an offline run reads no kubeconfig
+		opts.DefaultNamespace = kube.DefaultNamespace(kubeOptions(cfg))
 	}
 	var client *artifact.Client
 	switch {
@@ -289,7 +291,7 @@ func (s *session) options(cfg *config.Config) pipeline.Options {
 // signing settings.
 func artifactClient(cfg *config.Config) *artifact.Client {
 	return artifact.New(artifact.Options{
-		Username: cfg.Registry.Username, Password: cfg.Registry.Password,
+		Username: cfg.Registry.Username, Password: cfg.Registry.Password, Hosts: cfg.Registry.Hosts,
 		GitHubToken: cfg.GitHubToken, Insecure: cfg.Registry.Insecure,
 		Recipients: cfg.AgeRecipients, Identities: cfg.AgeIdentities,
 		Sign: cfg.Sign, Verify: cfg.Verify,

@@ -57,8 +57,13 @@ func diffPathFor(report string) string {
 }
 
 // kubeconfigSecrets returns the credentials in the kubeconfig gantry will
-// use, so that they are masked wherever they might surface.
-func kubeconfigSecrets(path string, env map[string]string) []string {
+// use, so that they are masked wherever they might surface. An offline
+// run reads no kubeconfig.
+func kubeconfigSecrets(cfg *config.Config, env map[string]string) []string {
+	if cfg.Offline {
+		return nil
+	}
+	path := cfg.Kubeconfig
 	if path == "" {
 		path = env["KUBECONFIG"]
 	}
@@ -71,7 +76,7 @@ func kubeconfigSecrets(path string, env map[string]string) []string {
 		for _, a := range cfg.AuthInfos {
 			out = append(out, a.Token, a.Password, string(a.ClientKeyData))
 			if a.TokenFile != "" {
-				if b, err := os.ReadFile(a.TokenFile); err == nil {
+				if b, err := readToken(a.TokenFile); err == nil {
 					out = append(out, strings.TrimSpace(string(b)))
 				}
 			}
@@ -213,4 +218,17 @@ func want(setting string, auto bool) bool {
 // log stream gantry's progress uses), so masks come before any other line.
 func githubAction(w io.Writer, env map[string]string) *githubactions.Action {
 	return githubactions.New(githubactions.WithWriter(w), githubactions.WithGetenv(func(k string) string { return env[k] }))
+}
+
+// readToken reads a kubeconfig's token file, a regular file of at most
+// 64 KiB (client-go reads the same file to authenticate).
+func readToken(name string) ([]byte, error) {
+	info, err := os.Stat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() || info.Size() > 64<<10 {
+		return nil, fmt.Errorf("%s: not a token file", name)
+	}
+	return os.ReadFile(name)
 }

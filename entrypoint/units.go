@@ -43,7 +43,7 @@ func runFile(ctx context.Context, inv *config.Given, file string, p platform, st
 	var secrets []string
 	for _, u := range units {
 		secrets = append(secrets, u.Config.Secrets...)
-		secrets = append(secrets, kubeconfigSecrets(u.Config.Kubeconfig, env)...)
+		secrets = append(secrets, kubeconfigSecrets(u.Config, env)...)
 	}
 	if runCfg != nil {
 		secrets = append(secrets, runCfg.Secrets...)

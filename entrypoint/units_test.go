@@ -56,7 +56,7 @@ func TestRunFileRoute(t *testing.T) {
 			case "an unknown unit":
 				args = append(args, "--unit", "nope")
 			}
-			code := Run(context.Background(), args, []string{"HOME=" + t.TempDir()}, &stdout, &stderr)
+			code := Run(context.Background(), args, []string{"HOME=" + t.TempDir(), "GANTRY_WORKSPACE=" + filepath.Dir(file)}, &stdout, &stderr)
 			if code != tc.code {
 				t.Errorf("exit %d, want %d\n%s", code, tc.code, stderr.String())
 			}

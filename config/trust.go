@@ -1,0 +1,296 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// The rule, in one place: the workflow (flags, INPUT_*, GANTRY_*) decides
+// credentials, keys, endpoints and what a preview compares with; a run
+// file decides only the shape of the run: its units, their paths inside
+// the workspace, their dependencies and their other inputs. On a pull
+// request the run file is the pull request's; whoever opens it writes it.
+
+// runLevel are the inputs of a whole run, not of one unit: what is run,
+// how the run is reported, the run file itself, and what the workflow
+// lets a run file do. A unit may not set them; the command line and the
+// variables set them for the run.
+var runLevel = map[string]bool{
+	"command": true, "run-file": true, "units-concurrency": true, "unit": true, "format": true,
+	"report": true, "summary": true, "comment": true, "github-token": true, "gitlab-token": true,
+	"dotenv": true, "tekton-results": true, "output": true, "detailed-exitcode": true,
+	"workspace": true, "run-file-env": true, "allow-kubeconfig-exec": true, "registry-hosts": true,
+}
+
+// workflowOnly are the unit inputs a run file may not set, each with what
+// it decides: the workflow gives them as flags or variables, for every
+// unit.
+var workflowOnly = map[string]string{
+	"offline":                        "what a preview compares with",
+	"base":                           "what a preview compares with",
+	"insecure-registry":              "how registries are reached",
+	"allow-remote-bases":             "what a build may fetch from the network",
+	"max-file-bytes":                 "the bounds of what a build reads",
+	"max-objects":                    "the bounds of what a build reads",
+	"sign":                           "what is signed with the workflow's identity",
+	"cosign-key":                     "a key",
+	"cosign-public-key":              "a key that signatures are trusted from",
+	"age-recipients":                 "a key",
+	"fulcio-url":                     "an endpoint",
+	"rekor-url":                      "an endpoint",
+	"certificate-roots":              "trust roots",
+	"certificate-identity":           "whom signatures are trusted from",
+	"certificate-identity-regexp":    "whom signatures are trusted from",
+	"certificate-oidc-issuer":        "whom signatures are trusted from",
+	"certificate-oidc-issuer-regexp": "whom signatures are trusted from",
+}
+
+// ciCredentials are the variables of the CI's own credentials and of
+// gantry's inputs: a run file never reads them, whatever run-file-env
+// allows.
+var ciCredentials = []string{
+	"GITHUB_TOKEN", "ACTIONS_*", "INPUT_*", "GANTRY_*",
+	"CI_JOB_TOKEN", "CI_JOB_JWT*", "CI_BUILD_TOKEN", "CI_REGISTRY_PASSWORD", "CI_DEPLOY_PASSWORD",
+	"CI_DEPENDENCY_PROXY_PASSWORD", "CI_REPOSITORY_URL",
+}
+
+// MinMaskLength bounds what a value read through a reference may mask:
+// shorter lines are not masks, so that a run file cannot mask ordinary
+// words (a kind, a role's name) out of its own preview; a value with no
+// line this long is refused as too short to mask.
+const MinMaskLength = 8
+
+// maxReferenceBytes bounds a file a {file: ...} reference reads: keys,
+// tokens and values, never manifests.
+const maxReferenceBytes = 1 << 20
+
+// policy is what the workflow lets the run files it runs do.
+type policy struct {
+	// workspace is where every path a run file names must lie, links
+	// resolved.
+	workspace string
+	// env are the variables (names or patterns) a run file may read.
+	env []string
+	// kubeconfigExec lets a run file's kubeconfig run plugins and read
+	// files outside the workspace.
+	kubeconfigExec bool
+	maxFileBytes   int64
+	// offline runs read no kubeconfig at all.
+	offline bool
+}
+
+// workflowPolicy reads the policy from what the workflow alone gave.
+func workflowPolicy(g Given) (*policy, error) {
+	g.unit = nil
+	vals, err := resolve(&g)
+	if err != nil {
+		return nil, err
+	}
+	in := &inputs{vals: vals}
+	p := &policy{
+		env:            in.lines("run-file-env"),
+		kubeconfigExec: in.bool("allow-kubeconfig-exec"),
+		maxFileBytes:   in.number("max-file-bytes", 1, 1<<62, "a positive whole number of bytes"),
+		offline:        in.bool("offline"),
+	}
+	for _, pat := range p.env {
+		if _, err := path.Match(pat, ""); err != nil {
+			in.bad("run-file-env", "%q is not a name or a pattern such as APP_*", pat)
+		}
+	}
+	ws := in.str("workspace")
+	if ws == "" {
+		ws = defaultWorkspace(g.Env)
+	}
+	real, err := filepath.EvalSymlinks(ws)
+	if err == nil {
+		real, err = filepath.Abs(real)
+	}
+	if err != nil {
+		in.bad("workspace", "%v", err)
+	}
+	p.workspace = real
+	return p, errors.Join(in.errs...)
+}
+
+// defaultWorkspace is the CI's checkout, else the git repository that
+// holds the working directory, else the working directory.
+func defaultWorkspace(env map[string]string) string {
+	if ws := firstNonEmpty(env["GITHUB_WORKSPACE"], env["CI_PROJECT_DIR"]); ws != "" {
+		return ws
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "."
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			return wd
+		}
+	}
+}
+
+// mayRead says whether a run file may read the variable name.
+func (p *policy) mayRead(name string) error {
+	for _, pat := range ciCredentials {
+		if ok, _ := path.Match(pat, name); ok {
+			return fmt.Errorf("%s is the CI's own credential or one of gantry's inputs: a run file never reads it", name)
+		}
+	}
+	for _, pat := range p.env {
+		if ok, _ := path.Match(pat, name); ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("the workflow does not let a run file read %s: list it in run-file-env (a flag or variable, never the run file)", name)
+}
+
+// confine resolves a path a run file names, relative to base (the run
+// file's folder): links resolved, it must lie inside the workspace, in no
+// .git folder (where a checkout keeps its credentials), and be a folder
+// (dir) or a regular file no larger than max. Nothing is read.
+func (p *policy) confine(base, name string, dir bool, max int64) (string, error) {
+	if strings.Contains(name, "://") {
+		return "", fmt.Errorf("%s: want a path inside the workspace", name)
+	}
+	abs := name
+	if !filepath.IsAbs(abs) {
+		abs = filepath.Join(base, name)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("%s does not exist", name)
+		}
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	rel, err := filepath.Rel(p.workspace, real)
+	if err != nil || rel != "." && !filepath.IsLocal(rel) {
+		how := "is"
+		if real != filepath.Clean(abs) {
+			how = "resolves to " + real + ","
+		}
+		return "", fmt.Errorf("%s %s outside the workspace (%s): refused", name, how, p.workspace)
+	}
+	if slices.Contains(strings.Split(rel, string(filepath.Separator)), ".git") {
+		return "", fmt.Errorf("%s is inside a .git folder, where a checkout keeps its credentials: refused", name)
+	}
+	info, err := os.Stat(real)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	switch {
+	case dir && !info.IsDir():
+		return "", fmt.Errorf("%s is not a folder", name)
+	case !dir && !info.Mode().IsRegular():
+		return "", fmt.Errorf("%s is not a regular file: refused", name)
+	case !dir && info.Size() > max:
+		return "", fmt.Errorf("%s is %d bytes, over the limit of %d", name, info.Size(), max)
+	}
+	return abs, nil
+}
+
+// readBounded reads a regular file of at most max bytes. It never blocks
+// on a FIFO or reads a device: what is not a regular file is refused
+// before a byte is read.
+func readBounded(name string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file: refused", name)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s is over the limit of %d bytes", name, max)
+	}
+	return b, nil
+}
+
+// checkKubeconfig refuses a kubeconfig named by a run file that would run
+// a command on the runner (an exec or auth-provider plugin) or read a
+// token or certificate file outside the workspace, unless the workflow
+// allows it (allow-kubeconfig-exec), as Flux's kustomize-controller does
+// with kubeconfigs it did not get from its operator.
+func (p *policy) checkKubeconfig(file string) error {
+	data, err := readBounded(file, p.maxFileBytes)
+	if err != nil {
+		return err
+	}
+	kc, err := clientcmd.Load(data)
+	if err != nil {
+		return fmt.Errorf("%s: not a kubeconfig: %w", file, err)
+	}
+	if p.kubeconfigExec {
+		return nil
+	}
+	dir := filepath.Dir(file)
+	var errs []error
+	files := func(what string, names ...string) {
+		for _, n := range names {
+			if n == "" {
+				continue
+			}
+			if _, err := p.confine(dir, n, false, p.maxFileBytes); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %s: %w", file, what, err))
+			}
+		}
+	}
+	for _, name := range sortedKeys(kc.AuthInfos) {
+		a := kc.AuthInfos[name]
+		if a.Exec != nil {
+			errs = append(errs, fmt.Errorf("%s: user %s runs a command (exec: %s): a kubeconfig a run file names runs no plugin unless the workflow sets allow-kubeconfig-exec", file, name, a.Exec.Command))
+		}
+		if a.AuthProvider != nil {
+			errs = append(errs, fmt.Errorf("%s: user %s uses the auth provider %s: a kubeconfig a run file names runs no plugin unless the workflow sets allow-kubeconfig-exec", file, name, a.AuthProvider.Name))
+		}
+		files("user "+name, a.TokenFile, a.ClientCertificate, a.ClientKey)
+	}
+	for _, name := range sortedKeys(kc.Clusters) {
+		files("cluster "+name, kc.Clusters[name].CertificateAuthority)
+	}
+	return errors.Join(errs...)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// masks are the lines of a value read through a reference that become
+// masks: those of MinMaskLength characters or more.
+func masks(v string) []string {
+	var out []string
+	for _, l := range strings.Split(v, "\n") {
+		if l = strings.TrimSpace(l); len(l) >= MinMaskLength {
+			out = append(out, l)
+		}
+	}
+	return out
+}
