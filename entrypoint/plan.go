@@ -63,9 +63,13 @@ func runPlan(inv *config.Given, stdout, stderr io.Writer) int {
 // the dependency on it.
 func planLevels(units []*config.Unit) [][]*config.Unit {
 	run := &result.Run{}
+	// Every unit is known before any dependency is looked up: a unit may
+	// depend on one the run file lists after it.
 	byName := map[string]*config.Unit{}
 	for _, u := range units {
 		byName[u.Name] = u
+	}
+	for _, u := range units {
 		if !u.Suspend {
 			run.Units = append(run.Units, result.Unit{Name: u.Name, DependsOn: activeDeps(u, byName)})
 		}

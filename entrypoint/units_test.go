@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gantry-dev/gantry/config"
 )
 
 // writeRunFile writes a run file and the folders its units name, and
@@ -78,5 +80,30 @@ func TestRunFileRoute(t *testing.T) {
 				t.Errorf("units %+v, want later alone, Suspended", run.Units)
 			}
 		})
+	}
+}
+
+// plan --format github orders units by their dependencies whatever order
+// the run file lists them in: a dependency listed after its dependent
+// still comes a level before it.
+func TestPlanLevelsWithADependencyListedLater(t *testing.T) {
+	t.Parallel()
+	units := []*config.Unit{
+		{Name: "web", DependsOn: []string{"db"}},
+		{Name: "db", DependsOn: []string{"crds"}},
+		{Name: "paused", Suspend: true},
+		{Name: "worker", DependsOn: []string{"paused", "crds"}},
+		{Name: "crds"},
+	}
+	var got []string
+	for _, level := range planLevels(units) {
+		var names []string
+		for _, u := range level {
+			names = append(names, u.Name)
+		}
+		got = append(got, strings.Join(names, ","))
+	}
+	if strings.Join(got, " -> ") != "crds -> db,worker -> web" {
+		t.Errorf("levels %s, want crds -> db,worker -> web", strings.Join(got, " -> "))
 	}
 }
