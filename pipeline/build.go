@@ -575,7 +575,7 @@ func buildWrapped(abs string, opts BuildOptions, sfs *sopsFS, bounded *boundedFS
 		k.BuildMetadata = []string{types.OriginAnnotations}
 	}
 	for i, p := range opts.Patches {
-		b, err := os.ReadFile(p)
+		b, err := bounded.ReadFile(p)
 		if err != nil {
 			return nil, &BuildError{File: p, Err: fmt.Errorf("reading patch: %w", err)}
 		}

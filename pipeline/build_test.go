@@ -490,3 +490,20 @@ func TestBuildRefusesOneObjectTwiceAfterTargetNamespace(t *testing.T) {
 		}
 	}
 }
+
+// A patch that is a device (or a link to one) is refused before a byte
+// is read from it, however the run was given it.
+func TestBuildRefusesAPatchThatIsNoFile(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	write(t, root, map[string]string{"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"})
+	if err := os.Symlink("/dev/zero", filepath.Join(root, "zero.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	for _, patch := range []string{"/dev/zero", filepath.Join(root, "zero.yaml")} {
+		_, err := Build(BuildOptions{Path: filepath.Join(root, "app"), WorkDir: root, Patches: []string{patch}})
+		if err == nil || !strings.Contains(err.Error(), "refused") {
+			t.Errorf("patch %s: %v, want a refusal", patch, err)
+		}
+	}
+}

@@ -54,6 +54,11 @@ func (f *boundedFS) ReadFile(name string) ([]byte, error) {
 		return nil, &LimitError{fmt.Sprintf("%s the workspace (%s): refused", what, f.roots[0])}
 	}
 	info, err := os.Stat(name)
+	if err == nil && !info.Mode().IsRegular() && !info.IsDir() {
+		// A device or a FIFO would be read without end, or block; a
+		// folder is kustomize's to try as a kustomization.
+		return nil, &LimitError{"not a regular file: refused"}
+	}
 	if err == nil && info.Mode().IsRegular() && info.Size() > f.maxBytes {
 		return nil, &LimitError{fmt.Sprintf("%d bytes, over the limit of %d bytes for one file (max-file-bytes)", info.Size(), f.maxBytes)}
 	}
