@@ -21,6 +21,7 @@ import (
 
 	"github.com/gantry-dev/gantry/artifact"
 	"github.com/gantry-dev/gantry/config"
+	"github.com/gantry-dev/gantry/gitsource"
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/reporters"
@@ -92,6 +93,7 @@ func runOne(ctx context.Context, inv *config.Given, p platform, stdout, stderr i
 		secrets = append(cfg.Secrets, kubeconfigSecrets(cfg, env)...)
 	}
 	s := newSession(env, p, secrets, stderr)
+	defer s.trees.Remove()
 	redact, gha, console, decrypted := s.redact, s.gha, s.console, s.decrypted
 
 	if cfgErr != nil {
@@ -181,6 +183,19 @@ type session struct {
 	gha      *githubactions.Action // on GitHub only
 	console  *console
 	maskMu   sync.Mutex
+	// trees are the base revisions offline diffs compare with, each
+	// written once per run; treesOnce sets their limits.
+	trees     gitsource.Trees
+	treesOnce sync.Once
+}
+
+// baseTrees are the run's base revisions, bounded as a build is: the
+// limits are the workflow's, the same for every unit.
+func (s *session) baseTrees(cfg *config.Config) *gitsource.Trees {
+	s.treesOnce.Do(func() {
+		s.trees.Limits = gitsource.Limits{MaxFiles: cfg.MaxObjects, MaxFileBytes: cfg.MaxFileBytes, MaxBytes: 8 * cfg.MaxFileBytes}
+	})
+	return &s.trees
 }
 
 // newSession masks every secret, on GitHub too, before anything is printed.

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/config"
-	"github.com/gantry-dev/gantry/gitsource"
 	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/reporters"
 	"github.com/gantry-dev/gantry/result"
@@ -49,6 +48,7 @@ func runFile(ctx context.Context, inv *config.Given, file string, p platform, st
 		secrets = append(secrets, runCfg.Secrets...)
 	}
 	s := newSession(env, p, secrets, stderr)
+	defer s.trees.Remove()
 	run := &result.Run{Schema: result.RunSchemaVersion, Command: inv.Command, Version: Version, RunFile: file,
 		Started: time.Now(), Units: []result.Unit{}}
 
@@ -150,11 +150,12 @@ func (s *session) offlineDiff(ctx context.Context, cfg *config.Config, opts pipe
 		return fail(err)
 	}
 	opts.Offline = offline
-	tree, err := gitsource.Checkout(cfg.Path, cfg.Base)
+	// One tree per base revision and repository for the whole run,
+	// removed when the run ends.
+	tree, err := s.baseTrees(cfg).Checkout(cfg.Path, cfg.Base)
 	if err != nil {
 		return fail(err)
 	}
-	defer tree.Remove()
 	workDir := opts.Build.WorkDir
 	if workDir == "" {
 		workDir = "."

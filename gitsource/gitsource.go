@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -48,10 +49,35 @@ func (t *Tree) Within(dir string) string {
 // Remove deletes the temporary folder.
 func (t *Tree) Remove() { _ = os.RemoveAll(t.Root) }
 
-// Checkout writes the tree of revision (a branch, tag, commit or
-// expression such as HEAD~1 or origin/main) of the repository holding path
-// into a new temporary folder.
-func Checkout(path, revision string) (*Tree, error) {
+// Limits bound what one revision's tree may write: a tree can name one
+// blob any number of times, so a small push could otherwise fill the
+// runner's disk. They are a build's own: a file a build could not read
+// is not written either.
+type Limits struct {
+	// MaxFiles bounds the files written, MaxFileBytes one file,
+	// MaxBytes all of them.
+	MaxFiles               int
+	MaxFileBytes, MaxBytes int64
+}
+
+// LimitError is a tree over one of the Limits.
+type LimitError struct{ msg string }
+
+func (e *LimitError) Error() string { return e.msg }
+
+// Trees writes each revision of a repository once, however many units of
+// a run ask for it, and removes them all at the end of the run.
+type Trees struct {
+	Limits Limits
+	mu     sync.Mutex
+	// written are the revisions written, by repository root and commit.
+	written map[string]string
+}
+
+// Checkout is the tree of revision (a branch, tag, commit or expression
+// such as HEAD~1 or origin/main) of the repository holding path, written
+// into a temporary folder the first time it is asked for.
+func (c *Trees) Checkout(path, revision string) (*Tree, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
@@ -79,6 +105,12 @@ func Checkout(path, revision string) (*Tree, error) {
 	if err != nil {
 		return nil, fmt.Errorf("base %q: %w (a shallow clone needs the base fetched too, such as with fetch-depth: 0)", revision, err)
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := root + "@" + hash.String()
+	if tmp, ok := c.written[key]; ok {
+		return &Tree{Root: tmp, Repository: root, Path: filepath.Join(tmp, rel)}, nil
+	}
 	commit, err := repo.CommitObject(*hash)
 	if err != nil {
 		return nil, fmt.Errorf("base %q: %w", revision, err)
@@ -91,17 +123,48 @@ func Checkout(path, revision string) (*Tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Tree{Root: tmp, Repository: root, Path: filepath.Join(tmp, rel)}
-	if err := write(tree, tmp); err != nil {
-		t.Remove()
+	if err := write(tree, tmp, c.Limits); err != nil {
+		_ = os.RemoveAll(tmp)
 		return nil, fmt.Errorf("base %q: %w", revision, err)
 	}
-	return t, nil
+	if c.written == nil {
+		c.written = map[string]string{}
+	}
+	c.written[key] = tmp
+	return &Tree{Root: tmp, Repository: root, Path: filepath.Join(tmp, rel)}, nil
 }
 
-// write writes every file of tree below dir, links as links.
-func write(tree *object.Tree, dir string) error {
+// Remove deletes every tree written.
+func (c *Trees) Remove() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key, dir := range c.written {
+		_ = os.RemoveAll(dir)
+		delete(c.written, key)
+	}
+}
+
+// Checkout writes the tree of revision of the repository holding path
+// into a new temporary folder, within lim; the caller removes it.
+func Checkout(path, revision string, lim Limits) (*Tree, error) {
+	return (&Trees{Limits: lim}).Checkout(path, revision)
+}
+
+// write writes every file of tree below dir, links as links, within lim:
+// the sizes are the blobs' own, known before anything is read.
+func write(tree *object.Tree, dir string, lim Limits) error {
+	files, total := 0, int64(0)
 	return tree.Files().ForEach(func(f *object.File) error {
+		files++
+		total += f.Size
+		switch {
+		case lim.MaxFiles > 0 && files > lim.MaxFiles:
+			return &LimitError{fmt.Sprintf("more than %d files: over the limit of a build (max-objects); refused", lim.MaxFiles)}
+		case lim.MaxFileBytes > 0 && f.Size > lim.MaxFileBytes:
+			return &LimitError{fmt.Sprintf("%s is %d bytes, over the limit of %d bytes for one file (max-file-bytes); refused", f.Name, f.Size, lim.MaxFileBytes)}
+		case lim.MaxBytes > 0 && total > lim.MaxBytes:
+			return &LimitError{fmt.Sprintf("more than %d bytes in all (8 times max-file-bytes); refused", lim.MaxBytes)}
+		}
 		target := filepath.Join(dir, filepath.FromSlash(f.Name))
 		if !strings.HasPrefix(target, dir+string(filepath.Separator)) {
 			return fmt.Errorf("%s: a path outside the tree", f.Name)
