@@ -170,6 +170,10 @@ func (p *policy) confine(base, name string, dir bool, max int64) (string, error)
 	if !filepath.IsAbs(abs) {
 		abs = filepath.Join(base, name)
 	}
+	abs, err := filepath.Abs(abs)
+	if err != nil {
+		return "", err
+	}
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {

@@ -286,3 +286,24 @@ func TestCredentialHostsComeFromTheWorkflow(t *testing.T) {
 		t.Errorf("a URL as a registry host: %v", err)
 	}
 }
+
+// A run file named relative to the working directory, as a workflow names
+// it, is inside the workspace that holds the working directory.
+func TestRelativePathsFromTheWorkingDirectory(t *testing.T) {
+	t.Parallel()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	real, err := filepath.EvalSymlinks(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &policy{workspace: real}
+	if _, err := p.confine(".", "trust.go", false, 1<<20); err != nil {
+		t.Errorf("trust.go from the working directory: %v", err)
+	}
+	if _, err := p.confine(".", "../go.mod", false, 1<<20); err == nil {
+		t.Errorf("../go.mod is outside %s, and was accepted", real)
+	}
+}

@@ -205,7 +205,7 @@ func TestDriftOverARunFile(t *testing.T) {
 		writeFile(t, filepath.Join(root, u, "cm.yaml"), configMapYAML(ns, "cm-"+u, "as-applied"))
 	}
 	runFile := filepath.Join(root, "gantry.yaml")
-	writeFile(t, runFile, "defaults:\n  inventory-namespace: "+ns+"\n  kubeconfig: "+env.Cluster.Kubeconfig+"\n  timeout: 1m\nunits:\n"+
+	writeFile(t, runFile, "defaults:\n  inventory-namespace: "+ns+"\n  kubeconfig: "+inWorkspace(t, root, env.Cluster.Kubeconfig, "kubeconfig")+"\n  timeout: 1m\nunits:\n"+
 		"  - {name: a, path: a, inventory: a}\n  - {name: b, path: b, inventory: b}\n")
 	if r := gantryRunFile(t, ctx, "apply", "--run-file", runFile); r.code != 0 {
 		t.Fatalf("apply: exit %d\n%s", r.code, r.stderr)

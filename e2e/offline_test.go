@@ -408,10 +408,10 @@ func TestOfflineValidationOfARunFile(t *testing.T) {
 		}
 	}
 	runFile := filepath.Join(dir, "gantry.yaml")
-	writeFile(t, runFile, "defaults: {offline: true}\nunits:\n  - {name: good, path: good}\n  - {name: bad, path: bad, depends-on: [good]}\n")
+	writeFile(t, runFile, "units:\n  - {name: good, path: good}\n  - {name: bad, path: bad, depends-on: [good]}\n")
 	report := filepath.Join(dir, "report.json")
 	var stdout, stderr strings.Builder
-	code := entrypoint.Run(context.Background(), []string{"validate", "--run-file", runFile, "--report", report}, []string{"HOME=" + os.Getenv("HOME")}, &stdout, &stderr)
+	code := entrypoint.Run(context.Background(), []string{"validate", "--offline", "--run-file", runFile, "--report", report}, []string{"HOME=" + os.Getenv("HOME"), "GANTRY_WORKSPACE=" + dir}, &stdout, &stderr)
 	if code != entrypoint.ExitFailed {
 		t.Errorf("exit %d, want %d\n%s", code, entrypoint.ExitFailed, stderr.String())
 	}

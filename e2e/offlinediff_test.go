@@ -164,7 +164,7 @@ func TestOfflinePreviewOfAPullRequest(t *testing.T) {
 		// Two units of one repository, previewed as one run: one comment
 		// for the run file, with a marker of its own.
 		runFile := filepath.Join(ws, "gantry.yaml")
-		writeFile(t, runFile, "defaults:\n  offline: true\nunits:\n  - {name: prod, path: deploy/overlays/prod}\n  - {name: base, path: deploy/base, depends-on: [prod]}\n")
+		writeFile(t, runFile, "units:\n  - {name: prod, path: deploy/overlays/prod}\n  - {name: base, path: deploy/base, depends-on: [prod]}\n")
 		t.Cleanup(func() { _ = os.Remove(runFile) })
 		res, gh, summary, outs := run(t, false, map[string]string{"INPUT_RUN-FILE": "gantry.yaml", "INPUT_PATH": ""})
 		if res.code != 0 {

@@ -32,11 +32,17 @@ type runOfUnits struct {
 }
 
 // gantryRunFile runs gantry with a run file; each unit names its own
-// kubeconfig, so none is given for the whole run.
+// kubeconfig, so none is given for the whole run. The workspace is the
+// run file's folder.
 func gantryRunFile(t *testing.T, ctx context.Context, args ...string) runOfUnits {
 	t.Helper()
 	report := filepath.Join(t.TempDir(), "report.json")
 	environ := []string{"HOME=" + os.Getenv("HOME"), "GANTRY_REPORT=" + report}
+	for i, a := range args {
+		if a == "--run-file" && i+1 < len(args) {
+			environ = append(environ, "GANTRY_WORKSPACE="+filepath.Dir(args[i+1]))
+		}
+	}
 	var stdout, stderr bytes.Buffer
 	code := entrypoint.Run(ctx, args, environ, &stdout, &stderr)
 	r := runOfUnits{code: code, stdout: stdout.String(), stderr: stderr.String()}
@@ -48,6 +54,21 @@ func gantryRunFile(t *testing.T, ctx context.Context, args ...string) runOfUnits
 	}
 	t.Logf("gantry %s --run-file: exit %d\n%s", args[0], code, r.stderr)
 	return r
+}
+
+// inWorkspace copies a kubeconfig into a run file's workspace, where a
+// run file may name it, and returns its path there.
+func inWorkspace(t *testing.T, root, kubeconfig, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(root, name)
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func (r runOfUnits) unit(t *testing.T, name string) result.Unit {
@@ -142,7 +163,8 @@ func TestRunFileAcrossTwoClusters(t *testing.T) {
 	writeRun := func(units string) {
 		writeFile(t, runFile, fmt.Sprintf("defaults:\n  inventory-namespace: %s\n  timeout: 2m\nunits:\n%s", ns, units))
 	}
-	a, bk := env.Cluster.Kubeconfig, b.Kubeconfig
+	// A run file names kubeconfigs inside its workspace.
+	a, bk := inWorkspace(t, root, env.Cluster.Kubeconfig, "a.kubeconfig"), inWorkspace(t, root, b.Kubeconfig, "b.kubeconfig")
 	graph := fmt.Sprintf(`  - {name: platform, path: platform, inventory: platform, kubeconfig: %s, wait: false}
   - {name: app-a, depends-on: [platform], path: apps/a, inventory: app-a, kubeconfig: %s, wait: false}
   - {name: app-b, depends-on: [platform], path: apps/b, inventory: app-b, kubeconfig: %s}
@@ -250,7 +272,7 @@ func TestRunFileAcrossTwoClusters(t *testing.T) {
 	cmd := exec.Command(gantryBinary(t), "apply", "--run-file", runFile)
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
-	cmd.Env = []string{"HOME=" + os.Getenv("HOME")}
+	cmd.Env = []string{"HOME=" + os.Getenv("HOME"), "GANTRY_WORKSPACE=" + root}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +328,10 @@ func TestRunFileAsAGitHubAction(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(r.ws, "extra"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(r.ws, "extra", "cm.yaml"), fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra, namespace: %s}\ndata: {k: v}\n", r.ns))
+	// A value read through a reference is a secret whatever its name:
+	// RELEASE_NOTE does not look like one.
+	note := canary("release-note")
+	writeFile(t, filepath.Join(r.ws, "extra", "cm.yaml"), fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra, namespace: %s}\ndata: {k: v, note: \"${RELEASE_NOTE}\"}\n", r.ns))
 	writeFile(t, filepath.Join(r.ws, "gantry.yaml"), fmt.Sprintf(`defaults:
   inventory-namespace: %[1]s
   kubeconfig: kubeconfig
@@ -316,9 +341,9 @@ units:
     inventory: shop
     substitute:
       DB_PASSWORD: {env: DB_PASSWORD}
-  - {name: extra, depends-on: [web], path: extra, inventory: extra}
+  - {name: extra, depends-on: [web], path: extra, inventory: extra, substitute: {RELEASE_NOTE: {env: APP_RELEASE_NOTE}}}
 `, r.ns))
-	extra := map[string]string{"INPUT_RUN-FILE": "gantry.yaml", "DB_PASSWORD": r.dbPassword}
+	extra := map[string]string{"INPUT_RUN-FILE": "gantry.yaml", "INPUT_RUN-FILE-ENV": "DB_PASSWORD\nAPP_*", "DB_PASSWORD": r.dbPassword, "APP_RELEASE_NOTE": note}
 	defaults := actionInputs(t)
 	for _, k := range []string{"INPUT_PATH", "INPUT_INVENTORY", "INPUT_INVENTORY-NAMESPACE", "INPUT_KUBECONFIG", "INPUT_TIMEOUT", "INPUT_SUBSTITUTE"} {
 		extra[k] = defaults[k]
@@ -357,14 +382,14 @@ units:
 		}
 		logged = append(logged, l)
 	}
-	for _, secret := range []string{r.dbPassword, r.kubeToken, r.ghToken} {
+	for _, secret := range []string{r.dbPassword, r.kubeToken, r.ghToken, note} {
 		if !masked[secret] {
 			t.Errorf("a secret (%s…) was not masked before the first line", secret[:8])
 		}
 	}
 	for where, text := range map[string]string{"stdout": run.stdout, "stderr": strings.Join(logged, "\n"), "summary": sum, "outputs": readAll(t, r.outputs),
-		"report": readAll(t, filepath.Join(r.ws, outs["report"])), "comment": strings.Join(bodies, "\n")} {
-		for _, secret := range []string{r.dbPassword, r.secretData, r.secretString, r.kubeToken, r.ghToken} {
+		"report": readAll(t, filepath.Join(r.ws, outs["report"])), "diff": readAll(t, filepath.Join(r.ws, outs["diff"])), "comment": strings.Join(bodies, "\n")} {
+		for _, secret := range []string{r.dbPassword, r.secretData, r.secretString, r.kubeToken, r.ghToken, note} {
 			if strings.Contains(text, secret) {
 				t.Errorf("%s holds a secret (%s…)", where, secret[:8])
 			}
