@@ -234,3 +234,79 @@ func golden(t *testing.T, path, got string) {
 		t.Errorf("%s differs from the golden file (go test -update rewrites it):\n--- want\n%s\n--- got\n%s", path, want, got)
 	}
 }
+
+// netnsCommand runs gantry in a network namespace of its own, with no
+// interface but a loopback that is down: any connection it tried would
+// fail. It skips where namespaces cannot be made.
+func netnsCommand(t *testing.T, bin string, args ...string) *exec.Cmd {
+	t.Helper()
+	if out, err := exec.Command("unshare", "--net", "--", "true").CombinedOutput(); err != nil {
+		t.Skipf("no network namespace can be made here (unshare --net: %v, %s)", err, out)
+	}
+	return exec.Command("unshare", append([]string{"--net", "--", bin}, args...)...)
+}
+
+// validate --offline and diff --offline --base need no network: run in a
+// network namespace with nothing but loopback, with the workflow's
+// kubeconfig and registry credentials set as a CI job would have them,
+// they pass, read no kubeconfig (its server and context are named
+// nowhere), and the diff is the same as outside.
+func TestOfflineNeedsNoNetwork(t *testing.T) {
+	t.Parallel()
+	bin := gantryBinary(t)
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, base := previewRepo(t, id)
+	writeFile(t, filepath.Join(ws, "gantry.yaml"), "units:\n  - {name: prod, path: deploy/overlays/prod}\n  - {name: base, path: deploy/base}\n")
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	writeFile(t, kubeconfig, `apiVersion: v1
+kind: Config
+clusters:
+- name: prod
+  cluster: {server: "https://canary-cluster.example:6443"}
+users:
+- name: deployer
+  user: {token: canary-kube-token-5f1e}
+contexts:
+- name: canary-prod-context
+  context: {cluster: prod, user: deployer}
+current-context: canary-prod-context
+`)
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"validate", []string{"validate", "--offline", "deploy/overlays/prod"}, 0},
+		{"validate a run file", []string{"validate", "--offline", "--run-file", "gantry.yaml"}, 0},
+		{"diff", []string{"diff", "--offline", "--base", base, "deploy/overlays/prod"}, 0},
+		{"diff a run file", []string{"diff", "--offline", "--base", base, "--run-file", "gantry.yaml", "--detailed-exitcode"}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			commands := t.TempDir()
+			cmd := netnsCommand(t, bin, tc.args...)
+			cmd.Dir = ws
+			cmd.Env = []string{"HOME=" + t.TempDir(), "KUBECONFIG=" + kubeconfig, "GITHUB_ACTIONS=true", "GITHUB_WORKSPACE=" + ws,
+				"GITHUB_STEP_SUMMARY=" + filepath.Join(commands, "summary"), "GITHUB_OUTPUT=" + filepath.Join(commands, "outputs"),
+				"INPUT_REGISTRY-USERNAME=ci", "INPUT_REGISTRY-PASSWORD=canary-registry-password", "INPUT_COMMENT=false"}
+			res := runCommand(t, cmd, "gantry "+tc.name+" (no network)")
+			if res.code != tc.code {
+				t.Fatalf("exit %d, want %d", res.code, tc.code)
+			}
+			outs := parseOutputs(t, filepath.Join(commands, "outputs"))
+			report := readAll(t, filepath.Join(ws, outs["report"]))
+			if tc.name == "diff" && (outs["changed"] != "true" || outs["configured"] != "2") {
+				t.Errorf("outputs %v", outs)
+			}
+			for where, text := range map[string]string{"stdout": res.stdout, "stderr": withoutMasks(res.stderr), "summary": readAll(t, filepath.Join(commands, "summary")), "report": report} {
+				for _, s := range []string{"canary-cluster.example", "canary-prod-context", "canary-kube-token", "canary-registry-password"} {
+					if strings.Contains(text, s) {
+						t.Errorf("%s names %s: an offline run read the kubeconfig or printed a credential", where, s)
+					}
+				}
+			}
+		})
+	}
+}
