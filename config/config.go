@@ -16,6 +16,7 @@ import (
 
 	"filippo.io/age"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gantry-dev/gantry/artifact"
 	"github.com/gantry-dev/gantry/pipeline"
@@ -263,6 +264,7 @@ func configure(g *Given) (*Config, error) {
 	for _, v := range vals {
 		c.Secrets = append(c.Secrets, v.masks...)
 	}
+	c.Secrets = append(c.Secrets, kubeconfigSecrets(c, env)...)
 	return c, errors.Join(in.errs...)
 }
 
@@ -773,4 +775,46 @@ func keyText(raw string) (string, error) {
 func isKeyText(raw string) bool {
 	v := strings.TrimSpace(raw)
 	return strings.HasPrefix(strings.ToUpper(v), "AGE-SECRET-KEY-") || strings.HasPrefix(v, "-----BEGIN") || strings.Contains(v, "\n")
+}
+
+// kubeconfigSecrets returns the credentials in the kubeconfig gantry will
+// use, so that they are masked wherever they might surface. An offline
+// run reads no kubeconfig.
+func kubeconfigSecrets(cfg *Config, env map[string]string) []string {
+	if cfg.Offline {
+		return nil
+	}
+	path := cfg.Kubeconfig
+	if path == "" {
+		path = env["KUBECONFIG"]
+	}
+	var out []string
+	for _, p := range filepath.SplitList(path) {
+		cfg, err := clientcmd.LoadFromFile(p)
+		if err != nil {
+			continue
+		}
+		for _, a := range cfg.AuthInfos {
+			out = append(out, a.Token, a.Password, string(a.ClientKeyData))
+			if a.TokenFile != "" {
+				if b, err := readToken(a.TokenFile); err == nil {
+					out = append(out, strings.TrimSpace(string(b)))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// readToken reads a kubeconfig's token file, a regular file of at most
+// 64 KiB (client-go reads the same file to authenticate).
+func readToken(name string) ([]byte, error) {
+	info, err := os.Stat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() || info.Size() > 64<<10 {
+		return nil, fmt.Errorf("%s: not a token file", name)
+	}
+	return os.ReadFile(name)
 }

@@ -1,9 +1,11 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -122,6 +124,10 @@ var hostileRunFiles = []struct {
 func TestHostileRunFilesAreRefused(t *testing.T) {
 	t.Parallel()
 	ws, _ := hostileWorkspace(t)
+	var tried, refused atomic.Int32
+	t.Cleanup(func() {
+		figure(t, fmt.Sprintf("config: hostile run files refused %d of %d (docs/reliability.md lists them)", refused.Load(), tried.Load()))
+	})
 	for _, tc := range hostileRunFiles {
 		t.Run(tc.name, func(t *testing.T) {
 			file := filepath.Join(ws, strings.NewReplacer(" ", "-", "/", "-", "'", "").Replace(tc.name)+".gantry.yaml")
@@ -134,10 +140,17 @@ func TestHostileRunFilesAreRefused(t *testing.T) {
 			for k, v := range tc.env {
 				env[k] = v
 			}
+			tried.Add(1)
 			err := loadWithin(t, Given{Command: "diff", Env: env, Flags: map[string]string{}}, file)
 			if err == nil {
 				t.Fatal("accepted")
 			}
+			ok := !t.Failed()
+			defer func() {
+				if ok && !t.Failed() {
+					refused.Add(1)
+				}
+			}()
 			for _, w := range append(tc.want, filepath.Base(file)) {
 				w = strings.Replace(w, "gantry.yaml:", filepath.Base(file)+":", 1)
 				if !strings.Contains(err.Error(), w) {
@@ -305,5 +318,23 @@ func TestRelativePathsFromTheWorkingDirectory(t *testing.T) {
 	}
 	if _, err := p.confine(".", "../go.mod", false, 1<<20); err == nil {
 		t.Errorf("../go.mod is outside %s, and was accepted", real)
+	}
+}
+
+// figure appends a reliability figure to the file GANTRY_FIGURES names
+// (make test prints it).
+func figure(t *testing.T, line string) {
+	path := os.Getenv("GANTRY_FIGURES")
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Errorf("figures: %v", err)
+		return
+	}
+	defer f.Close()
+	if _, err := fmt.Fprintln(f, line); err != nil {
+		t.Errorf("figures: %v", err)
 	}
 }

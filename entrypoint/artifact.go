@@ -4,23 +4,18 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
 	"github.com/gantry-dev/gantry/artifact"
 	"github.com/gantry-dev/gantry/config"
-	"github.com/gantry-dev/gantry/diffs"
-	"github.com/gantry-dev/gantry/inventory"
-	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/reporters"
-	"github.com/gantry-dev/gantry/result"
+	"github.com/gantry-dev/gantry/runner"
 )
 
 // runArtifact runs the commands that only read or tag artifacts.
-func runArtifact(ctx context.Context, cfg *config.Config, client *artifact.Client, stdout io.Writer, console *console, decrypted func([]string)) int {
+func (s *session) runArtifact(ctx context.Context, cfg *config.Config, stdout io.Writer) int {
+	client, console := runner.ArtifactClient(cfg), s.console
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	fail := func(err error) int {
@@ -29,7 +24,7 @@ func runArtifact(ctx context.Context, cfg *config.Config, client *artifact.Clien
 	}
 	switch cfg.Command {
 	case "diff-artifact":
-		return diffArtifact(ctx, cfg, client, stdout, console, decrypted)
+		return s.diffArtifact(ctx, cfg, client, stdout)
 	case "pull":
 		p, err := client.Pull(ctx, cfg.Artifact, cfg.Path)
 		if err != nil {
@@ -90,85 +85,18 @@ func runArtifact(ctx context.Context, cfg *config.Config, client *artifact.Clien
 // diffArtifact compares an artifact's objects with another artifact's or a
 // folder's, object by object, and prints the diffs (Secret values masked).
 // Exit 0 when they match; with differences 3 under detailed-exitcode, else 0.
-func diffArtifact(ctx context.Context, cfg *config.Config, client *artifact.Client, stdout io.Writer, console *console, decrypted func([]string)) int {
-	objectsOf := func(source string) (map[string]*unstructured.Unstructured, error) {
-		dir := source
-		if strings.HasPrefix(source, "oci://") {
-			tmp, err := os.MkdirTemp("", "gantry-diff-artifact-")
-			if err != nil {
-				return nil, err
-			}
-			defer os.RemoveAll(tmp)
-			if _, err := client.Pull(ctx, source, tmp); err != nil {
-				return nil, err
-			}
-			dir = tmp
-		}
-		objs, err := pipeline.Build(pipeline.BuildOptions{Path: dir, WorkDir: dir, SOPSIdentities: cfg.SOPSIdentities, Decrypted: decrypted, NoOrigins: true})
-		if err != nil {
-			return nil, err
-		}
-		out := map[string]*unstructured.Unstructured{}
-		for _, o := range objs {
-			out[inventory.EntryFor(o.Unstructured).ID] = o.Unstructured
-		}
-		return out, nil
-	}
-	a, err := objectsOf(cfg.Artifact)
+func (s *session) diffArtifact(ctx context.Context, cfg *config.Config, client *artifact.Client, stdout io.Writer) int {
+	console := s.console
+	objects, err := s.run.CompareArtifacts(ctx, cfg, client, console.redact.String)
 	if err != nil {
 		console.printf("gantry diff-artifact: %v\n", err)
 		return ExitFailed
 	}
-	b, err := objectsOf(cfg.CompareTo)
-	if err != nil {
-		console.printf("gantry diff-artifact: %v\n", err)
-		return ExitFailed
-	}
-	ids := map[string]bool{}
-	for id := range a {
-		ids[id] = true
-	}
-	for id := range b {
-		ids[id] = true
-	}
-	sorted := make([]string, 0, len(ids))
-	for id := range ids {
-		sorted = append(sorted, id)
-	}
-	// By kind, then namespace and name, as the diff of a cluster reads.
-	either := func(id string) *unstructured.Unstructured {
-		if u := a[id]; u != nil {
-			return u
-		}
-		return b[id]
-	}
-	sort.Slice(sorted, func(i, j int) bool {
-		x, y := either(sorted[i]), either(sorted[j])
-		return fmt.Sprint(x.GetKind(), "\x00", x.GetNamespace(), "\x00", x.GetName()) < fmt.Sprint(y.GetKind(), "\x00", y.GetNamespace(), "\x00", y.GetName())
-	})
-	label := func(source string) string { return strings.TrimPrefix(source, "oci://") }
-	var objects []artifactDiff
 	counts := map[string]int{}
-	for _, id := range sorted {
-		u := either(id)
-		ref := result.Ref(u.GroupVersionKind().Group, u.GetKind(), u.GetNamespace(), u.GetName())
-		d, err := diffs.Between(ref, label(cfg.Artifact), label(cfg.CompareTo), a[id], b[id])
-		if err != nil {
-			console.printf("gantry diff-artifact: %s: %v\n", id, err)
-			return ExitFailed
-		}
-		o := artifactDiff{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), State: "same", Diff: console.redact.String(d)}
-		switch {
-		case a[id] == nil:
-			o.State = "only-compared"
-		case b[id] == nil:
-			o.State = "only-artifact"
-		case d != "":
-			o.State = "changed"
-		}
+	for _, o := range objects {
 		counts[o.State]++
-		objects = append(objects, o)
 	}
+	sorted := objects
 	changed := len(sorted) - counts["same"]
 	if err := writeArtifactDiff(stdout, cfg, objects, counts, colorTerminal(stdout)); err != nil {
 		console.warn("printing the diff: " + err.Error())
@@ -180,21 +108,10 @@ func diffArtifact(ctx context.Context, cfg *config.Config, client *artifact.Clie
 	return ExitOK
 }
 
-// artifactDiff is one object of diff-artifact's result: changed, only in
-// the artifact, only in what it is compared to, or the same.
-type artifactDiff struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Namespace  string `json:"namespace,omitempty"`
-	Name       string `json:"name"`
-	State      string `json:"state"`
-	Diff       string `json:"diff,omitempty"`
-}
-
 // writeArtifactDiff prints what diff-artifact found, as diff prints its
 // own: the diffs and a summary line, or the objects as JSON or YAML.
 // Secret values are masked in the diffs already.
-func writeArtifactDiff(w io.Writer, cfg *config.Config, objects []artifactDiff, counts map[string]int, color bool) error {
+func writeArtifactDiff(w io.Writer, cfg *config.Config, objects []runner.ObjectDiff, counts map[string]int, color bool) error {
 	switch cfg.Output {
 	case "json", "yaml":
 		b, err := marshalAs(cfg.Output, map[string]any{"artifact": cfg.Artifact, "compareTo": cfg.CompareTo, "objects": objects})

@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gantry-dev/gantry/config"
-	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/reporters"
 	"github.com/gantry-dev/gantry/result"
@@ -268,59 +267,31 @@ func redactSecret(u *unstructured.Unstructured) *unstructured.Unstructured {
 }
 
 // runInventory lists the inventories of a namespace, or shows one.
-func runInventory(ctx context.Context, cfg *config.Config, connect pipeline.Connector, stdout, stderr io.Writer) int {
-	clients, err := connect()
-	if err != nil {
-		fmt.Fprintln(stderr, "gantry:", err)
-		return ExitFailed
-	}
-	store := &inventory.Store{Client: clients.Kube}
-	if cfg.Inventory == "" {
-		invs, err := store.List(ctx, cfg.InventoryNamespace)
-		if err != nil {
-			fmt.Fprintln(stderr, "gantry:", err)
-		}
-		for _, inv := range invs {
+func (s *session) runInventory(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer) int {
+	invs, err := s.run.Inventories(ctx, cfg, s.console)
+	for _, inv := range invs {
+		if cfg.Inventory == "" {
 			fmt.Fprintf(stdout, "%s/%s\t%d objects\trevision %s\tapplied %s\n", inv.Namespace, inv.Name, len(inv.Entries), orNone(inv.Revision), inv.LastApplied.Format("2006-01-02T15:04:05Z07:00"))
+			continue
 		}
-		if err != nil {
-			return ExitFailed
+		fmt.Fprintf(stdout, "inventory %s/%s: revision %s, source %s, applied %s by gantry %s\n", inv.Namespace, inv.Name, orNone(inv.Revision), inv.Source, inv.LastApplied.Format("2006-01-02T15:04:05Z07:00"), inv.GantryVersion)
+		for _, e := range inv.Entries {
+			fmt.Fprintf(stdout, "%s\t%s\n", e.ID, e.Version)
 		}
-		return ExitOK
 	}
-	inv, err := store.Load(ctx, cfg.InventoryNamespace, cfg.Inventory)
 	if err != nil {
 		fmt.Fprintln(stderr, "gantry:", err)
 		return ExitFailed
-	}
-	if !inv.Exists() {
-		fmt.Fprintf(stderr, "gantry: inventory %s/%s not found\n", cfg.InventoryNamespace, cfg.Inventory)
-		return ExitFailed
-	}
-	fmt.Fprintf(stdout, "inventory %s/%s: revision %s, source %s, applied %s by gantry %s\n", inv.Namespace, inv.Name, orNone(inv.Revision), inv.Source, inv.LastApplied.Format("2006-01-02T15:04:05Z07:00"), inv.GantryVersion)
-	for _, e := range inv.Entries {
-		fmt.Fprintf(stdout, "%s\t%s\n", e.ID, e.Version)
 	}
 	return ExitOK
 }
 
 // runHistory lists an inventory's revisions, newest first.
-func runHistory(ctx context.Context, cfg *config.Config, connect pipeline.Connector, stdout, stderr io.Writer) int {
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancel()
-	clients, err := connect()
+func (s *session) runHistory(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer) int {
+	list, err := s.run.Revisions(ctx, cfg, s.console)
 	if err != nil {
 		fmt.Fprintln(stderr, "gantry:", err)
 		return ExitFailed
-	}
-	store := &inventory.Store{Client: clients.Kube, Metadata: clients.Metadata}
-	list, err := store.Revisions(ctx, cfg.InventoryNamespace, cfg.Inventory)
-	if err != nil {
-		fmt.Fprintln(stderr, "gantry:", err)
-		return ExitFailed
-	}
-	if list == nil {
-		list = []*inventory.Revision{} // [] in JSON, not null
 	}
 	if cfg.Output != "text" {
 		b, err := marshalAs(cfg.Output, list)

@@ -16,16 +16,13 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/sethvargo/go-githubactions"
-	"k8s.io/client-go/rest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/gantry-dev/gantry/artifact"
 	"github.com/gantry-dev/gantry/config"
-	"github.com/gantry-dev/gantry/gitsource"
-	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/reporters"
 	"github.com/gantry-dev/gantry/result"
+	"github.com/gantry-dev/gantry/runner"
 )
 
 // Version is stamped at build time (-ldflags -X).
@@ -90,11 +87,11 @@ func runOne(ctx context.Context, inv *config.Given, p platform, stdout, stderr i
 	// printed.
 	var secrets []string
 	if cfg != nil {
-		secrets = append(cfg.Secrets, kubeconfigSecrets(cfg, env)...)
+		secrets = cfg.Secrets
 	}
 	s := newSession(env, p, secrets, stderr)
-	defer s.trees.Remove()
-	redact, gha, console, decrypted := s.redact, s.gha, s.console, s.decrypted
+	defer s.run.Close()
+	redact, gha, console := s.redact, s.gha, s.console
 
 	if cfgErr != nil {
 		console.printf("gantry: invalid configuration:\n%s\n", config.Indent(cfgErr.Error()))
@@ -107,23 +104,18 @@ func runOne(ctx context.Context, inv *config.Given, p platform, stdout, stderr i
 		}
 		return ExitInvalid
 	}
-	connect := s.connect(cfg, console)
-	opts := s.options(cfg)
-
 	if cfg.Artifact != "" {
 		switch cfg.Command {
 		case "pull", "tag", "list", "inspect", "diff-artifact":
-			return runArtifact(ctx, cfg, opts.Artifact.Client, stdout, console, decrypted)
+			return s.runArtifact(ctx, cfg, stdout)
 		}
 	}
 
 	var res *result.Result
 	switch cfg.Command {
-	case "push":
-		res = pipeline.Push(ctx, opts, console)
 	case "build":
 		var objects []*pipeline.Object
-		objects, res = pipeline.Render(ctx, opts, console)
+		objects, res = s.run.Render(ctx, cfg, console)
 		if res.Succeeded() {
 			if err := writeObjects(stdout, objects, p == githubActions, redact); err != nil {
 				console.printf("gantry: %v\n", err)
@@ -139,27 +131,23 @@ func runOne(ctx context.Context, inv *config.Given, p platform, stdout, stderr i
 		}
 		console.summary(res)
 		return exitCode(res, cfg)
-	case "diff", "apply", "delete", "validate", "drift":
-		// A run of one unit, as each unit of a run file runs.
-		res = s.runUnit(ctx, &config.Unit{Name: cfg.Inventory, Config: cfg}, console, false)
-		if cfg.Command == "diff" && (res.Reason == result.ReasonSucceeded || res.Reason == result.ReasonProgressing) {
-			if err := writeDiff(stdout, res, cfg.Output, p == githubActions, colorTerminal(stdout), redact); err != nil {
-				console.warn("printing the diff: " + err.Error())
-			}
-		}
-	case "release":
-		res = pipeline.Release(ctx, opts, connect, console)
-		if res.Succeeded() && cfg.Artifact != "" {
-			if err := writeFluxObjects(stdout, cfg); err != nil {
-				console.warn("Flux objects: " + err.Error())
-			}
-		}
-	case "rollback":
-		res = pipeline.Rollback(ctx, opts, cfg.RollbackTo, connect, console)
 	case "inventory":
-		return runInventory(ctx, cfg, connect, stdout, stderr)
+		return s.runInventory(ctx, cfg, stdout, stderr)
 	case "history":
-		return runHistory(ctx, cfg, connect, stdout, stderr)
+		return s.runHistory(ctx, cfg, stdout, stderr)
+	}
+	// push, release, rollback, or a run of one unit, as each unit of a
+	// run file runs.
+	res = s.run.Command(ctx, cfg, console)
+	switch {
+	case cfg.Command == "diff" && (res.Reason == result.ReasonSucceeded || res.Reason == result.ReasonProgressing):
+		if err := writeDiff(stdout, res, cfg.Output, p == githubActions, colorTerminal(stdout), redact); err != nil {
+			console.warn("printing the diff: " + err.Error())
+		}
+	case cfg.Command == "release" && res.Succeeded() && cfg.Artifact != "":
+		if err := writeFluxObjects(stdout, cfg); err != nil {
+			console.warn("Flux objects: " + err.Error())
+		}
 	}
 
 	console.summary(res)
@@ -183,19 +171,8 @@ type session struct {
 	gha      *githubactions.Action // on GitHub only
 	console  *console
 	maskMu   sync.Mutex
-	// trees are the base revisions offline diffs compare with, each
-	// written once per run; treesOnce sets their limits.
-	trees     gitsource.Trees
-	treesOnce sync.Once
-}
-
-// baseTrees are the run's base revisions, bounded as a build is: the
-// limits are the workflow's, the same for every unit.
-func (s *session) baseTrees(cfg *config.Config) *gitsource.Trees {
-	s.treesOnce.Do(func() {
-		s.trees.Limits = gitsource.Limits{MaxFiles: cfg.MaxObjects, MaxFileBytes: cfg.MaxFileBytes, MaxBytes: 8 * cfg.MaxFileBytes}
-	})
-	return &s.trees
+	// run runs the units and commands, through the pipeline.
+	run *runner.Session
 }
 
 // newSession masks every secret, on GitHub too, before anything is printed.
@@ -208,6 +185,7 @@ func newSession(env map[string]string, p platform, secrets []string, stderr io.W
 		}
 	}
 	s.console = newConsole(stderr, s.redact, p)
+	s.run = &runner.Session{Version: Version, Holder: holder(env), Actor: actor(env), Decrypted: s.decrypted}
 	return s
 }
 
@@ -220,136 +198,6 @@ func (s *session) decrypted(values []string) {
 			s.gha.AddMask(v)
 		}
 	}
-}
-
-func kubeOptions(cfg *config.Config) kube.Options {
-	return kube.Options{Kubeconfig: cfg.Kubeconfig, Context: cfg.Context, ServiceAccount: cfg.ServiceAccount, Concurrency: cfg.Concurrency}
-}
-
-// connect connects to cfg's cluster when the pipeline first needs it;
-// the API server's warnings print on out.
-func (s *session) connect(cfg *config.Config, out *console) func() (*kube.Clients, error) {
-	return func() (*kube.Clients, error) {
-		rc, err := kube.RESTConfig(kubeOptions(cfg))
-		if err != nil {
-			return nil, err
-		}
-		rc.WarningHandler = rest.NewWarningWriter(out, rest.WarningWriterOptions{Deduplicate: true})
-		return kube.Connect(rc)
-	}
-}
-
-// options are the pipeline's options for one unit's configuration.
-func (s *session) options(cfg *config.Config) pipeline.Options {
-	opts := pipeline.Options{
-		Build: pipeline.BuildOptions{
-			Path:             cfg.Path,
-			TargetNamespace:  cfg.TargetNamespace,
-			Patches:          cfg.Patches,
-			Substitute:       cfg.Substitute,
-			SOPSIdentities:   cfg.SOPSIdentities,
-			Decrypted:        s.decrypted,
-			MaxFileBytes:     cfg.MaxFileBytes,
-			MaxObjects:       cfg.MaxObjects,
-			AllowRemoteBases: cfg.AllowRemoteBases,
-		},
-		Inventory:              cfg.Inventory,
-		InventoryNamespace:     cfg.InventoryNamespace,
-		Prune:                  cfg.Prune,
-		Wait:                   cfg.Wait,
-		Force:                  cfg.Force,
-		AllowEmpty:             cfg.AllowEmpty,
-		MaxPrune:               cfg.MaxPrune,
-		PruneCRDsWithResources: cfg.PruneCRDsWithResources,
-		DeleteFluxApplied:      cfg.DeleteFluxApplied,
-		RefuseConflicts:        cfg.RefuseConflicts,
-		TakeOwnership:          cfg.TakeOwnership,
-		ValidateAll:            cfg.ValidateAll,
-		ReleaseTo:              cfg.ReleaseTo,
-		Timeout:                cfg.Timeout,
-		HealthChecks:           cfg.HealthChecks,
-		Concurrency:            cfg.Concurrency,
-		Revision:               cfg.Revision,
-		Source:                 cfg.Source,
-		Version:                Version,
-		Holder:                 holder(s.env),
-		Actor:                  actor(s.env),
-		LeaseDuration:          cfg.LeaseDuration,
-		History:                cfg.History,
-		Atomic:                 cfg.Atomic,
-		Correct:                cfg.Correct,
-	}
-	if !cfg.Offline { // an offline run reads no kubeconfig
-		opts.DefaultNamespace = kube.DefaultNamespace(kubeOptions(cfg))
-	}
-	var client *artifact.Client
-	switch {
-	case cfg.Artifact != "":
-		client = artifactClient(cfg)
-		opts.Artifact = &pipeline.ArtifactOptions{Ref: cfg.Artifact, Path: cfg.ArtifactPath, Tags: cfg.Tags, Client: client,
-			Meta: artifact.Meta{Source: cfg.Source, Revision: cfg.Revision}}
-	case cfg.Command == "apply" || cfg.Command == "rollback" || cfg.Command == "drift":
-		client = artifactClient(cfg)
-	}
-	// A rollback (or an atomic apply's, or drift's) to a revision that
-	// holds only an artifact's digest pulls it.
-	opts.ArtifactClient = client
-	// Without a path, apply and diff pull the artifact and build what was
-	// pulled; drift compares with it, or with the last revision.
-	if !cfg.PathGiven && (cfg.Command == "drift" || cfg.Artifact != "" && (cfg.Command == "apply" || cfg.Command == "diff")) {
-		opts.Build.Path = ""
-	}
-	return opts
-}
-
-// artifactClient reaches cfg's registry with its credentials, keys and
-// signing settings.
-func artifactClient(cfg *config.Config) *artifact.Client {
-	return artifact.New(artifact.Options{
-		Username: cfg.Registry.Username, Password: cfg.Registry.Password, Hosts: cfg.Registry.Hosts,
-		GitHubToken: cfg.GitHubToken, Insecure: cfg.Registry.Insecure,
-		Recipients: cfg.AgeRecipients, Identities: cfg.AgeIdentities,
-		Sign: cfg.Sign, Verify: cfg.Verify,
-	})
-}
-
-// offlineOptions are validate's, with the CRDs of the crds folders and
-// artifacts built as the set is built; nil for a validate against the
-// cluster.
-func offlineOptions(ctx context.Context, cfg *config.Config, opts pipeline.Options) (*pipeline.OfflineOptions, error) {
-	if !cfg.Offline {
-		return nil, nil
-	}
-	o := &pipeline.OfflineOptions{Release: cfg.Release, AllowUnknownGroups: cfg.AllowUnknownKinds}
-	for _, source := range cfg.CRDs {
-		dir := source
-		if strings.HasPrefix(source, "oci://") {
-			// Pulled (and verified, when verify is set) as any artifact.
-			tmp, err := os.MkdirTemp("", "gantry-crds-")
-			if err != nil {
-				return nil, err
-			}
-			defer os.RemoveAll(tmp)
-			if _, err := artifactClient(cfg).Pull(ctx, source, tmp); err != nil {
-				return nil, fmt.Errorf("crds (%s): %w", source, err)
-			}
-			dir = tmp
-		}
-		b := opts.Build
-		b.Path, b.WorkDir, b.TargetNamespace, b.Patches, b.Substitute, b.NoOrigins = dir, "", "", nil, nil, true
-		if dir != source {
-			b.WorkDir = dir
-		}
-		b.KeepSOPSEncrypted = true
-		objects, err := pipeline.Build(b)
-		if err != nil {
-			return nil, fmt.Errorf("crds (%s): %w", source, err)
-		}
-		for _, obj := range objects {
-			o.CRDs = append(o.CRDs, obj.Unstructured)
-		}
-	}
-	return o, nil
 }
 
 // exitCode maps a result to the documented exit codes.

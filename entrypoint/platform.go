@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/sethvargo/go-githubactions"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gantry-dev/gantry/config"
 	"github.com/gantry-dev/gantry/reporters"
@@ -54,35 +53,6 @@ func diffPathFor(report string) string {
 		return ""
 	}
 	return strings.TrimSuffix(report, ".json") + ".diff"
-}
-
-// kubeconfigSecrets returns the credentials in the kubeconfig gantry will
-// use, so that they are masked wherever they might surface. An offline
-// run reads no kubeconfig.
-func kubeconfigSecrets(cfg *config.Config, env map[string]string) []string {
-	if cfg.Offline {
-		return nil
-	}
-	path := cfg.Kubeconfig
-	if path == "" {
-		path = env["KUBECONFIG"]
-	}
-	var out []string
-	for _, p := range filepath.SplitList(path) {
-		cfg, err := clientcmd.LoadFromFile(p)
-		if err != nil {
-			continue
-		}
-		for _, a := range cfg.AuthInfos {
-			out = append(out, a.Token, a.Password, string(a.ClientKeyData))
-			if a.TokenFile != "" {
-				if b, err := readToken(a.TokenFile); err == nil {
-					out = append(out, strings.TrimSpace(string(b)))
-				}
-			}
-		}
-	}
-	return out
 }
 
 // pullRequestNumber reads the pull request's number from the event payload.
@@ -218,17 +188,4 @@ func want(setting string, auto bool) bool {
 // log stream gantry's progress uses), so masks come before any other line.
 func githubAction(w io.Writer, env map[string]string) *githubactions.Action {
 	return githubactions.New(githubactions.WithWriter(w), githubactions.WithGetenv(func(k string) string { return env[k] }))
-}
-
-// readToken reads a kubeconfig's token file, a regular file of at most
-// 64 KiB (client-go reads the same file to authenticate).
-func readToken(name string) ([]byte, error) {
-	info, err := os.Stat(name)
-	if err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() || info.Size() > 64<<10 {
-		return nil, fmt.Errorf("%s: not a token file", name)
-	}
-	return os.ReadFile(name)
 }

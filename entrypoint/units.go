@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/config"
-	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/reporters"
 	"github.com/gantry-dev/gantry/result"
 )
@@ -42,13 +41,12 @@ func runFile(ctx context.Context, inv *config.Given, file string, p platform, st
 	var secrets []string
 	for _, u := range units {
 		secrets = append(secrets, u.Config.Secrets...)
-		secrets = append(secrets, kubeconfigSecrets(u.Config, env)...)
 	}
 	if runCfg != nil {
 		secrets = append(secrets, runCfg.Secrets...)
 	}
 	s := newSession(env, p, secrets, stderr)
-	defer s.trees.Remove()
+	defer s.run.Close()
 	run := &result.Run{Schema: result.RunSchemaVersion, Command: inv.Command, Version: Version, RunFile: file,
 		Started: time.Now(), Units: []result.Unit{}}
 
@@ -66,10 +64,10 @@ func runFile(ctx context.Context, inv *config.Given, file string, p platform, st
 		s.console.printf("gantry: %s applies to every unit of %s\n", o, file)
 	}
 
-	runs := runUnits(ctx, units, runCfg.UnitsConcurrency, inv.Command == "delete",
+	runs := s.run.Units(ctx, units, runCfg.UnitsConcurrency, inv.Command == "delete",
 		func(ctx context.Context, u *config.Unit, dependents bool) *result.Result {
 			out := s.console.forUnit(u.Name)
-			res := s.runUnit(ctx, u, out, dependents || dependedOn[u.Name])
+			res := s.run.Unit(ctx, u, out, dependents || dependedOn[u.Name])
 			out.summary(res)
 			return res
 		})
@@ -104,65 +102,6 @@ func runFile(ctx context.Context, inv *config.Given, file string, p platform, st
 	return code
 }
 
-// runUnit runs one unit's pipeline for its command (diff, apply or
-// delete): a single run is a run of one unit, and each unit of a run file
-// runs here too. A unit that others depend on (dependedOn) is applied and
-// waited for until healthy, whatever its own wait says: its dependents
-// start only then.
-func (s *session) runUnit(ctx context.Context, u *config.Unit, out *console, dependedOn bool) *result.Result {
-	opts := s.options(u.Config)
-	opts.Wait = opts.Wait || dependedOn && u.Config.Command == "apply"
-	connect := s.connect(u.Config, out)
-	switch u.Config.Command {
-	case "validate":
-		offline, err := offlineOptions(ctx, u.Config, opts)
-		if err != nil {
-			return &result.Result{Schema: result.SchemaVersion, Command: "validate", Version: Version,
-				Reason: result.ReasonInvalidInput, Message: err.Error(), Stages: []result.Stage{}, Objects: []result.Object{}}
-		}
-		opts.Offline = offline
-		return pipeline.Validate(ctx, opts, connect, out)
-	case "diff":
-		if u.Config.Offline {
-			return s.offlineDiff(ctx, u.Config, opts, out)
-		}
-		if u.Config.Inventory == "" {
-			opts.Prune = false
-		}
-		return pipeline.Diff(ctx, opts, connect, out)
-	case "delete":
-		return pipeline.Delete(ctx, opts, connect, out)
-	case "drift":
-		return pipeline.Drift(ctx, opts, connect, out)
-	}
-	return pipeline.Apply(ctx, opts, connect, out)
-}
-
-// offlineDiff compares the unit's configuration with itself at the base
-// revision, with no cluster (diff --offline --base).
-func (s *session) offlineDiff(ctx context.Context, cfg *config.Config, opts pipeline.Options, out *console) *result.Result {
-	fail := func(err error) *result.Result {
-		return &result.Result{Schema: result.SchemaVersion, Command: "diff", Version: Version, Base: cfg.Base,
-			Reason: result.ReasonBuildFailed, Message: err.Error(), Stages: []result.Stage{}, Objects: []result.Object{}}
-	}
-	offline, err := offlineOptions(ctx, cfg, opts)
-	if err != nil {
-		return fail(err)
-	}
-	opts.Offline = offline
-	// One tree per base revision and repository for the whole run,
-	// removed when the run ends.
-	tree, err := s.baseTrees(cfg).Checkout(cfg.Path, cfg.Base)
-	if err != nil {
-		return fail(err)
-	}
-	workDir := opts.Build.WorkDir
-	if workDir == "" {
-		workDir = "."
-	}
-	return pipeline.DiffOffline(ctx, opts, pipeline.BaseSource{Revision: cfg.Base, Path: tree.Path, WorkDir: tree.Within(workDir)}, out)
-}
-
 // writeRunDiff prints a diff of every unit: as text, each unit's under a
 // line that names it; as JSON or YAML, the whole run.
 func writeRunDiff(w io.Writer, run *result.Run, format string, fenced, color bool, redact *reporters.Redactor) error {
@@ -193,4 +132,17 @@ func writeRunDiff(w io.Writer, run *result.Run, format string, fenced, color boo
 		}
 	}
 	return nil
+}
+
+// worstExit is the exit code of a run of units: the worst unit's, bad
+// input before failure before pending changes before success.
+func worstExit(codes ...int) int {
+	rank := map[int]int{ExitOK: 0, ExitChanges: 1, ExitFailed: 2, ExitInvalid: 3}
+	worst := ExitOK
+	for _, c := range codes {
+		if rank[c] > rank[worst] {
+			worst = c
+		}
+	}
+	return worst
 }

@@ -107,3 +107,21 @@ func TestPlanLevelsWithADependencyListedLater(t *testing.T) {
 		t.Errorf("levels %s, want crds -> db,worker -> web", strings.Join(got, " -> "))
 	}
 }
+
+// worstExit ranks bad input over failure over pending changes.
+func TestWorstExit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		codes []int
+		want  int
+	}{
+		{nil, ExitOK},
+		{[]int{ExitOK, ExitChanges}, ExitChanges},
+		{[]int{ExitChanges, ExitFailed, ExitOK}, ExitFailed},
+		{[]int{ExitFailed, ExitInvalid, ExitChanges}, ExitInvalid},
+	} {
+		if got := worstExit(tc.codes...); got != tc.want {
+			t.Errorf("worstExit(%v) = %d, want %d", tc.codes, got, tc.want)
+		}
+	}
+}

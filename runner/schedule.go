@@ -1,4 +1,4 @@
-package entrypoint
+package runner
 
 import (
 	"context"
@@ -9,14 +9,14 @@ import (
 	"github.com/gantry-dev/gantry/result"
 )
 
-// unitRun is what one unit of a run came to.
-type unitRun struct {
+// Run is what one unit of a run came to.
+type Run struct {
 	Unit       *config.Unit
 	Result     *result.Result
 	Start, End time.Time
 }
 
-// runUnits runs units as their graph allows, at most concurrency at once:
+// Units runs units as their graph allows, at most concurrency at once:
 // a unit starts once every unit it depends on has finished and reached
 // its goal (run says whether a unit must also be healthy for that: it is
 // depended on). A unit whose dependency did not is not run, and is
@@ -25,10 +25,11 @@ type unitRun struct {
 // after every unit that depends on it. Units not started when ctx ends
 // are Cancelled; a running unit stops as a single run does. The result
 // keeps the units' order.
-func runUnits(ctx context.Context, units []*config.Unit, concurrency int, reverse bool,
-	run func(ctx context.Context, u *config.Unit, dependedOn bool) *result.Result) []unitRun {
+func (s *Session) Units(ctx context.Context, units []*config.Unit, concurrency int, reverse bool,
+	run func(ctx context.Context, u *config.Unit, dependedOn bool) *result.Result) []Run {
+	version := s.Version
 	n := len(units)
-	runs := make([]unitRun, n)
+	runs := make([]Run, n)
 	index := make(map[string]int, n)
 	for i, u := range units {
 		index[u.Name], runs[i].Unit = i, u
@@ -76,11 +77,11 @@ func runUnits(ctx context.Context, units []*config.Unit, concurrency int, revers
 			now := time.Now()
 			switch {
 			case blockedBy[i] != "":
-				runs[i].Result = notRun(u, result.ReasonDependencyNotReady, blockedMessage(u, blockedBy[i], reverse), now)
+				runs[i].Result = notRun(version, u, result.ReasonDependencyNotReady, blockedMessage(u, blockedBy[i], reverse), now)
 			case u.Suspend:
-				runs[i].Result = notRun(u, result.ReasonSuspended, "suspended: not run", now)
+				runs[i].Result = notRun(version, u, result.ReasonSuspended, "suspended: not run", now)
 			case ctx.Err() != nil:
-				runs[i].Result = notRun(u, result.ReasonCancelled, "cancelled before it started", now)
+				runs[i].Result = notRun(version, u, result.ReasonCancelled, "cancelled before it started", now)
 			default:
 				running++
 				runs[i].Start = now
@@ -102,7 +103,7 @@ func runUnits(ctx context.Context, units []*config.Unit, concurrency int, revers
 			// checkGraph refuses cycles before a run starts.
 			for i := range runs {
 				if runs[i].Result == nil {
-					runs[i].Result = notRun(units[i], result.ReasonDependencyNotReady, "not run: its dependencies form a cycle", time.Now())
+					runs[i].Result = notRun(version, units[i], result.ReasonDependencyNotReady, "not run: its dependencies form a cycle", time.Now())
 				}
 			}
 			break
@@ -132,21 +133,8 @@ func blockedMessage(u *config.Unit, by string, reverse bool) string {
 }
 
 // notRun is the result of a unit that was not run.
-func notRun(u *config.Unit, reason result.Reason, message string, at time.Time) *result.Result {
-	return &result.Result{Schema: result.SchemaVersion, Command: u.Config.Command, Version: Version,
+func notRun(version string, u *config.Unit, reason result.Reason, message string, at time.Time) *result.Result {
+	return &result.Result{Schema: result.SchemaVersion, Command: u.Config.Command, Version: version,
 		Started: at, Finished: at, Reason: reason, Message: message,
 		Stages: []result.Stage{}, Objects: []result.Object{}}
-}
-
-// worstExit is the exit code of a run of units: the worst unit's, bad
-// input before failure before pending changes before success.
-func worstExit(codes ...int) int {
-	rank := map[int]int{ExitOK: 0, ExitChanges: 1, ExitFailed: 2, ExitInvalid: 3}
-	worst := ExitOK
-	for _, c := range codes {
-		if rank[c] > rank[worst] {
-			worst = c
-		}
-	}
-	return worst
 }

@@ -1,4 +1,4 @@
-package entrypoint
+package runner
 
 import (
 	"context"
@@ -59,8 +59,8 @@ func (r *recorder) run(ctx context.Context, u *config.Unit, dependedOn bool) *re
 	return &result.Result{Reason: result.ReasonSucceeded}
 }
 
-func byName(runs []unitRun) map[string]unitRun {
-	m := map[string]unitRun{}
+func byName(runs []Run) map[string]Run {
+	m := map[string]Run{}
 	for _, r := range runs {
 		m[r.Unit.Name] = r
 	}
@@ -79,7 +79,7 @@ func TestRunUnitsFollowsTheGraph(t *testing.T) {
 		{"last", []string{"app-a", "app-b"}},
 	})
 	r := &recorder{sleep: 150 * time.Millisecond}
-	runs := byName(runUnits(context.Background(), units, 4, false, r.run))
+	runs := byName((&Session{Version: "test"}).Units(context.Background(), units, 4, false, r.run))
 	for name, u := range runs {
 		if u.Result.Reason != result.ReasonSucceeded {
 			t.Errorf("%s: %s", name, u.Result.Reason)
@@ -89,7 +89,7 @@ func TestRunUnitsFollowsTheGraph(t *testing.T) {
 	if !a.Start.Before(b.End) || !b.Start.Before(a.End) {
 		t.Errorf("app-a (%s..%s) and app-b (%s..%s) did not overlap", a.Start, a.End, b.Start, b.End)
 	}
-	for _, app := range []unitRun{a, b} {
+	for _, app := range []Run{a, b} {
 		if app.Start.Before(runs["crds"].End) {
 			t.Errorf("%s started before crds ended", app.Unit.Name)
 		}
@@ -121,7 +121,7 @@ func TestRunUnitsStopsAtAFailureAndSkipsSuspended(t *testing.T) {
 	})
 	units[5].Suspend = true
 	r := &recorder{sleep: 10 * time.Millisecond, fail: map[string]result.Reason{"broken": result.ReasonHealthCheckFailed}}
-	runs := byName(runUnits(context.Background(), units, 2, false, r.run))
+	runs := byName((&Session{Version: "test"}).Units(context.Background(), units, 2, false, r.run))
 	want := map[string]result.Reason{
 		"crds": result.ReasonSucceeded, "broken": result.ReasonHealthCheckFailed, "sibling": result.ReasonSucceeded,
 		"needs-broken": result.ReasonDependencyNotReady, "needs-needs": result.ReasonDependencyNotReady,
@@ -150,7 +150,7 @@ func TestRunUnitsBoundsConcurrency(t *testing.T) {
 		graph = append(graph, [2]any{n, []string(nil)})
 	}
 	r := &recorder{sleep: 30 * time.Millisecond}
-	runUnits(context.Background(), fakeUnits(graph), 3, false, r.run)
+	(&Session{Version: "test"}).Units(context.Background(), fakeUnits(graph), 3, false, r.run)
 	if m := r.most.Load(); m != 3 {
 		t.Errorf("at most %d at once, want 3", m)
 	}
@@ -161,7 +161,7 @@ func TestRunUnitsReversedForDelete(t *testing.T) {
 	t.Parallel()
 	units := fakeUnits([][2]any{{"crds", []string(nil)}, {"app", []string{"crds"}}})
 	r := &recorder{sleep: 5 * time.Millisecond, fail: map[string]result.Reason{"app": result.ReasonPruneFailed}}
-	runs := byName(runUnits(context.Background(), units, 4, true, r.run))
+	runs := byName((&Session{Version: "test"}).Units(context.Background(), units, 4, true, r.run))
 	if !slices.Equal(r.called, []string{"app"}) || runs["crds"].Result.Reason != result.ReasonDependencyNotReady {
 		t.Errorf("called %v; crds %s, want only app deleted and crds kept", r.called, runs["crds"].Result.Reason)
 	}
@@ -175,28 +175,11 @@ func TestRunUnitsCancelled(t *testing.T) {
 	r := &recorder{sleep: time.Minute}
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel)
-	runs := byName(runUnits(ctx, units, 4, false, r.run))
+	runs := byName((&Session{Version: "test"}).Units(ctx, units, 4, false, r.run))
 	if runs["first"].Result.Reason != result.ReasonCancelled || runs["second"].Result.Reason != result.ReasonDependencyNotReady {
 		t.Errorf("first %s, second %s", runs["first"].Result.Reason, runs["second"].Result.Reason)
 	}
 	if slices.Contains(r.called, "second") {
 		t.Errorf("second was started after the cancel")
-	}
-}
-
-func TestWorstExit(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		codes []int
-		want  int
-	}{
-		{nil, ExitOK},
-		{[]int{ExitOK, ExitChanges}, ExitChanges},
-		{[]int{ExitChanges, ExitFailed, ExitOK}, ExitFailed},
-		{[]int{ExitFailed, ExitInvalid, ExitChanges}, ExitInvalid},
-	} {
-		if got := worstExit(tc.codes...); got != tc.want {
-			t.Errorf("worstExit(%v) = %d, want %d", tc.codes, got, tc.want)
-		}
 	}
 }

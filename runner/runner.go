@@ -1,0 +1,271 @@
+// Package runner runs what configuration made: the units of a run, each
+// through the pipeline for its command, and the commands that read a
+// cluster's inventories or compare artifacts. It sits between the
+// entrypoint, which keeps the command line, the platform and printing,
+// and the pipeline, the cluster and the registries: the entrypoint reaches
+// them only through here.
+package runner
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/gantry-dev/gantry/artifact"
+	"github.com/gantry-dev/gantry/config"
+	"github.com/gantry-dev/gantry/gitsource"
+	"github.com/gantry-dev/gantry/kube"
+	"github.com/gantry-dev/gantry/pipeline"
+	"github.com/gantry-dev/gantry/result"
+)
+
+// Output is where a unit's progress goes: the pipeline's observer, and a
+// writer for the API server's warnings.
+type Output interface {
+	pipeline.Observer
+	io.Writer
+}
+
+// Session is what every unit of one invocation shares.
+type Session struct {
+	// Version is gantry's, recorded in results and revisions.
+	Version string
+	// Holder names the run in an inventory's Lease; Actor, in the
+	// revisions it records.
+	Holder, Actor string
+	// Decrypted masks the values a build decrypts from then on.
+	Decrypted func(values []string)
+
+	// trees are the base revisions offline diffs compare with, each
+	// written once per run; treesOnce sets their limits.
+	trees     gitsource.Trees
+	treesOnce sync.Once
+}
+
+// Close removes what the session wrote: the base revisions' trees.
+func (s *Session) Close() { s.trees.Remove() }
+
+// baseTrees are the run's base revisions, bounded as a build is: the
+// limits are the workflow's, the same for every unit.
+func (s *Session) baseTrees(cfg *config.Config) *gitsource.Trees {
+	s.treesOnce.Do(func() {
+		s.trees.Limits = gitsource.Limits{MaxFiles: cfg.MaxObjects, MaxFileBytes: cfg.MaxFileBytes, MaxBytes: 8 * cfg.MaxFileBytes}
+	})
+	return &s.trees
+}
+
+func kubeOptions(cfg *config.Config) kube.Options {
+	return kube.Options{Kubeconfig: cfg.Kubeconfig, Context: cfg.Context, ServiceAccount: cfg.ServiceAccount, Concurrency: cfg.Concurrency}
+}
+
+// Connect connects to cfg's cluster when the pipeline first needs it;
+// the API server's warnings print on warnings.
+func (s *Session) Connect(cfg *config.Config, warnings io.Writer) pipeline.Connector {
+	return func() (*kube.Clients, error) {
+		rc, err := kube.RESTConfig(kubeOptions(cfg))
+		if err != nil {
+			return nil, err
+		}
+		rc.WarningHandler = rest.NewWarningWriter(warnings, rest.WarningWriterOptions{Deduplicate: true})
+		return kube.Connect(rc)
+	}
+}
+
+// Options are the pipeline's options for one unit's configuration.
+func (s *Session) Options(cfg *config.Config) pipeline.Options {
+	opts := pipeline.Options{
+		Build: pipeline.BuildOptions{
+			Path:             cfg.Path,
+			TargetNamespace:  cfg.TargetNamespace,
+			Patches:          cfg.Patches,
+			Substitute:       cfg.Substitute,
+			SOPSIdentities:   cfg.SOPSIdentities,
+			Decrypted:        s.Decrypted,
+			MaxFileBytes:     cfg.MaxFileBytes,
+			MaxObjects:       cfg.MaxObjects,
+			AllowRemoteBases: cfg.AllowRemoteBases,
+		},
+		Inventory:              cfg.Inventory,
+		InventoryNamespace:     cfg.InventoryNamespace,
+		Prune:                  cfg.Prune,
+		Wait:                   cfg.Wait,
+		Force:                  cfg.Force,
+		AllowEmpty:             cfg.AllowEmpty,
+		MaxPrune:               cfg.MaxPrune,
+		PruneCRDsWithResources: cfg.PruneCRDsWithResources,
+		DeleteFluxApplied:      cfg.DeleteFluxApplied,
+		RefuseConflicts:        cfg.RefuseConflicts,
+		TakeOwnership:          cfg.TakeOwnership,
+		ValidateAll:            cfg.ValidateAll,
+		ReleaseTo:              cfg.ReleaseTo,
+		Timeout:                cfg.Timeout,
+		HealthChecks:           cfg.HealthChecks,
+		Concurrency:            cfg.Concurrency,
+		Revision:               cfg.Revision,
+		Source:                 cfg.Source,
+		Version:                s.Version,
+		Holder:                 s.Holder,
+		Actor:                  s.Actor,
+		LeaseDuration:          cfg.LeaseDuration,
+		History:                cfg.History,
+		Atomic:                 cfg.Atomic,
+		Correct:                cfg.Correct,
+	}
+	if !cfg.Offline { // an offline run reads no kubeconfig
+		opts.DefaultNamespace = kube.DefaultNamespace(kubeOptions(cfg))
+	}
+	var client *artifact.Client
+	switch {
+	case cfg.Artifact != "":
+		client = ArtifactClient(cfg)
+		opts.Artifact = &pipeline.ArtifactOptions{Ref: cfg.Artifact, Path: cfg.ArtifactPath, Tags: cfg.Tags, Client: client,
+			Meta: artifact.Meta{Source: cfg.Source, Revision: cfg.Revision}}
+	case cfg.Command == "apply" || cfg.Command == "rollback" || cfg.Command == "drift":
+		client = ArtifactClient(cfg)
+	}
+	// A rollback (or an atomic apply's, or drift's) to a revision that
+	// holds only an artifact's digest pulls it.
+	opts.ArtifactClient = client
+	// Without a path, apply and diff pull the artifact and build what was
+	// pulled; drift compares with it, or with the last revision.
+	if !cfg.PathGiven && (cfg.Command == "drift" || cfg.Artifact != "" && (cfg.Command == "apply" || cfg.Command == "diff")) {
+		opts.Build.Path = ""
+	}
+	return opts
+}
+
+// ArtifactClient reaches cfg's registries with its credentials (for the
+// registries they were given for), keys and signing settings.
+func ArtifactClient(cfg *config.Config) *artifact.Client {
+	return artifact.New(artifact.Options{
+		Username: cfg.Registry.Username, Password: cfg.Registry.Password, Hosts: cfg.Registry.Hosts,
+		GitHubToken: cfg.GitHubToken, Insecure: cfg.Registry.Insecure,
+		Recipients: cfg.AgeRecipients, Identities: cfg.AgeIdentities,
+		Sign: cfg.Sign, Verify: cfg.Verify,
+	})
+}
+
+// Command runs a command of one configuration that is not a unit's:
+// push, release or rollback.
+func (s *Session) Command(ctx context.Context, cfg *config.Config, out Output) *result.Result {
+	opts := s.Options(cfg)
+	connect := s.Connect(cfg, out)
+	switch cfg.Command {
+	case "push":
+		return pipeline.Push(ctx, opts, out)
+	case "release":
+		return pipeline.Release(ctx, opts, connect, out)
+	case "rollback":
+		return pipeline.Rollback(ctx, opts, cfg.RollbackTo, connect, out)
+	}
+	return s.Unit(ctx, &config.Unit{Name: cfg.Inventory, Config: cfg}, out, false)
+}
+
+// Render builds cfg's configuration, as build prints it.
+func (s *Session) Render(ctx context.Context, cfg *config.Config, out Output) ([]*pipeline.Object, *result.Result) {
+	return pipeline.Render(ctx, s.Options(cfg), out)
+}
+
+// Unit runs one unit's pipeline for its command (validate, diff, apply,
+// delete or drift): a single run is a run of one unit, and each unit of a
+// run file runs here too. A unit that others depend on (dependedOn) is
+// applied and waited for until healthy, whatever its own wait says: its
+// dependents start only then.
+func (s *Session) Unit(ctx context.Context, u *config.Unit, out Output, dependedOn bool) *result.Result {
+	opts := s.Options(u.Config)
+	opts.Wait = opts.Wait || dependedOn && u.Config.Command == "apply"
+	connect := s.Connect(u.Config, out)
+	switch u.Config.Command {
+	case "validate":
+		offline, err := offlineOptions(ctx, u.Config, opts)
+		if err != nil {
+			return &result.Result{Schema: result.SchemaVersion, Command: "validate", Version: s.Version,
+				Reason: result.ReasonInvalidInput, Message: err.Error(), Stages: []result.Stage{}, Objects: []result.Object{}}
+		}
+		opts.Offline = offline
+		return pipeline.Validate(ctx, opts, connect, out)
+	case "diff":
+		if u.Config.Offline {
+			return s.offlineDiff(ctx, u.Config, opts, out)
+		}
+		if u.Config.Inventory == "" {
+			opts.Prune = false
+		}
+		return pipeline.Diff(ctx, opts, connect, out)
+	case "delete":
+		return pipeline.Delete(ctx, opts, connect, out)
+	case "drift":
+		return pipeline.Drift(ctx, opts, connect, out)
+	}
+	return pipeline.Apply(ctx, opts, connect, out)
+}
+
+// offlineDiff compares the unit's configuration with itself at the base
+// revision, with no cluster (diff --offline --base).
+func (s *Session) offlineDiff(ctx context.Context, cfg *config.Config, opts pipeline.Options, out Output) *result.Result {
+	fail := func(err error) *result.Result {
+		return &result.Result{Schema: result.SchemaVersion, Command: "diff", Version: s.Version, Base: cfg.Base,
+			Reason: result.ReasonBuildFailed, Message: err.Error(), Stages: []result.Stage{}, Objects: []result.Object{}}
+	}
+	offline, err := offlineOptions(ctx, cfg, opts)
+	if err != nil {
+		return fail(err)
+	}
+	opts.Offline = offline
+	// One tree per base revision and repository for the whole run,
+	// removed when the session closes.
+	tree, err := s.baseTrees(cfg).Checkout(cfg.Path, cfg.Base)
+	if err != nil {
+		return fail(err)
+	}
+	workDir := opts.Build.WorkDir
+	if workDir == "" {
+		workDir = "."
+	}
+	return pipeline.DiffOffline(ctx, opts, pipeline.BaseSource{Revision: cfg.Base, Path: tree.Path, WorkDir: tree.Within(workDir)}, out)
+}
+
+// offlineOptions are validate's, with the CRDs of the crds folders and
+// artifacts built as the set is built; nil for a validate against the
+// cluster.
+func offlineOptions(ctx context.Context, cfg *config.Config, opts pipeline.Options) (*pipeline.OfflineOptions, error) {
+	if !cfg.Offline {
+		return nil, nil
+	}
+	o := &pipeline.OfflineOptions{Release: cfg.Release, AllowUnknownGroups: cfg.AllowUnknownKinds}
+	for _, source := range cfg.CRDs {
+		dir := source
+		if strings.HasPrefix(source, "oci://") {
+			// Pulled (and verified, when verify is set) as any artifact;
+			// only the workflow names one.
+			tmp, err := os.MkdirTemp("", "gantry-crds-")
+			if err != nil {
+				return nil, err
+			}
+			defer os.RemoveAll(tmp)
+			if _, err := ArtifactClient(cfg).Pull(ctx, source, tmp); err != nil {
+				return nil, fmt.Errorf("crds (%s): %w", source, err)
+			}
+			dir = tmp
+		}
+		b := opts.Build
+		b.Path, b.WorkDir, b.TargetNamespace, b.Patches, b.Substitute, b.NoOrigins = dir, "", "", nil, nil, true
+		if dir != source {
+			b.WorkDir = dir
+		}
+		b.KeepSOPSEncrypted = true
+		objects, err := pipeline.Build(b)
+		if err != nil {
+			return nil, fmt.Errorf("crds (%s): %w", source, err)
+		}
+		for _, obj := range objects {
+			o.CRDs = append(o.CRDs, obj.Unstructured)
+		}
+	}
+	return o, nil
+}
