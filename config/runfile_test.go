@@ -107,10 +107,10 @@ units:
     inventory: later
 `, "infra/crds", "apps/web", "apps/later")
 	env := map[string]string{
-		"DB_PASSWORD":    "canary-password",
-		"INPUT_PATH":     ".",    // action.yml's default: not an override
-		"INPUT_PRUNE":    "true", // likewise
-		"GANTRY_TIMEOUT": "9m",   // given: applies to every unit
+		"DB_PASSWORD":         "canary-password",
+		"INPUT_PATH":          ".",    // action.yml's default: not an override
+		"INPUT_PRUNE":         "true", // likewise
+		"GANTRY_TIMEOUT":      "9m",   // given: applies to every unit
 		"GANTRY_RUN_FILE_ENV": "DB_*",
 	}
 	units, err := LoadUnits(given(file, map[string]string{"concurrency": "8"}, env), file, false)
