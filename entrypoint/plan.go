@@ -140,6 +140,7 @@ func tektonPlan(units []*config.Unit, file string) ([]byte, error) {
 					param("unit", u.Name),
 					param("kubeconfig", "$(params.kubeconfig)"),
 					param("secret-name", "$(params.secret-name)"),
+					param("run-file-env", "$(params.run-file-env)"),
 				},
 				"workspaces": []any{
 					map[string]any{"name": "source", "workspace": "source"},
@@ -162,6 +163,7 @@ func tektonPlan(units []*config.Unit, file string) ([]byte, error) {
 				map[string]any{"name": "command", "type": "string", "default": "apply", "description": "diff, apply or delete"},
 				map[string]any{"name": "kubeconfig", "type": "string", "default": "", "description": "The kubeconfig param of the gantry Task."},
 				map[string]any{"name": "secret-name", "type": "string", "default": "gantry-secrets", "description": "The secret-name param of the gantry Task."},
+				map[string]any{"name": "run-file-env", "type": "string", "default": "", "description": "The variables the run file may read with {env: NAME} (the run-file-env param of the gantry Task)."},
 			},
 			"workspaces": []any{
 				map[string]any{"name": "source", "description": "The repository checkout."},
