@@ -64,7 +64,7 @@ type unitSpec struct {
 // once, each naming the file and line. env resolves the secret references.
 func loadRunFile(path string, env map[string]string, pol *policy, refsOnly bool) ([]*unitSpec, error) {
 	if _, err := pol.confine(".", path, false, pol.maxFileBytes); err != nil {
-		return nil, fmt.Errorf("run-file: %w", err)
+		return nil, fmt.Errorf("run-file: %w (the workspace is the input workspace; by default GITHUB_WORKSPACE, CI_PROJECT_DIR, or the git repository of the working directory)", err)
 	}
 	data, err := readBounded(path, pol.maxFileBytes)
 	if err != nil {

@@ -222,6 +222,11 @@ func timed(f func() error) (time.Duration, error) {
 func (b *bench) exec(name string, args ...string) error {
 	cmd := exec.Command(name, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+b.kubeconfig)
+	for i, a := range args {
+		if a == "--run-file" && i+1 < len(args) {
+			cmd.Env = append(cmd.Env, "GANTRY_WORKSPACE="+filepath.Dir(args[i+1])) // the run file's folder
+		}
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		// diff exits 1 (kubectl) or 3 (gantry) when there are changes.

@@ -92,8 +92,13 @@ func (b *bench) unitsRunFile(prefix string, kubeconfigs []string) string {
 		if u >= unitClusters {
 			deps = fmt.Sprintf(", depends-on: [%s]", unitName(cluster)) // the platform unit of its cluster
 		}
+		// A run file names kubeconfigs inside its workspace.
+		kc := fmt.Sprintf("cluster-%d.kubeconfig", cluster)
+		data, err := os.ReadFile(kubeconfigs[cluster])
+		b.must(err)
+		b.must(os.WriteFile(filepath.Join(dir, kc), data, 0o600))
 		fmt.Fprintf(&rf, "  - {name: %s, path: %s, inventory: %s, inventory-namespace: %s, kubeconfig: %s%s}\n",
-			unitName(u), unitName(u), unitName(u), ns, kubeconfigs[cluster], deps)
+			unitName(u), unitName(u), unitName(u), ns, kc, deps)
 	}
 	file := filepath.Join(dir, "gantry.yaml")
 	b.must(os.WriteFile(file, []byte(rf.String()), 0o644))
