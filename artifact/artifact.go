@@ -227,7 +227,7 @@ func describe(err error) error {
 	if errors.As(err, &te) {
 		switch te.StatusCode {
 		case http.StatusUnauthorized:
-			return fmt.Errorf("the registry refused the credentials (401 Unauthorized; check registry-username and registry-password, or the Docker config): %w", err)
+			return fmt.Errorf("the registry refused the credentials (401 Unauthorized; check registry-username and registry-password, which go only to the registries of the workflow's artifact, compare-to and crds and to registry-hosts, or the Docker config): %w", err)
 		case http.StatusForbidden:
 			return fmt.Errorf("the registry denied access (403 Forbidden; the credentials lack permission for this repository): %w", err)
 		}

@@ -363,7 +363,8 @@ func TestAtomicRollsBackAConfigMapRename(t *testing.T) {
 
 // A set applied from an artifact whose objects do not fit in a revision
 // is recorded by the artifact's digest alone; a rollback to it pulls the
-// artifact again (with the run's registry credentials) and applies it.
+// artifact again (with the run's registry credentials, when the workflow
+// names that registry) and applies it.
 func TestRollbackToARevisionThatNamesAnArtifact(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
@@ -393,7 +394,14 @@ func TestRollbackToARevisionThatNamesAnArtifact(t *testing.T) {
 	if r := gantry(t, "apply", "--path="+small, "--inventory=blobs", "--inventory-namespace="+ns, "--timeout=60s", "--max-prune=100%"); r.code != 0 {
 		t.Fatalf("apply of another set: exit %d\n%s", r.code, r.stderr)
 	}
-	back := gantryAuth(t, creds, "rollback", "--inventory=blobs", "--inventory-namespace="+ns, "--timeout=60s", "--max-prune=100%")
+	// The revision names the registry, and a revision is the cluster's
+	// to hold, not an authority: the credentials go there only when the
+	// workflow names that registry (registry-hosts).
+	refused := gantryAuth(t, creds, "rollback", "--inventory=blobs", "--inventory-namespace="+ns, "--timeout=60s", "--max-prune=100%")
+	if refused.code != 1 || !strings.Contains(refused.stderr, "registry-hosts") {
+		t.Errorf("rollback to a registry the workflow does not name: exit %d, want 1 naming registry-hosts\n%s", refused.code, refused.stderr)
+	}
+	back := gantryAuth(t, creds, "rollback", "--inventory=blobs", "--inventory-namespace="+ns, "--timeout=60s", "--max-prune=100%", "--registry-hosts="+reg)
 	if back.code != 0 || back.res.RolledBackTo != 1 || back.res.Artifact == nil || back.res.Artifact.Digest != first.res.Artifact.Digest {
 		t.Fatalf("rollback to the artifact's revision: exit %d, to %d, artifact %+v\n%s", back.code, back.res.RolledBackTo, back.res.Artifact, back.stderr)
 	}
