@@ -11,21 +11,18 @@ import (
 	"github.com/gantry-dev/gantry/config"
 )
 
-// writeRunFile writes a run file and the folders its units name, and
-// returns the run file's path.
-func writeRunFile(t *testing.T, content string, dirs ...string) string {
+// runFileWith writes a run file whose units all build the folder x.
+func runFileWith(t *testing.T, content string) string {
 	t.Helper()
 	root := t.TempDir()
-	for _, d := range dirs {
-		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	p := filepath.Join(root, "gantry.yaml")
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+	if err := os.Mkdir(filepath.Join(root, "x"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return p
+	file := filepath.Join(root, "gantry.yaml")
+	if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }
 
 // The route of a run file, short of a cluster: a suspended unit is
@@ -46,7 +43,7 @@ func TestRunFileRoute(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			file := writeRunFile(t, tc.file, "x")
+			file := runFileWith(t, tc.file)
 			report := filepath.Join(t.TempDir(), "report.json")
 			var stdout, stderr strings.Builder
 			args := []string{"apply", "--run-file", file, "--report", report}
