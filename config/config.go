@@ -1,3 +1,10 @@
+// Package config makes the configuration of a run from what it was given:
+// flags, GitHub Actions inputs (INPUT_*), GANTRY_* variables and a run
+// file's units, each value with where it came from. The rule of who may
+// decide what lives here (trust.go): the workflow decides credentials,
+// keys, endpoints and what a preview compares with; a run file decides
+// only the shape of the run. It imports neither the command line nor
+// the platform nor the console.
 package config
 
 import (

@@ -1,6 +1,7 @@
-// Package entrypoint turns command-line flags, GitHub Actions inputs
-// (INPUT_*) and GANTRY_* environment variables into one validated
-// configuration and runs the chosen command.
+// Package entrypoint is gantry's front: it reads the command line (cobra)
+// and the platform (GitHub Actions, GitLab CI, Tekton, a terminal), hands
+// what was given to config, runs the result through runner, and prints
+// and reports the outcome.
 package entrypoint
 
 import (
