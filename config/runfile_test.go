@@ -30,7 +30,7 @@ func writeRunFile(t *testing.T, content string, dirs ...string) string {
 // given is what a workflow gives a run of file: the command, flags and
 // env, with the workspace the folder that holds the test's folders.
 func given(file string, flags, env map[string]string) Given {
-	e := map[string]string{"GANTRY_WORKSPACE": filepath.Dir(filepath.Dir(file))}
+	e := map[string]string{"GANTRY_WORKSPACE": filepath.Dir(filepath.Dir(file)), "GANTRY_RUN_FILE_SERVERS": "https://a.example:6443\nhttps://b.example:6443"}
 	for k, v := range env {
 		e[k] = v
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -29,7 +31,7 @@ var runLevel = map[string]bool{
 	"command": true, "run-file": true, "units-concurrency": true, "unit": true, "format": true,
 	"report": true, "summary": true, "comment": true, "github-token": true, "gitlab-token": true,
 	"dotenv": true, "tekton-results": true, "output": true, "detailed-exitcode": true,
-	"workspace": true, "run-file-env": true, "allow-kubeconfig-exec": true, "registry-hosts": true,
+	"workspace": true, "run-file-env": true, "allow-kubeconfig-exec": true, "registry-hosts": true, "run-file-servers": true,
 }
 
 // workflowOnly are the unit inputs a run file may not set, each with what
@@ -87,6 +89,10 @@ type policy struct {
 	maxFileBytes   int64
 	// offline runs read no kubeconfig at all.
 	offline bool
+	// servers are the API servers a run file's kubeconfig may reach,
+	// normalised; serversFrom says where they were given, for messages.
+	servers     map[string]bool
+	serversFrom string
 }
 
 // workflowPolicy reads the policy from what the workflow alone gave.
@@ -107,6 +113,21 @@ func workflowPolicy(g Given) (*policy, error) {
 		if _, err := path.Match(pat, ""); err != nil {
 			in.bad("run-file-env", "%q is not a name or a pattern such as APP_*", pat)
 		}
+	}
+	p.serversFrom = "those run-file-servers lists"
+	servers := in.lines("run-file-servers")
+	if len(servers) == 0 && !p.offline {
+		p.serversFrom = "those of the workflow's own kubeconfig"
+		servers = workflowServers(in.str("kubeconfig"), g.Env["KUBECONFIG"])
+	}
+	p.servers = map[string]bool{}
+	for _, srv := range servers {
+		n, err := normalServer(srv)
+		if err != nil {
+			in.bad("run-file-servers", "%q: %v", srv, err)
+			continue
+		}
+		p.servers[n] = true
 	}
 	ws := in.str("workspace")
 	if ws == "" {
@@ -247,11 +268,27 @@ func (p *policy) checkKubeconfig(file string) error {
 	if err != nil {
 		return fmt.Errorf("%s: not a kubeconfig: %w", file, err)
 	}
+	var errs []error
+	// What gantry sends a cluster holds what it decrypted and what
+	// references read: a run file's kubeconfig reaches only the servers
+	// the workflow named, directly.
+	for _, name := range sortedKeys(kc.Clusters) {
+		c := kc.Clusters[name]
+		n, err := normalServer(c.Server)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: cluster %s: server %q: %w", file, name, c.Server, err))
+		case !p.servers[n]:
+			errs = append(errs, fmt.Errorf("%s: cluster %s: the server %s is not one the workflow lets a run file reach (%s): list it in run-file-servers", file, name, c.Server, p.serversFrom))
+		}
+		if c.ProxyURL != "" && !p.kubeconfigExec {
+			errs = append(errs, fmt.Errorf("%s: cluster %s: a proxy-url sends every request through a host the run file chose: refused unless the workflow sets allow-kubeconfig-exec", file, name))
+		}
+	}
 	if p.kubeconfigExec {
-		return nil
+		return errors.Join(errs...)
 	}
 	dir := filepath.Dir(file)
-	var errs []error
 	files := func(what string, names ...string) {
 		for _, n := range names {
 			if n == "" {
@@ -295,6 +332,45 @@ func masks(v string) []string {
 		if l = strings.TrimSpace(l); len(l) >= MinMaskLength {
 			out = append(out, l)
 		}
+	}
+	return out
+}
+
+// normalServer is an API server's URL as servers are compared: scheme,
+// host and port in lower case, the port made explicit, the path without
+// its trailing slash.
+func normalServer(s string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(s))
+	if err != nil {
+		return "", err
+	}
+	if u.Scheme != "https" && u.Scheme != "http" || u.Host == "" {
+		return "", errors.New("want a URL such as https://k8s.example.com:6443")
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"https": "443", "http": "80"}[u.Scheme]
+	}
+	return u.Scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port) + strings.TrimSuffix(u.EscapedPath(), "/"), nil
+}
+
+// workflowServers are the API servers of the workflow's own kubeconfig:
+// the kubeconfig input, else KUBECONFIG, else ~/.kube/config.
+func workflowServers(kubeconfig, env string) []string {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if env != "" {
+		rules.Precedence = filepath.SplitList(env)
+	}
+	if kubeconfig != "" {
+		rules.ExplicitPath = kubeconfig
+	}
+	raw, err := rules.Load()
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, c := range raw.Clusters {
+		out = append(out, c.Server)
 	}
 	return out
 }

@@ -62,6 +62,7 @@ func hostileWorkspace(t *testing.T) (ws, outside string) {
 	write(filepath.Join(ws, "cert-out.yaml"), kubeconfigWith("    client-certificate: /etc/ssl/private/runner.pem\n    client-key: /etc/ssl/private/runner.key"))
 	write(filepath.Join(ws, "token-in.txt"), "a-token-inside-the-workspace\n")
 	write(filepath.Join(ws, "tokenfile-in.yaml"), kubeconfigWith("    tokenFile: token-in.txt"))
+	write(filepath.Join(ws, "proxy.yaml"), strings.Replace(kubeconfigWith("    token: a-token-of-its-own"), "{server: ", "{proxy-url: \"http://proxy.attacker.example:3128\", server: ", 1))
 	return ws, outside
 }
 
@@ -108,6 +109,9 @@ var hostileRunFiles = []struct {
 	{"a kubeconfig's token file /dev/zero", "kubeconfig: tokenfile-zero.yaml", nil, []string{"gantry.yaml:4", "/dev/zero", "outside the workspace"}},
 	{"a kubeconfig's token file outside", "kubeconfig: tokenfile-out.yaml", nil, []string{"gantry.yaml:4", "outside the workspace"}},
 	{"a kubeconfig's certificates outside", "kubeconfig: cert-out.yaml", nil, []string{"gantry.yaml:4", "/etc/ssl/private/runner.key"}},
+	{"a kubeconfig to a server the workflow did not name", "kubeconfig: tokenfile-in.yaml", map[string]string{"GANTRY_RUN_FILE_SERVERS": "https://k8s.acme.example"}, []string{"gantry.yaml:4", "the server https://attacker.example:6443 is not one the workflow lets a run file reach", "run-file-servers"}},
+	{"a kubeconfig to a server the workflow's kubeconfig does not have", "kubeconfig: tokenfile-in.yaml", nil, []string{"gantry.yaml:4", "https://attacker.example:6443", "those of the workflow's own kubeconfig"}},
+	{"a kubeconfig through a proxy", "kubeconfig: proxy.yaml", map[string]string{"GANTRY_RUN_FILE_SERVERS": "https://attacker.example:6443"}, []string{"gantry.yaml:4", "proxy-url"}},
 	{"base", "base: HEAD", nil, []string{"gantry.yaml:4", "base decides what a preview compares with", "never in a run file"}},
 	{"offline", "offline: true", nil, []string{"gantry.yaml:4", "offline decides what a preview compares with"}},
 	{"plain HTTP", "insecure-registry: true", nil, []string{"gantry.yaml:4", "insecure-registry decides how registries are reached"}},
@@ -212,8 +216,14 @@ func TestWhatTheWorkflowAllows(t *testing.T) {
 	if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The servers come from the workflow's own kubeconfig, written as
+	// another spelling of the same URL.
+	workflowKC := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(workflowKC, []byte(strings.Replace(kubeconfigWith("    token: t"), "https://attacker.example:6443", "HTTPS://Attacker.example:6443/", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	env := map[string]string{"GANTRY_WORKSPACE": ws, "GANTRY_RUN_FILE_ENV": "APP_*", "APP_VERSION": "v1.4.2-rc.7",
-		"APP_REGISTRY_PASSWORD": "registry-password-7f3a", "GANTRY_ALLOW_KUBECONFIG_EXEC": "true"}
+		"APP_REGISTRY_PASSWORD": "registry-password-7f3a", "GANTRY_ALLOW_KUBECONFIG_EXEC": "true", "KUBECONFIG": workflowKC}
 	units, err := LoadUnits(Given{Command: "diff", Env: env, Flags: map[string]string{}}, file, false)
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gantry-dev/gantry/e2e/cluster"
 	"github.com/gantry-dev/gantry/entrypoint"
@@ -40,7 +41,7 @@ func gantryRunFile(t *testing.T, ctx context.Context, args ...string) runOfUnits
 	environ := []string{"HOME=" + os.Getenv("HOME"), "GANTRY_REPORT=" + report}
 	for i, a := range args {
 		if a == "--run-file" && i+1 < len(args) {
-			environ = append(environ, "GANTRY_WORKSPACE="+filepath.Dir(args[i+1]))
+			environ = append(environ, runFileWorkflow(t, filepath.Dir(args[i+1]))...)
 		}
 	}
 	var stdout, stderr bytes.Buffer
@@ -54,6 +55,28 @@ func gantryRunFile(t *testing.T, ctx context.Context, args ...string) runOfUnits
 	}
 	t.Logf("gantry %s --run-file: exit %d\n%s", args[0], code, r.stderr)
 	return r
+}
+
+// runFileWorkflow is what a workflow gives a run file in root: root as
+// the workspace, and the servers of the kubeconfigs copied there (by
+// inWorkspace) as those its kubeconfigs may reach.
+func runFileWorkflow(t *testing.T, root string) []string {
+	t.Helper()
+	kubeconfigs, err := filepath.Glob(filepath.Join(root, "*kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var servers []string
+	for _, p := range kubeconfigs {
+		kc, err := clientcmd.LoadFromFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range kc.Clusters {
+			servers = append(servers, c.Server)
+		}
+	}
+	return []string{"GANTRY_WORKSPACE=" + root, "GANTRY_RUN_FILE_SERVERS=" + strings.Join(servers, "\n")}
 }
 
 // inWorkspace copies a kubeconfig into a run file's workspace, where a
@@ -272,7 +295,7 @@ func TestRunFileAcrossTwoClusters(t *testing.T) {
 	cmd := exec.Command(gantryBinary(t), "apply", "--run-file", runFile)
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
-	cmd.Env = []string{"HOME=" + os.Getenv("HOME"), "GANTRY_WORKSPACE=" + root}
+	cmd.Env = append([]string{"HOME=" + os.Getenv("HOME")}, runFileWorkflow(t, root)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +366,8 @@ units:
       DB_PASSWORD: {env: DB_PASSWORD}
   - {name: extra, depends-on: [web], path: extra, inventory: extra, substitute: {RELEASE_NOTE: {env: APP_RELEASE_NOTE}}}
 `, r.ns))
-	extra := map[string]string{"INPUT_RUN-FILE": "gantry.yaml", "INPUT_RUN-FILE-ENV": "DB_PASSWORD\nAPP_*", "DB_PASSWORD": r.dbPassword, "APP_RELEASE_NOTE": note}
+	extra := map[string]string{"INPUT_RUN-FILE": "gantry.yaml", "INPUT_RUN-FILE-ENV": "DB_PASSWORD\nAPP_*", "DB_PASSWORD": r.dbPassword, "APP_RELEASE_NOTE": note,
+		"INPUT_RUN-FILE-SERVERS": env.Cluster.RESTConfig.Host}
 	defaults := actionInputs(t)
 	for _, k := range []string{"INPUT_PATH", "INPUT_INVENTORY", "INPUT_INVENTORY-NAMESPACE", "INPUT_KUBECONFIG", "INPUT_TIMEOUT", "INPUT_SUBSTITUTE"} {
 		extra[k] = defaults[k]

@@ -2,6 +2,7 @@ package entrypoint
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -144,18 +145,77 @@ current-context: c
 	if err := os.WriteFile(file, []byte("units:\n- {name: a, path: app, kubeconfig: evil.yaml}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, out := runIn(t, ws, []string{"diff", "--run-file", file, "--timeout", "10s"})
+	servers := "GANTRY_RUN_FILE_SERVERS=https://127.0.0.1:1"
+	code, out := runIn(t, ws, []string{"diff", "--run-file", file, "--timeout", "10s"}, servers)
 	if code != ExitInvalid || !strings.Contains(out, "runs a command (exec: /bin/sh)") {
 		t.Errorf("exit %d, want %d naming the plugin\n%s", code, ExitInvalid, out)
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the kubeconfig's plugin ran")
 	}
-	code, out = runIn(t, ws, []string{"diff", "--run-file", file, "--timeout", "10s"}, "GANTRY_ALLOW_KUBECONFIG_EXEC=true")
+	code, out = runIn(t, ws, []string{"diff", "--run-file", file, "--timeout", "10s"}, servers, "GANTRY_ALLOW_KUBECONFIG_EXEC=true")
 	if code == ExitOK {
 		t.Errorf("a cluster that cannot be reached was diffed:\n%s", out)
 	}
 	if _, err := os.Stat(marker); err != nil {
 		t.Errorf("with allow-kubeconfig-exec the plugin did not run (%v): the first check proves nothing\n%s", err, out)
+	}
+}
+
+// A run file's kubeconfig reaches only the API servers the workflow
+// named: a pull request that points a unit at a server of its own, to
+// receive the objects gantry builds with the workflow's secrets in them,
+// gets no request. Once the workflow lists that server, it gets them: the
+// check can fail.
+func TestARunFilesKubeconfigReachesOnlyTheWorkflowsServers(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var bodies []string
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, r.Method+" "+r.URL.Path+" "+string(b))
+		mu.Unlock()
+		w.WriteHeader(http.StatusForbidden)
+	}))
+	t.Cleanup(srv.Close)
+	ws := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(ws, "app"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "app", "cm.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: default}\ndata: {v: \"${V}\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kc := "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: \"" + srv.URL + "\", insecure-skip-tls-verify: true}\n" +
+		"users:\n- name: u\n  user: {token: its-own-token}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n"
+	if err := os.WriteFile(filepath.Join(ws, "theirs.yaml"), []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	workflowKC := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(workflowKC, []byte(strings.Replace(kc, srv.URL, "https://k8s.acme.example:6443", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(ws, "gantry.yaml")
+	if err := os.WriteFile(file, []byte("units:\n- {name: a, path: app, kubeconfig: theirs.yaml, substitute: {V: {env: APP_SECRET}}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	workflow := []string{"KUBECONFIG=" + workflowKC, "GANTRY_RUN_FILE_ENV=APP_SECRET", "APP_SECRET=the-workflows-secret-4e1d"}
+	code, out := runIn(t, ws, []string{"diff", "--run-file", file, "--timeout", "10s"}, workflow...)
+	if code != ExitInvalid || !strings.Contains(out, "is not one the workflow lets a run file reach") {
+		t.Errorf("exit %d, want %d naming the server\n%s", code, ExitInvalid, out)
+	}
+	mu.Lock()
+	if len(bodies) != 0 {
+		t.Errorf("the run file's server received %d requests", len(bodies))
+	}
+	mu.Unlock()
+	code, out = runIn(t, ws, []string{"diff", "--run-file", file, "--timeout", "10s"}, append(workflow, "GANTRY_RUN_FILE_SERVERS="+srv.URL)...)
+	if code == ExitOK {
+		t.Errorf("a server that answers 403 was diffed:\n%s", out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(bodies) == 0 {
+		t.Errorf("once listed, the server got no request: the first check proves nothing\n%s", out)
 	}
 }

@@ -48,10 +48,13 @@ type bench struct {
 	only                                map[string]bool
 	gantry, kubectl, kapp               string
 	kubeconfig                          string
-	client                              kubernetes.Interface
-	http                                *http.Client
-	work                                string
-	nsSeq                               int
+	// servers are the API servers of the bench's clusters, which its
+	// run files' kubeconfigs reach.
+	servers []string
+	client  kubernetes.Interface
+	http    *http.Client
+	work    string
+	nsSeq   int
 }
 
 func main() {
@@ -93,6 +96,7 @@ func (b *bench) run() error {
 	}
 	defer func() { _ = c.Stop(context.Background()) }()
 	b.kubeconfig = c.Kubeconfig
+	b.servers = append(b.servers, c.RESTConfig.Host)
 	cfg := rest.CopyConfig(c.RESTConfig)
 	cfg.QPS, cfg.Burst = -1, 0 // the floor is not rate limited on the client
 	if b.http, err = rest.HTTPClientFor(cfg); err != nil {
@@ -224,7 +228,9 @@ func (b *bench) exec(name string, args ...string) error {
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+b.kubeconfig)
 	for i, a := range args {
 		if a == "--run-file" && i+1 < len(args) {
-			cmd.Env = append(cmd.Env, "GANTRY_WORKSPACE="+filepath.Dir(args[i+1])) // the run file's folder
+			// The run file's folder is the workspace; its kubeconfigs
+			// reach the bench's clusters.
+			cmd.Env = append(cmd.Env, "GANTRY_WORKSPACE="+filepath.Dir(args[i+1]), "GANTRY_RUN_FILE_SERVERS="+strings.Join(b.servers, "\n"))
 		}
 	}
 	out, err := cmd.CombinedOutput()

@@ -32,6 +32,7 @@ func (b *bench) unitsScenario(ctx context.Context) []row {
 		b.must(err)
 		defer func() { _ = c.Stop(context.Background()) }()
 		kubeconfigs = append(kubeconfigs, c.Kubeconfig)
+		b.servers = append(b.servers, c.RESTConfig.Host)
 	}
 	var graph, loop, graphNoop, slowestNoop []time.Duration
 	for rep := range b.reps {
