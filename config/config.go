@@ -506,6 +506,13 @@ func (in *inputs) artifact(c *Config) {
 		}
 	}
 	c.Registry.Hosts = in.registryHosts(c)
+	if c.Artifact != "" && in.vals["artifact"].from == FromRunFile {
+		// A run file's artifact is pushed to (apply and diff with a path)
+		// or pulled from: it stays on the registries the workflow names.
+		if ref, err := artifact.ParseRef(c.Artifact, c.Registry.Insecure); err == nil && !slices.Contains(c.Registry.Hosts, ref.Context().RegistryStr()) {
+			in.bad("artifact", "the registry %s is not one the workflow names: a run file's artifact is pushed and pulled only where registry-hosts says", ref.Context().RegistryStr())
+		}
+	}
 	if c.Command == "tag" && len(c.Tags) == 0 {
 		in.bad("tags", "required for tag")
 	}
@@ -533,7 +540,7 @@ func (in *inputs) registryHosts(c *Config) []string {
 			in.bad("registry-hosts", "%q is not a registry: %v", h, err)
 			continue
 		}
-		hosts = append(hosts, h)
+		hosts = append(hosts, registryName(h))
 	}
 	for _, input := range []string{"artifact", "compare-to", "crds"} {
 		if !in.vals[input].from.Workflow() {
@@ -824,4 +831,13 @@ func readToken(name string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: not a token file", name)
 	}
 	return os.ReadFile(name)
+}
+
+// registryName is a registry as references name it (Docker Hub's
+// docker.io is index.docker.io).
+func registryName(h string) string {
+	if r, err := name.NewRegistry(h); err == nil {
+		return r.RegistryStr()
+	}
+	return h
 }

@@ -112,6 +112,7 @@ var hostileRunFiles = []struct {
 	{"a kubeconfig to a server the workflow did not name", "kubeconfig: tokenfile-in.yaml", map[string]string{"GANTRY_RUN_FILE_SERVERS": "https://k8s.acme.example"}, []string{"gantry.yaml:4", "the server https://attacker.example:6443 is not one the workflow lets a run file reach", "run-file-servers"}},
 	{"a kubeconfig to a server the workflow's kubeconfig does not have", "kubeconfig: tokenfile-in.yaml", nil, []string{"gantry.yaml:4", "https://attacker.example:6443", "those of the workflow's own kubeconfig"}},
 	{"a kubeconfig through a proxy", "kubeconfig: proxy.yaml", map[string]string{"GANTRY_RUN_FILE_SERVERS": "https://attacker.example:6443"}, []string{"gantry.yaml:4", "proxy-url"}},
+	{"an artifact on its own registry", "artifact: oci://attacker.example/loot:1", nil, []string{"gantry.yaml:", "the registry attacker.example is not one the workflow names", "registry-hosts"}},
 	{"base", "base: HEAD", nil, []string{"gantry.yaml:4", "base decides what a preview compares with", "never in a run file"}},
 	{"offline", "offline: true", nil, []string{"gantry.yaml:4", "offline decides what a preview compares with"}},
 	{"plain HTTP", "insecure-registry: true", nil, []string{"gantry.yaml:4", "insecure-registry decides how registries are reached"}},
@@ -279,19 +280,15 @@ func TestCredentialHostsComeFromTheWorkflow(t *testing.T) {
 	t.Parallel()
 	ws, _ := hostileWorkspace(t)
 	file := filepath.Join(ws, "gantry.yaml")
-	if err := os.WriteFile(file, []byte("units:\n- {name: a, artifact: 'oci://attacker.example/app:1'}\n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte("units:\n- {name: a, artifact: 'oci://ghcr.io/acme/app:1'}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	env := map[string]string{"GANTRY_WORKSPACE": ws, "INPUT_REGISTRY-USERNAME": "ci", "INPUT_REGISTRY-PASSWORD": "workflow-password-1"}
-	units, err := LoadUnits(Given{Command: "diff", Env: env}, file, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h := units[0].Config.Registry.Hosts; len(h) != 0 {
-		t.Errorf("credentials for %v: a run file's artifact got the workflow's credentials", h)
+	if _, err := LoadUnits(Given{Command: "diff", Env: env}, file, false); err == nil || !strings.Contains(err.Error(), "the registry ghcr.io is not one the workflow names") {
+		t.Errorf("a run file's artifact on a registry the workflow does not name: %v", err)
 	}
 	env["GANTRY_REGISTRY_HOSTS"] = "registry.acme.example:5000\nghcr.io"
-	units, err = LoadUnits(Given{Command: "diff", Env: env}, file, false)
+	units, err := LoadUnits(Given{Command: "diff", Env: env}, file, false)
 	if err != nil {
 		t.Fatal(err)
 	}
