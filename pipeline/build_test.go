@@ -507,3 +507,29 @@ func TestBuildRefusesAPatchThatIsNoFile(t *testing.T) {
 		}
 	}
 }
+
+// A generator that reads the checkout's .git/config (where
+// actions/checkout keeps its token) fails the build: nothing in a .git
+// folder is read, though it lies inside the repository.
+func TestBuildReadsNothingInAGitFolder(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	write(t, root, map[string]string{
+		".git/config":              "[http]\n\textraheader = AUTHORIZATION: basic canary-checkout-token\n",
+		"app/kustomization.yaml":   "configMapGenerator:\n- name: loot\n  files: [../.git/config]\n",
+		"other/kustomization.yaml": "resources: [../.git/config]\n",
+		"plain/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n",
+	})
+	for _, dir := range []string{"app", "other"} {
+		_, err := Build(BuildOptions{Path: filepath.Join(root, dir), WorkDir: root})
+		if err == nil || !strings.Contains(err.Error(), ".git folder") {
+			t.Errorf("%s: %v, want a refusal naming the .git folder", dir, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "canary") {
+			t.Errorf("%s: the refusal prints what the file holds: %v", dir, err)
+		}
+	}
+	if _, err := Build(BuildOptions{Path: filepath.Join(root, "plain"), WorkDir: root}); err != nil {
+		t.Errorf("a plain folder beside .git: %v", err)
+	}
+}

@@ -52,6 +52,10 @@ func (f *boundedFS) ReadFile(name string) ([]byte, error) {
 			what = "resolves to " + real + ", outside"
 		}
 		return nil, &LimitError{fmt.Sprintf("%s the workspace (%s): refused", what, f.roots[0])}
+	} else if err == nil && inGitFolder(real) {
+		// A checkout keeps its credentials there (actions/checkout's
+		// extraheader): no generator or resource reads them.
+		return nil, &LimitError{"is inside a .git folder, where a checkout keeps its credentials: refused"}
 	}
 	info, err := os.Stat(name)
 	if err == nil && !info.Mode().IsRegular() && !info.IsDir() {
@@ -114,6 +118,16 @@ func workspaceRoot(path, workDir string) string {
 		root = wd
 	}
 	return root
+}
+
+// inGitFolder says a path lies in a .git folder.
+func inGitFolder(p string) bool {
+	for _, part := range strings.Split(filepath.ToSlash(p), "/") {
+		if part == ".git" {
+			return true
+		}
+	}
+	return false
 }
 
 func within(p, dir string) bool {
