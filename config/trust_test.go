@@ -345,3 +345,22 @@ func figure(t *testing.T, line string) {
 		t.Errorf("figures: %v", err)
 	}
 }
+
+// plan connects to nothing: a unit's kubeconfig is checked by the job
+// that runs the unit, where the workflow's servers are known, not by the
+// job that plans.
+func TestPlanLeavesKubeconfigsToTheUnitsJobs(t *testing.T) {
+	t.Parallel()
+	ws, _ := hostileWorkspace(t)
+	file := filepath.Join(ws, "gantry.yaml")
+	if err := os.WriteFile(file, []byte("units:\n- {name: a, path: app, kubeconfig: tokenfile-in.yaml}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := Given{Command: "apply", Env: map[string]string{"GANTRY_WORKSPACE": ws}}
+	if _, err := LoadUnits(g, file, true); err != nil {
+		t.Errorf("plan: %v", err)
+	}
+	if _, err := LoadUnits(g, file, false); err == nil || !strings.Contains(err.Error(), "run-file-servers") {
+		t.Errorf("the unit's own run: %v, want the server refused", err)
+	}
+}
