@@ -353,7 +353,7 @@ func TestPlanLeavesKubeconfigsToTheUnitsJobs(t *testing.T) {
 	t.Parallel()
 	ws, _ := hostileWorkspace(t)
 	file := filepath.Join(ws, "gantry.yaml")
-	if err := os.WriteFile(file, []byte("units:\n- {name: a, path: app, kubeconfig: tokenfile-in.yaml}\n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte("units:\n- {name: a, path: app, inventory: a, kubeconfig: tokenfile-in.yaml}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	g := Given{Command: "apply", Env: map[string]string{"GANTRY_WORKSPACE": ws}}
