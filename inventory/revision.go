@@ -41,6 +41,10 @@ const (
 	// an object of much more than 1 MiB, and the rest of the Secret
 	// (metadata, annotations) needs room too.
 	MaxRevisionBytes = 1000 * 1024
+	// MaxRevisionRawBytes bounds a revision's objects before compression,
+	// when recorded and when read: a payload that fits in a Secret could
+	// otherwise inflate a thousandfold when decompressed.
+	MaxRevisionRawBytes = 64 << 20
 
 	dataObjects = "objects.json.gz"
 
@@ -109,9 +113,15 @@ func RevisionName(inventory string, n int) string {
 type TooLargeError struct {
 	Inventory string
 	Bytes     int
+	// Raw: the objects are over MaxRevisionRawBytes before compression.
+	Raw bool
 }
 
 func (e *TooLargeError) Error() string {
+	if e.Raw {
+		return fmt.Sprintf("the revision of inventory %s would hold %d MiB of objects, over the %d MiB gantry records; nothing was written. Apply from an OCI artifact (artifact), whose revision records only its digest, or split the set into smaller inventories",
+			e.Inventory, e.Bytes>>20, MaxRevisionRawBytes>>20)
+	}
 	return fmt.Sprintf("the revision of inventory %s would be %d KiB compressed, over the %d KiB one Kubernetes object can hold; nothing was written. Apply from an OCI artifact (artifact), whose revision records only its digest, or split the set into smaller inventories",
 		e.Inventory, e.Bytes/1024, MaxRevisionBytes/1024)
 }
@@ -127,6 +137,9 @@ func NewRevision(namespace, inventory string, objects []*unstructured.Unstructur
 	raw, err := json.Marshal(objects)
 	if err != nil {
 		return nil, fmt.Errorf("recording the revision: %w", err)
+	}
+	if len(raw) > MaxRevisionRawBytes {
+		return nil, &TooLargeError{Inventory: namespace + "/" + inventory, Bytes: len(raw), Raw: true}
 	}
 	sum := sha256.Sum256(raw)
 	rv.Digest = "sha256:" + hex.EncodeToString(sum[:])
@@ -155,9 +168,12 @@ func (rv *Revision) ObjectsOf() ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading revision %d: %w", rv.Number, err)
 	}
-	raw, err := io.ReadAll(io.LimitReader(zr, 512<<20))
+	raw, err := io.ReadAll(io.LimitReader(zr, MaxRevisionRawBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading revision %d: %w", rv.Number, err)
+	}
+	if len(raw) > MaxRevisionRawBytes {
+		return nil, fmt.Errorf("reading revision %d: its objects inflate to more than %d bytes, more than gantry records: refused", rv.Number, MaxRevisionRawBytes)
 	}
 	var objs []map[string]any
 	if err := json.Unmarshal(raw, &objs); err != nil {
@@ -313,9 +329,9 @@ func (s *Store) AddRevision(ctx context.Context, rv *Revision, existing []*Revis
 func (s *Store) DeleteRevisions(ctx context.Context, namespace, name string) error {
 	list, err := s.Revisions(ctx, namespace, name)
 	if apierrors.IsForbidden(err) {
-		// A run that may not list Secrets there cannot have recorded
-		// any: there is nothing of it to delete.
-		return nil
+		// Revisions another run recorded may be there, with the objects
+		// (Secrets too) they hold: say so rather than leave them behind.
+		return fmt.Errorf("the revisions of inventory %s/%s cannot be listed (Secrets of type %s): %w; give the run the right to list and delete Secrets in %s, or delete them by hand, then run again", namespace, name, RevisionType, err, namespace)
 	}
 	if err != nil {
 		return err

@@ -1,11 +1,14 @@
 package inventory
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -151,14 +154,36 @@ func TestDeleteRevisionsLeavesOtherInventories(t *testing.T) {
 	}
 }
 
-// A run that may not list Secrets cannot have recorded revisions: deleting
-// them is not an error then.
+// A run that may not list Secrets cannot know what revisions another run
+// recorded: deleting them fails, naming the right it lacks, rather than
+// leave their payloads behind.
 func TestDeleteRevisionsWithoutTheRightToListSecrets(t *testing.T) {
 	client := fake.NewClientset()
 	client.PrependReactor("list", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(corev1.Resource("secrets"), "", errors.New("no"))
 	})
-	if err := (&Store{Client: client}).DeleteRevisions(context.Background(), "ns", "shop"); err != nil {
-		t.Errorf("got %v", err)
+	err := (&Store{Client: client}).DeleteRevisions(context.Background(), "ns", "shop")
+	if err == nil || !strings.Contains(err.Error(), "cannot be listed") || !strings.Contains(err.Error(), "list and delete Secrets in ns") {
+		t.Errorf("got %v, want a refusal naming the right", err)
+	}
+}
+
+// A payload that fits in a Secret but inflates past what gantry records
+// is refused when read, before it is parsed.
+func TestRevisionPayloadBoundedAfterDecompression(t *testing.T) {
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	if _, err := zw.Write(bytes.Repeat([]byte(" "), MaxRevisionRawBytes+1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b.Len() > MaxRevisionBytes {
+		t.Fatalf("the bomb is %d bytes compressed, over what a Secret holds: the test proves nothing", b.Len())
+	}
+	rv := &Revision{Number: 3, Namespace: "ns", Inventory: "shop", payload: b.Bytes()}
+	if _, err := rv.ObjectsOf(); err == nil || !strings.Contains(err.Error(), "inflate to more than") {
+		t.Errorf("got %v, want the payload refused", err)
 	}
 }
