@@ -29,11 +29,11 @@ type Unit struct {
 }
 
 // UnitInputs are the inputs a unit of a run file may set: all but those
-// of the whole run.
+// of the whole run and those the workflow alone decides.
 func UnitInputs() []Input {
 	var out []Input
 	for _, in := range Inputs {
-		if !runLevel[in.Name] {
+		if !runLevel[in.Name] && workflowOnly[in.Name] == "" {
 			out = append(out, in)
 		}
 	}
