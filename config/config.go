@@ -115,7 +115,8 @@ type Config struct {
 	Release           *releases.Release
 	CRDs              []string
 	AllowUnknownKinds []string
-	// History is how many revisions are kept; Atomic rolls a failed
+	// History is how many revisions are kept (0: as the inventory's
+	// newest revision was kept with); Atomic rolls a failed
 	// apply back; RollbackTo is the revision rollback applies (0: the
 	// last that succeeded before the current).
 	History    int
@@ -404,7 +405,9 @@ func (in *inputs) behaviour(c *Config) {
 	c.RefuseConflicts = in.oneOf("field-conflicts", "take", "refuse") == "refuse"
 	c.Atomic = in.bool("atomic")
 	c.Correct = in.bool("correct")
-	c.History = int(in.number("history", 1, 1000, "a count of revisions from 1 to 1000"))
+	if in.str("history") != "" { // else as the inventory was kept
+		c.History = int(in.number("history", 1, 1000, "a count of revisions from 1 to 1000"))
+	}
 	if in.str("to") != "" {
 		c.RollbackTo = int(in.number("to", 1, math.MaxInt32, "a revision number, as gantry history lists them"))
 	}

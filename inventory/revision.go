@@ -59,6 +59,7 @@ const (
 	annCount      = "gantry.dev/objects"
 	annNote       = "gantry.dev/note"
 	annCause      = "gantry.dev/cause"
+	annHistory    = "gantry.dev/history"
 )
 
 // Revision is one recorded apply of an inventory.
@@ -92,6 +93,8 @@ type Revision struct {
 	GantryVersion string `json:"gantryVersion,omitempty"`
 	// Note says more, such as which revision a rollback re-applied.
 	Note string `json:"note,omitempty"`
+	// History is how many revisions were kept when it was recorded.
+	History int `json:"history,omitempty"`
 
 	// payload is the compressed objects, when read (Revision) or
 	// prepared; held says that the revision has them.
@@ -259,6 +262,7 @@ func fromMeta(m *metav1.ObjectMeta) (*Revision, bool) {
 		GantryVersion: a[annVersion], Note: a[annNote],
 	}
 	rv.Objects, _ = strconv.Atoi(a[annCount])
+	rv.History, _ = strconv.Atoi(a[annHistory])
 	if t, err := time.Parse(time.RFC3339, a[annTime]); err == nil {
 		rv.Time = t
 	}
@@ -267,7 +271,12 @@ func fromMeta(m *metav1.ObjectMeta) (*Revision, bool) {
 
 // AddRevision records rv as the inventory's next revision after existing
 // (as Revisions lists them), then deletes the oldest ones beyond history
-// (at least 1 is kept: the one added). It returns the number given.
+// (at least 1 is kept: the one added). A history of 0 keeps as many as
+// the newest revision was kept with (a manual rollback keeps what the
+// pipeline's apply said), else DefaultHistory. What a rollback needs is
+// never trimmed: the newest revision that succeeded stays, and a run that
+// did not succeed deletes no revision that did. It returns the number
+// given.
 func (s *Store) AddRevision(ctx context.Context, rv *Revision, existing []*Revision, history int) (int, error) {
 	rv.Number = 1
 	if len(existing) > 0 {
@@ -276,6 +285,13 @@ func (s *Store) AddRevision(ctx context.Context, rv *Revision, existing []*Revis
 	if rv.Time.IsZero() {
 		rv.Time = time.Now()
 	}
+	if history <= 0 {
+		history = DefaultHistory
+		if len(existing) > 0 && existing[0].History > 0 {
+			history = existing[0].History
+		}
+	}
+	rv.History = history
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      RevisionName(rv.Inventory, rv.Number),
@@ -300,6 +316,7 @@ func (s *Store) AddRevision(ctx context.Context, rv *Revision, existing []*Revis
 			sec.Annotations[k] = v
 		}
 	}
+	sec.Annotations[annHistory] = strconv.Itoa(rv.History)
 	if rv.payload != nil {
 		sec.Data = map[string][]byte{dataObjects: rv.payload}
 	}
@@ -312,7 +329,9 @@ func (s *Store) AddRevision(ctx context.Context, rv *Revision, existing []*Revis
 	var errs []error
 	history = max(history, 1)
 	for _, old := range existing {
-		if old.Number > rv.Number-history {
+		// A run that succeeded is the newest that did; one that did not
+		// keeps every revision that did, for a rollback to go to.
+		if old.Number > rv.Number-history || !rv.Succeeded() && old.Succeeded() {
 			continue
 		}
 		err := s.Client.CoreV1().Secrets(rv.Namespace).Delete(ctx, RevisionName(rv.Inventory, old.Number), metav1.DeleteOptions{})

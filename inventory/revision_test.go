@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -185,5 +186,73 @@ func TestRevisionPayloadBoundedAfterDecompression(t *testing.T) {
 	rv := &Revision{Number: 3, Namespace: "ns", Inventory: "shop", payload: b.Bytes()}
 	if _, err := rv.ObjectsOf(); err == nil || !strings.Contains(err.Error(), "inflate to more than") {
 		t.Errorf("got %v, want the payload refused", err)
+	}
+}
+
+// Trimming keeps what a rollback needs: a run without its own history
+// keeps as many as the last revision was kept with (a manual rollback
+// after a pipeline's history: 20); a run that failed deletes no revision
+// that succeeded, so that history: 1 with a failed apply, or five failed
+// applies in a row, still leave one to roll back to.
+func TestTrimmingKeepsWhatARollbackNeeds(t *testing.T) {
+	ctx := context.Background()
+	add := func(s *Store, outcome string, history int) int {
+		t.Helper()
+		rv, err := NewRevision("shop", "shop", []*unstructured.Unstructured{configMap("a", outcome+fmt.Sprint(time.Now().UnixNano()))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rv.Outcome = outcome
+		existing, err := s.Revisions(ctx, "shop", "shop")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := s.AddRevision(ctx, rv, existing, history)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	kept := func(s *Store) []int {
+		t.Helper()
+		list, err := s.Revisions(ctx, "shop", "shop")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int
+		for _, rv := range list {
+			out = append(out, rv.Number)
+		}
+		return out
+	}
+
+	// A pipeline keeps 20; a manual rollback without history keeps 20 too.
+	s := &Store{Client: fake.NewClientset()}
+	for range 20 {
+		add(s, "ReconciliationSucceeded", 20)
+	}
+	add(s, "RolledBack", 0)
+	if got := kept(s); len(got) != 20 || got[0] != 21 {
+		t.Errorf("after a manual rollback: %v, want the 20 newest", got)
+	}
+
+	// history: 1, then an apply that fails: the good revision stays.
+	s = &Store{Client: fake.NewClientset()}
+	add(s, "ReconciliationSucceeded", 1)
+	add(s, "HealthCheckFailed", 1)
+	if diff := cmp.Diff([]int{2, 1}, kept(s)); diff != "" {
+		t.Errorf("history 1 and a failure (-want +got):\n%s", diff)
+	}
+	// Five failures in a row: the good one and the newest failure stay.
+	for range 5 {
+		add(s, "ApplyFailed", 1)
+	}
+	if diff := cmp.Diff([]int{7, 1}, kept(s)); diff != "" {
+		t.Errorf("five failures after it (-want +got):\n%s", diff)
+	}
+	// The next success trims what history says.
+	add(s, "ReconciliationSucceeded", 1)
+	if diff := cmp.Diff([]int{8}, kept(s)); diff != "" {
+		t.Errorf("after a success (-want +got):\n%s", diff)
 	}
 }

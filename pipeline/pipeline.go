@@ -88,8 +88,9 @@ type Options struct {
 	// empty, or pushed after the build when it is not.
 	Artifact *ArtifactOptions
 
-	// History is how many revisions of the inventory are kept (default
-	// inventory.DefaultHistory).
+	// History is how many revisions of the inventory are kept; 0 keeps
+	// as many as its newest revision was kept with, else
+	// inventory.DefaultHistory.
 	History int
 	// Atomic rolls back to the last revision that succeeded when the
 	// apply or the wait fails after validation passed.
