@@ -158,14 +158,14 @@ func explicit(o Options) authn.Keychain {
 	auth := authn.FromConfig(authn.AuthConfig{Username: o.Username, Password: o.Password})
 	var chain []authn.Keychain
 	for _, h := range o.Hosts {
-		chain = append(chain, hostKeychain{host: registryHost(h), auth: auth})
+		chain = append(chain, hostKeychain{host: RegistryHost(h), auth: auth})
 	}
 	return authn.NewMultiKeychain(chain...)
 }
 
-// registryHost is a registry's name as references resolve it (Docker
-// Hub's docker.io is index.docker.io).
-func registryHost(h string) string {
+// RegistryHost is a registry's name as references resolve it (Docker
+// Hub's docker.io is index.docker.io), as credentials are bound to it.
+func RegistryHost(h string) string {
 	if r, err := name.NewRegistry(h); err == nil {
 		return r.RegistryStr()
 	}

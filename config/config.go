@@ -261,6 +261,7 @@ func configure(g *Given) (*Config, error) {
 		Context:            in.str("context"),
 		ServiceAccount:     in.str("service-account"),
 	}
+	c.Offline = in.bool("offline")
 	in.source(c)
 	in.cluster(c)
 	in.behaviour(c)
@@ -380,7 +381,7 @@ func (in *inputs) cluster(c *Config) {
 			in.bad("target-namespace", "%q: %s", c.TargetNamespace, msg)
 		}
 	}
-	if c.Kubeconfig != "" && !in.bool("offline") {
+	if c.Kubeconfig != "" && !c.Offline {
 		if _, err := os.Stat(c.Kubeconfig); err != nil {
 			in.bad("kubeconfig", "%s does not exist", c.Kubeconfig)
 		}
@@ -499,22 +500,23 @@ func (in *inputs) artifact(c *Config) {
 			}
 		}
 	}
+	registry := ""
 	if c.Artifact != "" {
+		ref, err := artifact.ParseRef(c.Artifact, c.Registry.Insecure)
 		if c.Command == "list" {
-			if err := artifact.ValidRepository(c.Artifact); err != nil {
-				in.bad("artifact", "%v", err)
-			}
-		} else if _, err := artifact.ParseRef(c.Artifact, c.Registry.Insecure); err != nil {
+			err = artifact.ValidRepository(c.Artifact)
+		}
+		if err != nil {
 			in.bad("artifact", "%v", err)
+		} else if ref != nil {
+			registry = ref.Context().RegistryStr()
 		}
 	}
 	c.Registry.Hosts = in.registryHosts(c)
-	if c.Artifact != "" && in.vals["artifact"].from == FromRunFile {
+	if registry != "" && in.vals["artifact"].from == FromRunFile && !slices.Contains(c.Registry.Hosts, registry) {
 		// A run file's artifact is pushed to (apply and diff with a path)
 		// or pulled from: it stays on the registries the workflow names.
-		if ref, err := artifact.ParseRef(c.Artifact, c.Registry.Insecure); err == nil && !slices.Contains(c.Registry.Hosts, ref.Context().RegistryStr()) {
-			in.bad("artifact", "the registry %s is not one the workflow names: a run file's artifact is pushed and pulled only where registry-hosts says", ref.Context().RegistryStr())
-		}
+		in.bad("artifact", "the registry %s is not one the workflow names: a run file's artifact is pushed and pulled only where registry-hosts says", registry)
 	}
 	if c.Command == "tag" && len(c.Tags) == 0 {
 		in.bad("tags", "required for tag")
@@ -543,7 +545,7 @@ func (in *inputs) registryHosts(c *Config) []string {
 			in.bad("registry-hosts", "%q is not a registry: %v", h, err)
 			continue
 		}
-		hosts = append(hosts, registryName(h))
+		hosts = append(hosts, artifact.RegistryHost(h))
 	}
 	for _, input := range []string{"artifact", "compare-to", "crds"} {
 		if !in.vals[input].from.Workflow() {
@@ -697,7 +699,6 @@ func (in *inputs) reporting(c *Config, env map[string]string) {
 
 // offline: what validate checks against without a cluster.
 func (in *inputs) offline(c *Config) {
-	c.Offline = in.bool("offline")
 	c.Base = in.str("base")
 	switch {
 	case c.Command == "diff" && c.Offline && c.Base == "":
@@ -814,33 +815,12 @@ func kubeconfigSecrets(cfg *Config, env map[string]string) []string {
 		for _, a := range cfg.AuthInfos {
 			out = append(out, a.Token, a.Password, string(a.ClientKeyData))
 			if a.TokenFile != "" {
-				if b, err := readToken(a.TokenFile); err == nil {
+				// client-go reads the same file to authenticate.
+				if b, err := readBounded(a.TokenFile, 64<<10); err == nil {
 					out = append(out, strings.TrimSpace(string(b)))
 				}
 			}
 		}
 	}
 	return out
-}
-
-// readToken reads a kubeconfig's token file, a regular file of at most
-// 64 KiB (client-go reads the same file to authenticate).
-func readToken(name string) ([]byte, error) {
-	info, err := os.Stat(name)
-	if err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() || info.Size() > 64<<10 {
-		return nil, fmt.Errorf("%s: not a token file", name)
-	}
-	return os.ReadFile(name)
-}
-
-// registryName is a registry as references name it (Docker Hub's
-// docker.io is index.docker.io).
-func registryName(h string) string {
-	if r, err := name.NewRegistry(h); err == nil {
-		return r.RegistryStr()
-	}
-	return h
 }

@@ -93,6 +93,9 @@ type policy struct {
 	// normalised; serversFrom says where they were given, for messages.
 	servers     map[string]bool
 	serversFrom string
+	// defaultServers, when set, fills servers from the workflow's own
+	// kubeconfig, the first time a run file's kubeconfig is checked.
+	defaultServers func()
 }
 
 // workflowPolicy reads the policy from what the workflow alone gave.
@@ -108,6 +111,7 @@ func workflowPolicy(g Given) (*policy, error) {
 		kubeconfigExec: in.bool("allow-kubeconfig-exec"),
 		maxFileBytes:   in.number("max-file-bytes", 1, 1<<62, "a positive whole number of bytes"),
 		offline:        in.bool("offline"),
+		servers:        map[string]bool{},
 	}
 	for _, pat := range p.env {
 		if _, err := path.Match(pat, ""); err != nil {
@@ -115,19 +119,25 @@ func workflowPolicy(g Given) (*policy, error) {
 		}
 	}
 	p.serversFrom = "those run-file-servers lists"
-	servers := in.lines("run-file-servers")
-	if len(servers) == 0 && !p.offline {
-		p.serversFrom = "those of the workflow's own kubeconfig"
-		servers = workflowServers(in.str("kubeconfig"), g.Env["KUBECONFIG"])
-	}
-	p.servers = map[string]bool{}
-	for _, srv := range servers {
+	for _, srv := range in.lines("run-file-servers") {
 		n, err := normalServer(srv)
 		if err != nil {
 			in.bad("run-file-servers", "%q: %v", srv, err)
 			continue
 		}
 		p.servers[n] = true
+	}
+	if len(p.servers) == 0 {
+		// Read only if a run file names a kubeconfig.
+		p.serversFrom = "those of the workflow's own kubeconfig"
+		kubeconfig, env := in.str("kubeconfig"), g.Env["KUBECONFIG"]
+		p.defaultServers = func() {
+			for _, srv := range workflowServers(kubeconfig, env) {
+				if n, err := normalServer(srv); err == nil {
+					p.servers[n] = true
+				}
+			}
+		}
 	}
 	ws := in.str("workspace")
 	if ws == "" {
@@ -267,6 +277,10 @@ func (p *policy) checkKubeconfig(file string) error {
 	kc, err := clientcmd.Load(data)
 	if err != nil {
 		return fmt.Errorf("%s: not a kubeconfig: %w", file, err)
+	}
+	if p.defaultServers != nil {
+		p.defaultServers()
+		p.defaultServers = nil
 	}
 	var errs []error
 	// What gantry sends a cluster holds what it decrypted and what

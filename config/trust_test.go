@@ -364,3 +364,13 @@ func TestPlanLeavesKubeconfigsToTheUnitsJobs(t *testing.T) {
 		t.Errorf("the unit's own run: %v, want the server refused", err)
 	}
 }
+
+// A bad value is named once, however many parts of the configuration
+// read it.
+func TestABadOfflineIsNamedOnce(t *testing.T) {
+	t.Parallel()
+	_, err := Load(Given{Command: "validate", Path: t.TempDir(), Env: map[string]string{"INPUT_OFFLINE": "maybe", "INPUT_KUBECONFIG": "/no/such/kubeconfig"}})
+	if err == nil || strings.Count(err.Error(), `"maybe" is not true or false`) != 1 {
+		t.Errorf("got %v, want offline named once", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -213,5 +214,59 @@ func TestARunFilesKubeconfigReachesOnlyTheWorkflowsServers(t *testing.T) {
 	defer mu.Unlock()
 	if len(bodies) == 0 {
 		t.Errorf("once listed, the server got no request: the first check proves nothing\n%s", out)
+	}
+}
+
+// The git history is the pull request's too: a base commit whose
+// kustomization reads the runner's files through a link, an absolute path
+// or the checkout's .git/config is built within the base tree alone; the
+// preview refuses it and prints nothing those files hold.
+func TestABaseCommitReadsNothingOutsideItsTree(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git to make the repository with")
+	}
+	outside := filepath.Join(t.TempDir(), "runner-secret")
+	if err := os.WriteFile(outside, []byte("canary-runner-secret-9f2c\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"}, args...)...)
+		cmd.Dir = ws
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	write := func(p, s string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(ws, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, p), []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git("init", "-q", "-b", "main")
+	write(".git/config-canary", "canary-checkout-token-77aa\n")
+	if err := os.MkdirAll(filepath.Join(ws, "app"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(ws, "app", "leak")); err != nil {
+		t.Fatal(err)
+	}
+	for _, from := range []string{"leak", outside, filepath.Join(ws, ".git", "config-canary")} {
+		write("app/kustomization.yaml", "configMapGenerator:\n- name: loot\n  files: [\""+from+"\"]\n")
+		git("add", "-A")
+		git("commit", "-q", "-m", "base reads "+from)
+		write("app/kustomization.yaml", "configMapGenerator:\n- name: loot\n  literals: [a=b]\n")
+		code, out := runIn(t, ws, []string{"diff", "--offline", "--base", "HEAD", filepath.Join(ws, "app")})
+		if code != ExitInvalid || !strings.Contains(out, "refused") {
+			t.Errorf("a base that reads %s: exit %d, want %d, refused\n%s", from, code, ExitInvalid, out)
+		}
+		if strings.Contains(out, "canary-runner-secret-9f2c") || strings.Contains(out, "canary-checkout-token-77aa") {
+			t.Errorf("a base that reads %s prints what it read:\n%s", from, out)
+		}
 	}
 }

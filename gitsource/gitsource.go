@@ -46,9 +46,6 @@ func (t *Tree) Within(dir string) string {
 	return filepath.Join(t.Root, rel)
 }
 
-// Remove deletes the temporary folder.
-func (t *Tree) Remove() { _ = os.RemoveAll(t.Root) }
-
 // Limits bound what one revision's tree may write: a tree can name one
 // blob any number of times, so a small push could otherwise fill the
 // runner's disk. They are a build's own: a file a build could not read
@@ -142,12 +139,6 @@ func (c *Trees) Remove() {
 		_ = os.RemoveAll(dir)
 		delete(c.written, key)
 	}
-}
-
-// Checkout writes the tree of revision of the repository holding path
-// into a new temporary folder, within lim; the caller removes it.
-func Checkout(path, revision string, lim Limits) (*Tree, error) {
-	return (&Trees{Limits: lim}).Checkout(path, revision)
 }
 
 // write writes every file of tree below dir, links as links, within lim:

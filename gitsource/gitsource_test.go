@@ -47,11 +47,12 @@ func TestCheckoutWritesTheRevisionsFiles(t *testing.T) {
 	runGit(t, repo, "add", "-A")
 	runGit(t, repo, "commit", "-q", "-m", "head")
 
-	tree, err := Checkout(filepath.Join(repo, "deploy", "app"), "HEAD~1", Limits{})
+	trees := &Trees{}
+	defer trees.Remove()
+	tree, err := trees.Checkout(filepath.Join(repo, "deploy", "app"), "HEAD~1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tree.Remove()
 	if b, err := os.ReadFile(filepath.Join(tree.Path, "cm.yaml")); err != nil || string(b) != "v: base\n" {
 		t.Errorf("cm.yaml at the base: %q, %v", b, err)
 	}
@@ -68,15 +69,15 @@ func TestCheckoutWritesTheRevisionsFiles(t *testing.T) {
 		t.Errorf("a folder outside the repository stands for %s, want the root", got)
 	}
 	root := tree.Root
-	tree.Remove()
+	trees.Remove()
 	if _, err := os.Stat(root); !os.IsNotExist(err) {
 		t.Errorf("Remove left %s", root)
 	}
 
-	if _, err := Checkout(filepath.Join(repo, "deploy"), "no-such-branch", Limits{}); err == nil || !strings.Contains(err.Error(), "no-such-branch") {
+	if _, err := trees.Checkout(filepath.Join(repo, "deploy"), "no-such-branch"); err == nil || !strings.Contains(err.Error(), "no-such-branch") {
 		t.Errorf("an unknown revision: %v", err)
 	}
-	if _, err := Checkout(t.TempDir(), "HEAD", Limits{}); err == nil || !strings.Contains(err.Error(), "not in a git repository") {
+	if _, err := trees.Checkout(t.TempDir(), "HEAD"); err == nil || !strings.Contains(err.Error(), "not in a git repository") {
 		t.Errorf("outside a repository: %v", err)
 	}
 }
