@@ -126,6 +126,9 @@ type Config struct {
 	// DriftIssue (auto, true or false) keeps an issue open while it lasts.
 	Correct    bool
 	DriftIssue string
+	// HandManagers, for drift, are field managers whose changes are made
+	// by hand, besides kubectl's.
+	HandManagers []string
 }
 
 // Source is where an input's value came from. The trust rule is decided
@@ -406,6 +409,7 @@ func (in *inputs) behaviour(c *Config) {
 	c.RefuseConflicts = in.oneOf("field-conflicts", "take", "refuse") == "refuse"
 	c.Atomic = in.bool("atomic")
 	c.Correct = in.bool("correct")
+	c.HandManagers = in.lines("hand-managers")
 	if in.str("history") != "" { // else as the inventory was kept
 		c.History = int(in.number("history", 1, 1000, "a count of revisions from 1 to 1000"))
 	}

@@ -39,6 +39,7 @@ var runLevel = map[string]bool{
 // unit.
 var workflowOnly = map[string]string{
 	"offline":                        "what a preview compares with",
+	"hand-managers":                  "which fields a correction takes from other managers",
 	"base":                           "what a preview compares with",
 	"insecure-registry":              "how registries are reached",
 	"allow-remote-bases":             "what a build may fetch from the network",

@@ -218,7 +218,14 @@ func TestDriftOverARunFile(t *testing.T) {
 	if _, err := env.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{FieldManager: "nightly-script"}); err != nil {
 		t.Fatal(err)
 	}
+	// A script's own field manager is not one of people's: its change
+	// is reported as managed by it, not as drift.
 	r := gantryRunFile(t, ctx, "drift", "--run-file", runFile)
+	if b := r.unit(t, "b"); r.code != 0 || b.Reason != result.ReasonSucceeded || len(b.Objects) != 1 || len(b.Objects[0].ManagedBy) != 1 || b.Objects[0].ManagedBy[0].Manager != "nightly-script" {
+		t.Fatalf("drift --run-file of a script's change: exit %d, unit b %+v\n%s", r.code, b.Result, r.stderr)
+	}
+	// Named by the workflow, its changes are drift.
+	r = gantryRunFile(t, ctx, "drift", "--run-file", runFile, "--hand-managers", "nightly-script")
 	if r.code != entrypoint.ExitChanges || r.run == nil || r.run.Reason != result.ReasonDriftDetected {
 		t.Fatalf("drift --run-file: exit %d\n%s", r.code, r.stderr)
 	}

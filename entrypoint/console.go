@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"golang.org/x/term"
 
@@ -19,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gantry-dev/gantry/config"
+	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/reporters"
 	"github.com/gantry-dev/gantry/result"
@@ -299,24 +302,31 @@ func (s *session) runHistory(ctx context.Context, cfg *config.Config, stdout, st
 			fmt.Fprintln(stderr, "gantry:", err)
 			return ExitFailed
 		}
-		_, _ = io.WriteString(stdout, b)
+		_, _ = io.WriteString(stdout, s.redact.String(b))
 		return ExitOK
 	}
 	if len(list) == 0 {
 		fmt.Fprintf(stderr, "gantry: inventory %s/%s has no revisions\n", cfg.InventoryNamespace, cfg.Inventory)
 		return ExitOK
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	// What a revision carries is printed escaped, one line per revision,
+	// and masked as everything else.
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "REVISION\tAPPLIED\tOUTCOME\tOBJECTS\tSOURCE\tGIT REVISION\tDIGEST\tBY\tNOTE")
 	for _, v := range list {
 		note := v.Note
 		if v.Cause != "" {
 			note = strings.TrimPrefix(note+"; after "+v.Cause, "; ")
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", v.Number, v.Time.Format(time.RFC3339), v.Outcome, v.Objects,
-			orNone(cmp.Or(v.Artifact, v.Source)), orNone(v.GitRevision), shortDigest(v.Digest), v.By, note)
+		if v.Outcome == inventory.OutcomePending {
+			note = strings.TrimPrefix(note+"; its run has not recorded how it ended (running, or stopped without the inventory's lock)", "; ")
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", v.Number, v.Time.Format(time.RFC3339), printable(v.Outcome), v.Objects,
+			orNone(printable(cmp.Or(v.Artifact, v.Source))), orNone(printable(v.GitRevision)), shortDigest(printable(v.Digest)), printable(v.By), printable(note))
 	}
 	_ = tw.Flush()
+	_, _ = io.WriteString(stdout, s.redact.String(b.String()))
 	return ExitOK
 }
 
@@ -361,4 +371,15 @@ func conflictList(conflicts []result.Conflict) string {
 		parts[i] = c.Field + " from " + c.Manager
 	}
 	return strings.Join(parts, ", ")
+}
+
+// printable is a value read from the cluster as a table shows it: control
+// characters (a line break, a tab, an escape) quoted, so that it stays in
+// its cell and on its line.
+func printable(v string) string {
+	if !strings.ContainsFunc(v, func(r rune) bool { return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' }) {
+		return v
+	}
+	q := strconv.Quote(v)
+	return q[1 : len(q)-1]
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -48,6 +49,8 @@ const (
 	dataApplied = "lastAppliedTime"
 	dataDigest  = "artifactDigest"
 	dataHolder  = "writtenBy"
+	dataRevs    = "revisions"
+	dataAdopted = "adopted"
 )
 
 // Entry is one object in an inventory, in Flux's form.
@@ -98,6 +101,13 @@ type Inventory struct {
 	LastApplied                      time.Time
 	// WrittenBy is the run that saved it last, as its Lease names it.
 	WrittenBy string
+	// Revisions are the revisions kept, newest first: the record of
+	// which exist (Begin, Finish).
+	Revisions []*Revision
+	// Adopted are the ids of entries whose objects existed before gantry
+	// applied them (made by hand, or taken over): an undo releases them
+	// rather than delete them.
+	Adopted []string
 
 	resourceVersion string
 }
@@ -151,6 +161,21 @@ func fromConfigMap(cm *corev1.ConfigMap) (*Inventory, error) {
 			return nil, fmt.Errorf("inventory %s/%s: decoding entries: %w", cm.Namespace, name, err)
 		}
 	}
+	if raw := cm.Data[dataRevs]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &inv.Revisions); err != nil {
+			return nil, fmt.Errorf("inventory %s/%s: decoding revisions: %w", cm.Namespace, name, err)
+		}
+	}
+	inv.Revisions = slices.DeleteFunc(inv.Revisions, func(rv *Revision) bool { return rv == nil || rv.Number <= 0 })
+	sort.Slice(inv.Revisions, func(i, j int) bool { return inv.Revisions[i].Number > inv.Revisions[j].Number })
+	for _, rv := range inv.Revisions {
+		rv.Inventory, rv.Namespace = inv.Name, inv.Namespace
+	}
+	if raw := cm.Data[dataAdopted]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &inv.Adopted); err != nil {
+			return nil, fmt.Errorf("inventory %s/%s: decoding adopted entries: %w", cm.Namespace, name, err)
+		}
+	}
 	return inv, nil
 }
 
@@ -186,6 +211,30 @@ func (s *Store) Save(ctx context.Context, inv *Inventory) error {
 	}
 	if inv.WrittenBy != "" {
 		cm.Data[dataHolder] = inv.WrittenBy
+	}
+	if len(inv.Revisions) > 0 {
+		revs, err := json.Marshal(inv.Revisions)
+		if err != nil {
+			return err
+		}
+		cm.Data[dataRevs] = string(revs)
+	}
+	if len(inv.Adopted) > 0 {
+		listed := map[string]bool{}
+		for _, e := range entries {
+			listed[e.ID] = true
+		}
+		// Only what the inventory still lists.
+		adopted := slices.DeleteFunc(slices.Clone(inv.Adopted), func(id string) bool { return !listed[id] })
+		slices.Sort(adopted)
+		inv.Adopted = slices.Compact(adopted)
+		if len(inv.Adopted) > 0 {
+			raw, err := json.Marshal(inv.Adopted)
+			if err != nil {
+				return err
+			}
+			cm.Data[dataAdopted] = string(raw)
+		}
 	}
 	out, err := s.write(ctx, cm)
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {

@@ -10,10 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/fluxcd/cli-utils/pkg/object"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,19 +25,32 @@ import (
 )
 
 // Revisions are kept as Helm keeps releases: one Secret per apply, named
-// gantry-<inventory>.v<N>, labelled with the inventory and the number, its
-// payload gzip-compressed. A Secret, not a ConfigMap, because the payload
-// holds the applied objects, Secrets with their values included: whoever
-// may read only ConfigMaps must not read those through a revision.
+// gantry-<inventory>.v<N>, its payload gzip-compressed. A Secret, not a
+// ConfigMap, because the payload holds the applied objects, Secrets with
+// their values included: whoever may read only ConfigMaps must not read
+// those through a revision. The Secrets of another namespace than the
+// inventory's are kept in that namespace (gantry-<namespace>.<inventory>.v<N>),
+// so that who may read Secrets only where the inventory is reads none of
+// theirs.
+//
+// The inventory, written only under its Lease, is the record of which
+// revisions exist: their numbers, outcomes and the digests of their
+// payloads. A Secret it does not record, or whose payload does not match
+// the digest recorded, is not a revision, whatever its labels say.
 const (
 	// RevisionType is the type of a revision's Secret.
 	RevisionType corev1.SecretType = "gantry.dev/revision.v1"
-	// RevisionOfLabel names the inventory a revision belongs to, and
-	// RevisionLabel its number.
-	RevisionOfLabel = "gantry.dev/revision-of"
-	RevisionLabel   = "gantry.dev/revision"
-	// OutcomeLabel is the outcome of the run that recorded it.
-	OutcomeLabel = "gantry.dev/outcome"
+	// RevisionOfLabel names the inventory a revision belongs to,
+	// RevisionLabel its number, and RevisionNamespaceLabel the
+	// inventory's namespace (on the Secrets kept in another one).
+	RevisionOfLabel        = "gantry.dev/revision-of"
+	RevisionLabel          = "gantry.dev/revision"
+	RevisionNamespaceLabel = "gantry.dev/revision-namespace"
+
+	// OutcomePending is the outcome of a revision whose run has not
+	// recorded how it ended: it is still running, or it ended without
+	// the inventory's Lease (killed, or the Lease lost).
+	OutcomePending = "Pending"
 
 	// DefaultHistory is how many revisions are kept unless told otherwise.
 	DefaultHistory = 5
@@ -48,29 +65,21 @@ const (
 
 	dataObjects = "objects.json.gz"
 
-	annSource     = "gantry.dev/source"
-	annGitRev     = "gantry.dev/git-revision"
-	annArtifact   = "gantry.dev/artifact"
-	annArtifactAt = "gantry.dev/artifact-path"
-	annDigest     = "gantry.dev/digest"
-	annTime       = "gantry.dev/applied-at"
-	annBy         = "gantry.dev/applied-by"
-	annVersion    = "gantry.dev/gantry-version"
-	annCount      = "gantry.dev/objects"
-	annNote       = "gantry.dev/note"
-	annCause      = "gantry.dev/cause"
-	annHistory    = "gantry.dev/history"
+	annSource = "gantry.dev/source"
+	annTime   = "gantry.dev/applied-at"
+	annBy     = "gantry.dev/applied-by"
 )
 
-// Revision is one recorded apply of an inventory.
+// Revision is one recorded apply of an inventory, as its inventory
+// records it.
 type Revision struct {
 	Inventory string    `json:"-"`
 	Namespace string    `json:"-"`
 	Number    int       `json:"number"`
 	Time      time.Time `json:"time"`
-	// Outcome is the reason the run that recorded it ended with, and
-	// Cause, for a rollback that atomic started, the reason of the
-	// failure it undid.
+	// Outcome is the reason the run that recorded it ended with
+	// (OutcomePending until it says), and Cause, for a rollback that
+	// atomic started, the reason of the failure it undid.
 	Outcome string `json:"outcome"`
 	Cause   string `json:"cause,omitempty"`
 	// Objects is how many objects the set has.
@@ -95,21 +104,43 @@ type Revision struct {
 	Note string `json:"note,omitempty"`
 	// History is how many revisions were kept when it was recorded.
 	History int `json:"history,omitempty"`
+	// Payloads are the sha256 digests of the stored payloads, by the
+	// namespace of their Secret ("" for the inventory's): what is read
+	// back must match them. None: the objects were not stored (the
+	// run could not create Secrets, or an artifact's digest stands for
+	// them).
+	Payloads map[string]string `json:"payloads,omitempty"`
 
-	// payload is the compressed objects, when read (Revision) or
-	// prepared; held says that the revision has them.
-	payload []byte
-	held    bool
+	// Masked lists, by object id, the fields (JSON pointers) that held a
+	// secret value when the set was applied (not Secrets' data, masked
+	// by kind): reports of the revision mask them as the apply did.
+	Masked map[string][]string `json:"-"`
+
+	// payloads are the compressed payloads, by namespace, when prepared
+	// or read.
+	payloads map[string][]byte
 }
 
 // HoldsObjects reports whether the revision carries its objects; one that
-// does not names an artifact instead. Known of a revision read whole
-// (Revision) or prepared, not of one listed.
-func (rv *Revision) HoldsObjects() bool { return rv.held }
+// does not names an artifact instead, or could not be stored.
+func (rv *Revision) HoldsObjects() bool { return len(rv.Payloads) > 0 }
 
-// RevisionName is the name of a revision's Secret.
+// RevisionName is the name of a revision's Secret in the inventory's
+// namespace.
 func RevisionName(inventory string, n int) string {
 	return fmt.Sprintf("%s%s.v%d", ConfigMapPrefix, inventory, n)
+}
+
+// secretName is the name of a revision's Secret in namespace ns.
+func (rv *Revision) secretName(ns string) string {
+	if ns == "" || ns == rv.Namespace {
+		return RevisionName(rv.Inventory, rv.Number)
+	}
+	return fmt.Sprintf("%s%s.%s.v%d", ConfigMapPrefix, rv.Namespace, rv.Inventory, rv.Number)
+}
+
+func (rv *Revision) ref() string {
+	return fmt.Sprintf("revision %d of inventory %s/%s", rv.Number, rv.Namespace, rv.Inventory)
 }
 
 // TooLargeError refuses a revision that would not fit in one object.
@@ -129,64 +160,135 @@ func (e *TooLargeError) Error() string {
 		e.Inventory, e.Bytes/1024, MaxRevisionBytes/1024)
 }
 
+// payload is what one revision Secret holds, before compression.
+type payload struct {
+	Objects []map[string]any    `json:"objects"`
+	Masked  map[string][]string `json:"masked,omitempty"`
+}
+
 // NewRevision prepares a revision of objects (nil for one that names an
 // artifact), compressing them now so that one too large is refused before
-// anything is written.
-func NewRevision(namespace, inventory string, objects []*unstructured.Unstructured) (*Revision, error) {
+// anything is written. masked lists the fields that held secret values,
+// by object id. The objects are kept in a stable order, so that the same
+// set always has the same digest.
+func NewRevision(namespace, inventory string, objects []*unstructured.Unstructured, masked map[string][]string) (*Revision, error) {
 	rv := &Revision{Inventory: inventory, Namespace: namespace, Objects: len(objects)}
 	if objects == nil {
 		return rv, nil
 	}
-	raw, err := json.Marshal(objects)
+	sorted := slices.Clone(objects)
+	sort.SliceStable(sorted, func(i, j int) bool { return idOf(sorted[i]) < idOf(sorted[j]) })
+	all := make([]map[string]any, len(sorted))
+	split := map[string]*payload{"": {Masked: masked}}
+	for i, u := range sorted {
+		all[i] = u.Object
+		ns := ""
+		if u.GetAPIVersion() == "v1" && u.GetKind() == "Secret" && u.GetNamespace() != namespace && u.GetNamespace() != "" {
+			ns = u.GetNamespace()
+		}
+		if split[ns] == nil {
+			split[ns] = &payload{}
+		}
+		split[ns].Objects = append(split[ns].Objects, u.Object)
+	}
+	raw, err := json.Marshal(all)
 	if err != nil {
 		return nil, fmt.Errorf("recording the revision: %w", err)
 	}
 	if len(raw) > MaxRevisionRawBytes {
 		return nil, &TooLargeError{Inventory: namespace + "/" + inventory, Bytes: len(raw), Raw: true}
 	}
-	sum := sha256.Sum256(raw)
-	rv.Digest = "sha256:" + hex.EncodeToString(sum[:])
-	var b bytes.Buffer
-	zw := gzip.NewWriter(&b)
-	if _, err := zw.Write(raw); err != nil {
-		return nil, err
+	rv.Digest = digestOf(raw)
+	rv.Masked = masked
+	rv.Payloads, rv.payloads = map[string]string{}, map[string][]byte{}
+	for ns, p := range split {
+		if p.Objects == nil {
+			p.Objects = []map[string]any{}
+		}
+		raw, err := json.Marshal(p)
+		if err != nil {
+			return nil, fmt.Errorf("recording the revision: %w", err)
+		}
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		if _, err := zw.Write(raw); err != nil {
+			return nil, err
+		}
+		if err := zw.Close(); err != nil {
+			return nil, err
+		}
+		// Secret data is sent and stored base64-encoded.
+		if size := (b.Len() + 2) / 3 * 4; size > MaxRevisionBytes {
+			return nil, &TooLargeError{Inventory: namespace + "/" + inventory, Bytes: size}
+		}
+		rv.Payloads[ns], rv.payloads[ns] = digestOf(raw), b.Bytes()
 	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	// Secret data is sent and stored base64-encoded.
-	if size := (b.Len() + 2) / 3 * 4; size > MaxRevisionBytes {
-		return nil, &TooLargeError{Inventory: namespace + "/" + inventory, Bytes: size}
-	}
-	rv.payload, rv.held = b.Bytes(), true
 	return rv, nil
 }
 
-// ObjectsOf decodes the objects a revision holds.
+func idOf(u *unstructured.Unstructured) string {
+	return object.UnstructuredToObjMetadata(u).String()
+}
+
+func digestOf(raw []byte) string {
+	sum := sha256.Sum256(raw)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// ObjectsOf decodes the objects a revision read whole (Store.Revision)
+// holds, every payload checked against its recorded digest.
 func (rv *Revision) ObjectsOf() ([]*unstructured.Unstructured, error) {
-	if rv.payload == nil {
-		return nil, fmt.Errorf("revision %d of inventory %s/%s holds no objects", rv.Number, rv.Namespace, rv.Inventory)
+	if !rv.HoldsObjects() || len(rv.payloads) != len(rv.Payloads) {
+		return nil, fmt.Errorf("%s holds no objects", rv.ref())
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(rv.payload))
+	var all []*unstructured.Unstructured
+	total := 0
+	for _, ns := range slices.Sorted(maps.Keys(rv.Payloads)) {
+		raw, err := inflate(rv.payloads[ns], MaxRevisionRawBytes-total)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", rv.ref(), err)
+		}
+		total += len(raw)
+		if digestOf(raw) != rv.Payloads[ns] {
+			return nil, fmt.Errorf("reading %s: the payload of Secret %s/%s does not match the digest its inventory records (changed by someone else than gantry): not used",
+				rv.ref(), cmpOr(ns, rv.Namespace), rv.secretName(ns))
+		}
+		var p payload
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return nil, fmt.Errorf("reading %s: %w", rv.ref(), err)
+		}
+		for _, o := range p.Objects {
+			all = append(all, &unstructured.Unstructured{Object: o})
+		}
+		if ns == "" {
+			rv.Masked = p.Masked
+		}
+	}
+	sort.SliceStable(all, func(i, j int) bool { return idOf(all[i]) < idOf(all[j]) })
+	return all, nil
+}
+
+// inflate decompresses a payload of at most limit bytes.
+func inflate(b []byte, limit int) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
 	if err != nil {
-		return nil, fmt.Errorf("reading revision %d: %w", rv.Number, err)
+		return nil, err
 	}
-	raw, err := io.ReadAll(io.LimitReader(zr, MaxRevisionRawBytes+1))
+	raw, err := io.ReadAll(io.LimitReader(zr, int64(limit)+1))
 	if err != nil {
-		return nil, fmt.Errorf("reading revision %d: %w", rv.Number, err)
+		return nil, err
 	}
-	if len(raw) > MaxRevisionRawBytes {
-		return nil, fmt.Errorf("reading revision %d: its objects inflate to more than %d bytes, more than gantry records: refused", rv.Number, MaxRevisionRawBytes)
+	if len(raw) > limit {
+		return nil, fmt.Errorf("its objects inflate to more than %d bytes, more than gantry records: refused", MaxRevisionRawBytes)
 	}
-	var objs []map[string]any
-	if err := json.Unmarshal(raw, &objs); err != nil {
-		return nil, fmt.Errorf("reading revision %d: %w", rv.Number, err)
+	return raw, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
 	}
-	out := make([]*unstructured.Unstructured, 0, len(objs))
-	for _, o := range objs {
-		out = append(out, &unstructured.Unstructured{Object: o})
-	}
-	return out, nil
+	return b
 }
 
 // Succeeded reports whether the configuration of the revision was live
@@ -195,171 +297,259 @@ func (rv *Revision) Succeeded() bool {
 	return rv.Outcome == "ReconciliationSucceeded" || rv.Outcome == "RolledBack"
 }
 
-// Revisions lists an inventory's revisions, newest first, without their
-// objects (by their metadata alone when the store has a metadata client).
-func (s *Store) Revisions(ctx context.Context, namespace, name string) ([]*Revision, error) {
-	opts := metav1.ListOptions{LabelSelector: ManagedByLabel + "=" + ManagedByValue + "," + RevisionOfLabel + "=" + name}
-	var metas []metav1.ObjectMeta
-	if s.Metadata != nil {
-		list, err := s.Metadata.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(namespace).List(ctx, opts)
+// Newest is the inventory's newest revision, nil when it records none.
+func (inv *Inventory) Newest() *Revision {
+	if len(inv.Revisions) == 0 {
+		return nil
+	}
+	return inv.Revisions[0]
+}
+
+// Find returns the revision numbered n, nil when the inventory records
+// none.
+func (inv *Inventory) Find(n int) *Revision {
+	for _, rv := range inv.Revisions {
+		if rv.Number == n {
+			return rv
+		}
+	}
+	return nil
+}
+
+// Begin records rv as the inventory's next revision, before the run that
+// makes it writes anything: its Secrets written, the inventory given the
+// record, Pending until Finish (the caller saves the inventory). When the
+// Secrets may not be written, the record is kept without its objects
+// (the deploy is still recorded, though nothing can roll back to it), and
+// the returned error says why.
+func (s *Store) Begin(ctx context.Context, inv *Inventory, rv *Revision, history int) error {
+	rv.Number = 1
+	for _, old := range inv.Revisions {
+		rv.Number = max(rv.Number, old.Number+1)
+	}
+	rv.Inventory, rv.Namespace = inv.Name, inv.Namespace
+	if rv.Time.IsZero() {
+		rv.Time = time.Now().UTC()
+	}
+	rv.Time = rv.Time.UTC().Truncate(time.Second)
+	if history <= 0 {
+		history = DefaultHistory
+		if newest := inv.Newest(); newest != nil && newest.History > 0 {
+			history = newest.History
+		}
+	}
+	rv.History, rv.Outcome = history, OutcomePending
+	var err error
+	if rv.HoldsObjects() {
+		err = s.writePayloads(ctx, rv)
 		if err != nil {
-			return nil, fmt.Errorf("listing the revisions of inventory %s/%s: %w", namespace, name, err)
+			rv.Payloads, rv.payloads = nil, nil
 		}
-		for i := range list.Items {
-			metas = append(metas, list.Items[i].ObjectMeta)
+	}
+	inv.Revisions = append([]*Revision{rv}, inv.Revisions...)
+	return err
+}
+
+func (s *Store) writePayloads(ctx context.Context, rv *Revision) error {
+	var written []string
+	for _, ns := range slices.Sorted(maps.Keys(rv.payloads)) {
+		secNS := cmpOr(ns, rv.Namespace)
+		sec := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:      rv.secretName(ns),
+				Namespace: secNS,
+				Labels: map[string]string{
+					ManagedByLabel:         ManagedByValue,
+					RevisionOfLabel:        rv.Inventory,
+					RevisionLabel:          strconv.Itoa(rv.Number),
+					RevisionNamespaceLabel: rv.Namespace,
+				},
+				Annotations: map[string]string{annTime: rv.Time.Format(time.RFC3339)},
+			},
+			Type: RevisionType,
+			Data: map[string][]byte{dataObjects: rv.payloads[ns]},
 		}
-	} else {
-		list, err := s.Client.CoreV1().Secrets(namespace).List(ctx, opts)
-		if err != nil {
-			return nil, fmt.Errorf("listing the revisions of inventory %s/%s: %w", namespace, name, err)
+		if rv.Source != "" {
+			sec.Annotations[annSource] = rv.Source
 		}
-		for i := range list.Items {
-			if list.Items[i].Type == RevisionType {
-				metas = append(metas, list.Items[i].ObjectMeta)
+		if rv.By != "" {
+			sec.Annotations[annBy] = rv.By
+		}
+		secrets := s.Client.CoreV1().Secrets(secNS)
+		_, err := secrets.Create(ctx, sec, metav1.CreateOptions{FieldManager: "gantry"})
+		if apierrors.IsAlreadyExists(err) {
+			// The name is gantry's, the number one the inventory does
+			// not record: whatever holds it (left by a run that did not
+			// finish, or put there by hand) is not a revision, and is
+			// written over.
+			var old *corev1.Secret
+			if old, err = secrets.Get(ctx, sec.Name, metav1.GetOptions{}); err == nil {
+				sec.ResourceVersion = old.ResourceVersion
+				_, err = secrets.Update(ctx, sec, metav1.UpdateOptions{FieldManager: "gantry"})
 			}
 		}
+		if err != nil {
+			// What was written of it would be a payload no inventory
+			// records: taken back.
+			for _, w := range written {
+				_ = s.Client.CoreV1().Secrets(w).Delete(ctx, rv.secretName(w), metav1.DeleteOptions{})
+			}
+			return fmt.Errorf("the objects of %s were not stored (a Secret in %s): %w; the revision is recorded without them, and cannot be rolled back to", rv.ref(), secNS, err)
+		}
+		written = append(written, ns)
 	}
-	var out []*Revision
-	for i := range metas {
-		if rv, ok := fromMeta(&metas[i]); ok {
-			out = append(out, rv)
+	return nil
+}
+
+// Finish sets the outcome of revision n, then trims the oldest revisions
+// beyond its history. What a rollback needs is never trimmed: the newest
+// revision that succeeded stays, and a run that did not succeed trims no
+// revision that did. It returns the revisions trimmed, whose Secrets the
+// caller deletes (DeleteStored) once the inventory is saved without them.
+func (inv *Inventory) Finish(n int, outcome string) (trimmed []*Revision) {
+	rv := inv.Find(n)
+	if rv == nil {
+		return nil
+	}
+	rv.Outcome = outcome
+	history := max(rv.History, 1)
+	kept := inv.Revisions[:0:0]
+	newestGood := 0
+	for _, old := range inv.Revisions {
+		if old.Succeeded() {
+			newestGood = max(newestGood, old.Number)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Number > out[j].Number })
+	for _, old := range inv.Revisions {
+		if old.Number > n-history || old.Number == newestGood || !rv.Succeeded() && old.Succeeded() || old.Number > n {
+			kept = append(kept, old)
+			continue
+		}
+		trimmed = append(trimmed, old)
+	}
+	inv.Revisions = kept
+	return trimmed
+}
+
+// Revision reads revision n as the inventory records it, with its
+// objects: each Secret must be of gantry's type, name and labels, and
+// its payload must match the digest recorded.
+func (s *Store) Revision(ctx context.Context, inv *Inventory, n int) (*Revision, error) {
+	rec := inv.Find(n)
+	if rec == nil {
+		return nil, fmt.Errorf("inventory %s/%s has no revision %d", inv.Namespace, inv.Name, n)
+	}
+	rv := *rec
+	rv.Inventory, rv.Namespace = inv.Name, inv.Namespace
+	rv.payloads = map[string][]byte{}
+	for ns := range rv.Payloads {
+		secNS := cmpOr(ns, rv.Namespace)
+		sec, err := s.Client.CoreV1().Secrets(secNS).Get(ctx, rv.secretName(ns), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("the Secret %s/%s holding the objects of %s is gone (deleted by someone else than gantry)", secNS, rv.secretName(ns), rv.ref())
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", rv.ref(), err)
+		}
+		l := sec.Labels
+		if sec.Type != RevisionType || l[ManagedByLabel] != ManagedByValue || l[RevisionOfLabel] != rv.Inventory ||
+			l[RevisionLabel] != strconv.Itoa(rv.Number) || l[RevisionNamespaceLabel] != rv.Namespace {
+			return nil, fmt.Errorf("the Secret %s/%s is not the one gantry wrote for %s (type or labels differ): not used", secNS, sec.Name, rv.ref())
+		}
+		rv.payloads[ns] = sec.Data[dataObjects]
+	}
+	return &rv, nil
+}
+
+// Strays names the Secrets in the inventory's namespace labelled as its
+// revisions that it does not record: put there by someone else than
+// gantry, or left by a run that ended before it could record them. They
+// are never used.
+func (s *Store) Strays(ctx context.Context, inv *Inventory) ([]string, error) {
+	opts := metav1.ListOptions{LabelSelector: RevisionOfLabel + "=" + inv.Name}
+	var names []string
+	if s.Metadata != nil {
+		list, err := s.Metadata.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(inv.Namespace).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range list.Items {
+			names = append(names, m.Name)
+		}
+	} else {
+		list, err := s.Client.CoreV1().Secrets(inv.Namespace).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range list.Items {
+			names = append(names, m.Name)
+		}
+	}
+	recorded := map[string]bool{}
+	for _, rv := range inv.Revisions {
+		if rv.HoldsObjects() {
+			recorded[RevisionName(inv.Name, rv.Number)] = true
+		}
+	}
+	var out []string
+	for _, n := range names {
+		if !recorded[n] {
+			out = append(out, inv.Namespace+"/"+n)
+		}
+	}
+	sort.Strings(out)
 	return out, nil
 }
 
-// Revision reads one revision with its objects.
-func (s *Store) Revision(ctx context.Context, namespace, name string, n int) (*Revision, error) {
-	sec, err := s.Client.CoreV1().Secrets(namespace).Get(ctx, RevisionName(name, n), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("inventory %s/%s has no revision %d", namespace, name, n)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading revision %d of inventory %s/%s: %w", n, namespace, name, err)
-	}
-	rv, ok := fromMeta(&sec.ObjectMeta)
-	if !ok || sec.Type != RevisionType || rv.Inventory != name || rv.Number != n {
-		return nil, fmt.Errorf("the Secret %s/%s is not a gantry revision of inventory %s; refusing to use it", namespace, sec.Name, name)
-	}
-	rv.payload = sec.Data[dataObjects]
-	rv.held = len(rv.payload) > 0
-	return rv, nil
+// StrayWarning says what Strays found.
+func StrayWarning(inv *Inventory, strays []string) string {
+	return fmt.Sprintf("ignored %d Secrets labelled as revisions of inventory %s/%s that it does not record (not written by gantry, or left by a run that did not finish): %s",
+		len(strays), inv.Namespace, inv.Name, strings.Join(strays, ", "))
 }
 
-// fromMeta reads a revision from its Secret's labels and annotations;
-// ok is false for a Secret that is not one.
-func fromMeta(m *metav1.ObjectMeta) (*Revision, bool) {
-	n, err := strconv.Atoi(m.Labels[RevisionLabel])
-	if m.Labels[ManagedByLabel] != ManagedByValue || err != nil || n <= 0 {
-		return nil, false
-	}
-	a := m.Annotations
-	rv := &Revision{
-		Inventory: m.Labels[RevisionOfLabel], Namespace: m.Namespace, Number: n,
-		Source: a[annSource], GitRevision: a[annGitRev], Artifact: a[annArtifact], ArtifactPath: a[annArtifactAt],
-		Digest: a[annDigest], Outcome: m.Labels[OutcomeLabel], Cause: a[annCause], By: a[annBy],
-		GantryVersion: a[annVersion], Note: a[annNote],
-	}
-	rv.Objects, _ = strconv.Atoi(a[annCount])
-	rv.History, _ = strconv.Atoi(a[annHistory])
-	if t, err := time.Parse(time.RFC3339, a[annTime]); err == nil {
-		rv.Time = t
-	}
-	return rv, true
-}
-
-// AddRevision records rv as the inventory's next revision after existing
-// (as Revisions lists them), then deletes the oldest ones beyond history
-// (at least 1 is kept: the one added). A history of 0 keeps as many as
-// the newest revision was kept with (a manual rollback keeps what the
-// pipeline's apply said), else DefaultHistory. What a rollback needs is
-// never trimmed: the newest revision that succeeded stays, and a run that
-// did not succeed deletes no revision that did. It returns the number
-// given.
-func (s *Store) AddRevision(ctx context.Context, rv *Revision, existing []*Revision, history int) (int, error) {
-	rv.Number = 1
-	if len(existing) > 0 {
-		rv.Number = existing[0].Number + 1
-	}
-	if rv.Time.IsZero() {
-		rv.Time = time.Now()
-	}
-	if history <= 0 {
-		history = DefaultHistory
-		if len(existing) > 0 && existing[0].History > 0 {
-			history = existing[0].History
-		}
-	}
-	rv.History = history
-	sec := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      RevisionName(rv.Inventory, rv.Number),
-			Namespace: rv.Namespace,
-			Labels: map[string]string{
-				ManagedByLabel:  ManagedByValue,
-				RevisionOfLabel: rv.Inventory,
-				RevisionLabel:   strconv.Itoa(rv.Number),
-				OutcomeLabel:    rv.Outcome,
-			},
-			Annotations: map[string]string{
-				annTime:    rv.Time.UTC().Format(time.RFC3339),
-				annCount:   strconv.Itoa(rv.Objects),
-				annVersion: rv.GantryVersion,
-			},
-		},
-		Type: RevisionType,
-	}
-	for k, v := range map[string]string{annSource: rv.Source, annGitRev: rv.GitRevision, annArtifact: rv.Artifact,
-		annArtifactAt: rv.ArtifactPath, annDigest: rv.Digest, annBy: rv.By, annNote: rv.Note, annCause: rv.Cause} {
-		if v != "" {
-			sec.Annotations[k] = v
-		}
-	}
-	sec.Annotations[annHistory] = strconv.Itoa(rv.History)
-	if rv.payload != nil {
-		sec.Data = map[string][]byte{dataObjects: rv.payload}
-	}
-	if _, err := s.Client.CoreV1().Secrets(rv.Namespace).Create(ctx, sec, metav1.CreateOptions{FieldManager: "gantry"}); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			return 0, fmt.Errorf("recording revision %d of inventory %s/%s: another run recorded it meanwhile", rv.Number, rv.Namespace, rv.Inventory)
-		}
-		return 0, fmt.Errorf("recording revision %d of inventory %s/%s: %w", rv.Number, rv.Namespace, rv.Inventory, err)
-	}
+// DeleteStored deletes the Secrets of revisions (trimmed, or all of a
+// deleted inventory's), one DELETE each, so that the run needs no right
+// beyond those it records them with.
+func (s *Store) DeleteStored(ctx context.Context, inv *Inventory, list []*Revision) error {
 	var errs []error
-	history = max(history, 1)
-	for _, old := range existing {
-		// A run that succeeded is the newest that did; one that did not
-		// keeps every revision that did, for a rollback to go to.
-		if old.Number > rv.Number-history || !rv.Succeeded() && old.Succeeded() {
-			continue
-		}
-		err := s.Client.CoreV1().Secrets(rv.Namespace).Delete(ctx, RevisionName(rv.Inventory, old.Number), metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("deleting revision %d of inventory %s/%s: %w", old.Number, rv.Namespace, rv.Inventory, err))
+	for _, rv := range list {
+		rv.Inventory, rv.Namespace = inv.Name, inv.Namespace
+		for ns := range rv.Payloads {
+			secNS := cmpOr(ns, inv.Namespace)
+			err := s.Client.CoreV1().Secrets(secNS).Delete(ctx, rv.secretName(ns), metav1.DeleteOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("deleting %s (Secret %s/%s): %w", rv.ref(), secNS, rv.secretName(ns), err))
+			}
 		}
 	}
-	return rv.Number, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // DeleteRevisions removes every revision of an inventory, as delete and
-// release remove the inventory itself: one DELETE each, so that the run
-// needs no right beyond those it records them with.
-func (s *Store) DeleteRevisions(ctx context.Context, namespace, name string) error {
-	list, err := s.Revisions(ctx, namespace, name)
+// release remove the inventory itself: those it records, and the Secrets
+// of gantry's type and name labelled as its revisions (left by a run
+// that did not finish), whose objects would otherwise stay behind.
+func (s *Store) DeleteRevisions(ctx context.Context, inv *Inventory) error {
+	list, err := s.Client.CoreV1().Secrets(inv.Namespace).List(ctx, metav1.ListOptions{LabelSelector: RevisionOfLabel + "=" + inv.Name})
 	if apierrors.IsForbidden(err) {
 		// Revisions another run recorded may be there, with the objects
 		// (Secrets too) they hold: say so rather than leave them behind.
-		return fmt.Errorf("the revisions of inventory %s/%s cannot be listed (Secrets of type %s): %w; give the run the right to list and delete Secrets in %s, or delete them by hand, then run again", namespace, name, RevisionType, err, namespace)
+		return fmt.Errorf("the revisions of inventory %s/%s cannot be listed (Secrets of type %s): %w; give the run the right to list and delete Secrets in %s, or delete them by hand, then run again", inv.Namespace, inv.Name, RevisionType, err, inv.Namespace)
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("listing the revisions of inventory %s/%s: %w", inv.Namespace, inv.Name, err)
 	}
-	var errs []error
-	for _, rv := range list {
-		err := s.Client.CoreV1().Secrets(namespace).Delete(ctx, RevisionName(name, rv.Number), metav1.DeleteOptions{})
+	errs := []error{s.DeleteStored(ctx, inv, inv.Revisions)}
+	prefix := RevisionName(inv.Name, 0)
+	prefix = prefix[:len(prefix)-1]
+	for _, sec := range list.Items {
+		n, err := strconv.Atoi(strings.TrimPrefix(sec.Name, prefix))
+		if sec.Type != RevisionType || !strings.HasPrefix(sec.Name, prefix) || err != nil || inv.Find(n) != nil {
+			continue
+		}
+		err = s.Client.CoreV1().Secrets(inv.Namespace).Delete(ctx, sec.Name, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("deleting revision %d of inventory %s/%s: %w", rv.Number, namespace, name, err))
+			errs = append(errs, fmt.Errorf("deleting Secret %s/%s: %w", inv.Namespace, sec.Name, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -112,6 +112,9 @@ func (r *run) validationFailures(stage string) error {
 // (the planner found it absent): then there is nothing to load, and the
 // lock is taken once that namespace has been created (lockLater).
 func (r *run) lockUnlessNew(ctx context.Context) (lockLater bool, err error) {
+	if r.lease != nil {
+		return false, nil // a rollback chose its revision under it
+	}
 	if ns := r.opts.InventoryNamespace; r.planner.absent[ns] {
 		r.prev = &inventory.Inventory{Name: r.opts.Inventory, Namespace: ns}
 		r.previous = nil
@@ -153,6 +156,14 @@ func (r *run) prepare() error {
 // lockAndLoad takes the inventory's lease (waiting up to the deadline) and
 // reads the previous inventory.
 func (r *run) lockAndLoad(ctx context.Context) error {
+	if r.lease != nil {
+		return nil // taken already, to choose a revision under it
+	}
+	if held := r.opts.lease; held != nil {
+		// Handed over by the atomic apply this rollback undoes.
+		r.opts.lease = nil
+		return r.hold(ctx, held)
+	}
 	held, err := r.store.Lock(ctx, r.opts.InventoryNamespace, r.opts.Inventory, r.opts.Holder, inventory.LockOptions{
 		Duration: r.opts.LeaseDuration,
 		OnWait: func(holder string) {
@@ -166,6 +177,13 @@ func (r *run) lockAndLoad(ctx context.Context) error {
 		}
 		return err
 	}
+	return r.hold(ctx, held)
+}
+
+// hold makes held the run's Lease and reads the inventory under it. A
+// correction that expects a revision stops when another run recorded one
+// since.
+func (r *run) hold(ctx context.Context, held *inventory.Held) error {
 	// From here on every write asks the Lease first, and its loss stops
 	// the run where it is: nothing new is sent, the inventory included.
 	r.lease = held
@@ -183,7 +201,21 @@ func (r *run) lockAndLoad(ctx context.Context) error {
 	}
 	r.prev = prev
 	r.previous = append([]inventory.Entry(nil), prev.Entries...)
+	if want := r.opts.expect; want != nil {
+		if got := prev.Newest(); got == nil || got.Number != want.Number || got.Digest != want.Digest {
+			r.res.Reason = result.ReasonLocked
+			return fmt.Errorf("inventory %s/%s was applied by another run (%s) since its drift was read: nothing corrected; run drift again",
+				r.opts.InventoryNamespace, r.opts.Inventory, describe(got))
+		}
+	}
 	return nil
+}
+
+func describe(rv *inventory.Revision) string {
+	if rv == nil {
+		return "no revision recorded"
+	}
+	return fmt.Sprintf("revision %d, %s", rv.Number, rv.Outcome)
 }
 
 // apply writes the objects in stages: cluster definitions (CRDs,
@@ -222,7 +254,8 @@ func (r *run) apply(ctx context.Context) error {
 			ahead[e.ID] = e
 		}
 	}
-	if !sameEntries(ahead, r.prev.Entries) {
+	// The revision is recorded, Pending, in the same write.
+	if r.beginRevision(ctx) || !sameEntries(ahead, r.prev.Entries) {
 		if err := r.saveInventory(ctx, ahead); err != nil {
 			return fmt.Errorf("listing the objects about to be written in the inventory, before writing any: %w", err)
 		}
@@ -269,6 +302,12 @@ func (r *run) apply(ctx context.Context) error {
 		switch o := r.res.Objects[i]; {
 		case o.Action != result.Failed:
 			e := inventory.EntryFor(pl.obj.Unstructured)
+			if _, listed := entries[e.ID]; !listed && o.Action != result.Created {
+				// It was there before gantry applied it: an undo
+				// releases it rather than delete it.
+				r.prev.Adopted = append(r.prev.Adopted, e.ID)
+				r.recordsChanged = true
+			}
 			entries[e.ID] = e
 			r.applied = append(r.applied, e)
 		case o.Unanswered && (writes(pl.kind) || pl.kind == planDeferred):
@@ -282,7 +321,7 @@ func (r *run) apply(ctx context.Context) error {
 	}
 	// Prune saves the inventory next in any case; saving here as well only
 	// matters when it records something new.
-	if applyErr == nil && r.opts.Prune && sameEntries(entries, r.prev.Entries) {
+	if applyErr == nil && r.opts.Prune && sameEntries(entries, r.prev.Entries) && !r.recordsChanged {
 		return nil
 	}
 	if err := r.saveInventory(ctx, entries); err != nil {
@@ -542,7 +581,7 @@ func (r *run) saveInventory(ctx context.Context, entries map[string]inventory.En
 	// It is compared with the stored inventory, not with this run's copy:
 	// another run may have written it meanwhile.
 	if inv.Exists() && sameEntries(entries, inv.Entries) && inv.Source == source && inv.ArtifactDigest == digest &&
-		inv.Revision == r.res.Revision && inv.GantryVersion == r.opts.Version {
+		inv.Revision == r.res.Revision && inv.GantryVersion == r.opts.Version && !r.recordsChanged {
 		sctx, cancel := graceContext(ctx, 5*time.Second)
 		defer cancel()
 		return r.store.Confirm(sctx, inv)
@@ -562,5 +601,9 @@ func (r *run) saveInventory(ctx context.Context, entries map[string]inventory.En
 	// the record of what was written is worse than a late write.
 	sctx, cancel := graceContext(ctx, 5*time.Second)
 	defer cancel()
-	return r.store.Save(sctx, inv)
+	if err := r.store.Save(sctx, inv); err != nil {
+		return err
+	}
+	r.recordsChanged = false
+	return nil
 }

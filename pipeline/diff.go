@@ -145,7 +145,7 @@ func (r *run) deleteAll(ctx context.Context) error {
 		defer cancel()
 		// The revisions go first: an inventory without them can be
 		// deleted again, revisions without an inventory would stay.
-		if err := r.store.DeleteRevisions(dctx, r.opts.InventoryNamespace, r.opts.Inventory); err != nil {
+		if err := r.store.DeleteRevisions(dctx, r.prev); err != nil {
 			errs = append(errs, err)
 		} else {
 			errs = append(errs, r.store.Delete(dctx, r.prev))

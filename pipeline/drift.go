@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -82,16 +83,11 @@ func (r *run) drift(ctx context.Context) error {
 	if err := r.prepare(); err != nil {
 		return err
 	}
-	prev, err := r.store.Load(ctx, r.opts.InventoryNamespace, r.opts.Inventory)
-	if err != nil {
+	if err := r.loadInventory(ctx); err != nil {
 		return err
 	}
-	if !prev.Exists() {
-		return fmt.Errorf("inventory %s/%s not found: nothing was applied to drift from", r.opts.InventoryNamespace, r.opts.Inventory)
-	}
-	r.prev, r.previous = prev, prev.Entries
 	listed := map[string]bool{}
-	for _, e := range prev.Entries {
+	for _, e := range r.prev.Entries {
 		listed[e.ID] = true
 	}
 	r.planner = r.newPlanner()
@@ -116,9 +112,19 @@ func (r *run) drift(ctx context.Context) error {
 		case pl.existing == nil:
 			o.Action, o.Error = result.Skipped, "not applied yet: gantry has not applied it, so it cannot have drifted"
 		default:
-			o.Drift = fieldDrift(pl.existing, pl.dryRun, appliedObject(pl.obj.Unstructured))
+			r.maskLive(pl.existing)
+			var managed []fieldpath.Path
+			o.Drift, o.ManagedBy, managed = fieldDrift(pl.existing, pl.dryRun, appliedObject(pl.obj.Unstructured), r.hand)
 			if len(o.Drift) > 0 {
 				o.Action, o.Diff = result.Drifted, pl.diff
+			}
+			if len(managed) > 0 {
+				r.mu.Lock()
+				if r.managed == nil {
+					r.managed = map[string][]fieldpath.Path{}
+				}
+				r.managed[o.ID] = managed
+				r.mu.Unlock()
 			}
 		}
 		r.record(o, o.Action != result.InSync)
@@ -129,13 +135,24 @@ func (r *run) drift(ctx context.Context) error {
 	return nil
 }
 
-// correct applies the set again, as an apply does (validated, written,
-// waited for), first taking the fields that other managers set by hand,
-// so that what the set does not have is removed.
+// correct applies again the objects that drifted, as an apply does
+// (validated, written, waited for), first taking the fields set by hand,
+// so that what the set does not have is removed. What other controllers
+// changed is left to them: those fields are not applied. It runs under
+// the inventory's Lease, and stops with nothing written when another run
+// recorded a revision since the drift was read.
 func (r *run) correct(ctx context.Context) *result.Result {
 	opts := r.opts
 	opts.takeOver = map[string][]ssa.FieldManager{}
+	opts.only = map[string]bool{}
+	opts.expect = &inventory.Revision{}
+	if newest := r.prev.Newest(); newest != nil {
+		opts.expect = newest
+	}
 	for _, o := range r.res.Objects {
+		if o.Action == result.Drifted || o.Action == result.Missing {
+			opts.only[o.ID] = true
+		}
 		for _, d := range o.Drift {
 			if d.Manager != "" && d.Manager != FieldManager {
 				opts.takeOver[o.ID] = append(opts.takeOver[o.ID], ssa.FieldManager{Name: d.Manager, ExactMatch: true, OperationType: metav1.ManagedFieldsOperationUpdate},
@@ -146,17 +163,41 @@ func (r *run) correct(ctx context.Context) *result.Result {
 	c := newRun("apply", opts, r.connect, r.obs)
 	c.res.Source, c.res.Revision = r.res.Source, r.res.Revision
 	c.res.Artifact = r.res.Artifact
-	objects := r.objects
-	r.obs.Info("correcting the drift: applying the set again")
+	objects := make([]*Object, len(r.objects))
+	for i, o := range r.objects {
+		objects[i] = o
+		if paths := r.managed[inventory.EntryFor(o.Unstructured).ID]; len(paths) > 0 {
+			// Fields a controller changed stay the controller's: the
+			// correction does not apply them.
+			cp := *o
+			cp.Unstructured = o.DeepCopy()
+			for _, p := range paths {
+				removeAt(cp.Object, p)
+			}
+			objects[i] = &cp
+		}
+	}
+	// The correction restores what was applied: it records no revision
+	// of its own (the one it restores stays the newest).
+	c.noRevision = true
+	r.obs.Info(fmt.Sprintf("correcting the drift: applying the %d objects that drifted again", len(opts.only)))
 	return c.deploy(ctx, stage{name: "build", reason: result.ReasonBuildFailed, stopOnError: true, run: func(context.Context) error {
 		c.objects = objects
 		return nil
 	}})
 }
 
+// handManagers are the field managers of people: kubectl's (kubectl,
+// kubectl-edit, kubectl-scale, kubectl-client-side-apply, ...) and
+// before-first-apply, which holds what was set before any apply.
+func (r *run) hand(manager string) bool {
+	return strings.HasPrefix(manager, "kubectl") || manager == "before-first-apply" || slices.Contains(r.opts.HandManagers, manager)
+}
+
 // controllers are the field managers of the cluster's own components:
-// what they write (a Deployment's revision annotation, a PVC's binding) is
-// the cluster at work, not drift.
+// what they add (a Deployment's revision annotation, a PVC's binding) is
+// the cluster at work, not worth a report; what they change of a field
+// gantry applies (an HPA's replicas, through scale) is reported.
 var controllers = map[string]bool{
 	"kube-controller-manager": true,
 	"kube-scheduler":          true,
@@ -169,19 +210,18 @@ var controllers = map[string]bool{
 // object, differs from live) and those another manager added that the
 // configuration (desired) does not have. Each is named with the field
 // manager that owns it in live (who changed it) and when that manager
-// last wrote. Status, and what the cluster's controllers write, is not
-// drift. dryRun may be nil: live already held every value gantry applies.
-func fieldDrift(live, dryRun, desired *unstructured.Unstructured) []result.Drift {
-	var out []result.Drift
+// last wrote. Fields changed by hand (hand) are drift; those of other
+// managers (controllers, operators) are returned apart, as managed, with
+// the paths of those the apply would set back. Status is never drift.
+// dryRun may be nil: live already held every value gantry applies.
+func fieldDrift(live, dryRun, desired *unstructured.Unstructured, hand func(string) bool) (drift, managed []result.Drift, managedPaths []fieldpath.Path) {
 	seen := map[string]bool{}
-	// explained: a difference the apply would undo is owned by a
-	// controller (an HPA's replicas): the cluster at work.
 	explained := false
 	for _, mf := range live.GetManagedFields() {
 		if mf.Manager == FieldManager || mf.Subresource == "status" || mf.FieldsV1 == nil {
 			continue
 		}
-		controller := controllers[mf.Manager]
+		byHand := hand(mf.Manager)
 		set := &fieldpath.Set{}
 		if err := set.FromJSON(strings.NewReader(mf.FieldsV1.GetRawString())); err != nil {
 			continue
@@ -212,21 +252,52 @@ func fieldDrift(live, dryRun, desired *unstructured.Unstructured) []result.Drift
 			if change == "" {
 				return
 			}
-			if controller {
-				explained = explained || change == "changed"
-				return
-			}
 			seen[field] = true
-			out = append(out, result.Drift{Field: field, Change: change, Manager: mf.Manager, Time: when})
+			d := result.Drift{Field: field, Change: change, Manager: mf.Manager, Time: when}
+			switch {
+			case byHand:
+				drift = append(drift, d)
+			case controllers[mf.Manager] && change == "added":
+				// The cluster at work.
+			default:
+				explained = explained || change == "changed"
+				managed = append(managed, d)
+				if change == "changed" {
+					managedPaths = append(managedPaths, p.Copy())
+				}
+			}
 		})
 	}
-	if len(out) == 0 && !explained && dryRun != nil && drifted(live, dryRun) {
-		// The apply would change the object, yet no other manager owns
-		// what differs: its managed fields were removed or replaced.
-		out = append(out, result.Drift{Field: ".", Change: "changed"})
+	if len(drift) == 0 && !explained && dryRun != nil && drifted(live, dryRun) {
+		// The apply would change the object, yet no manager owns what
+		// differs: its managed fields were removed or replaced.
+		drift = append(drift, result.Drift{Field: ".", Change: "changed"})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Field < out[j].Field })
-	return out
+	sort.Slice(drift, func(i, j int) bool { return drift[i].Field < drift[j].Field })
+	sort.Slice(managed, func(i, j int) bool { return managed[i].Field < managed[j].Field })
+	return drift, managed, managedPaths
+}
+
+// removeAt removes the field at p from an object as unstructured holds
+// it, when it is there.
+func removeAt(obj map[string]any, p fieldpath.Path) {
+	if len(p) == 0 {
+		return
+	}
+	parent, ok := resolve(obj, p[:len(p)-1])
+	if !ok {
+		return
+	}
+	last := p[len(p)-1]
+	switch t := parent.(type) {
+	case map[string]any:
+		if last.FieldName != nil {
+			delete(t, *last.FieldName)
+		}
+	case []any:
+		// A list element is left in place: removing it would shift
+		// the others. Its own fields are removed above it.
+	}
 }
 
 // resolve finds the value at p in an object as unstructured holds it.

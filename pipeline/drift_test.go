@@ -65,7 +65,8 @@ status: {replicas: 5}
 		managed("kubectl-edit", "Update", "", `{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"sidecar\"}":{"f:image":{}}}}}}}`, &when),
 		managed("kube-controller-manager", "Update", "status", `{"f:status":{"f:replicas":{}}}`, &when),
 	})
-	got := fieldDrift(live, dryRun, desired)
+	hand := (&run{}).hand
+	got, _, _ := fieldDrift(live, dryRun, desired, hand)
 	var lines []string
 	for _, d := range got {
 		at := "-"
@@ -99,17 +100,75 @@ spec:
 `)
 	scaled.SetManagedFields([]metav1.ManagedFieldsEntry{managed("kube-controller-manager", "Update", "scale", `{"f:spec":{"f:replicas":{}}}`, &when)})
 	asApplied := desired.DeepCopy()
-	if d := fieldDrift(scaled, asApplied, desired); len(d) != 0 {
+	d, m, paths := fieldDrift(scaled, asApplied, desired, hand)
+	if len(d) != 0 {
 		t.Errorf("an HPA's scaling reported as drift: %+v", d)
+	}
+	// It is reported as the controller's, and a correction leaves it.
+	if len(m) != 1 || m[0].Field != ".spec.replicas" || m[0].Manager != "kube-controller-manager" || len(paths) != 1 {
+		t.Errorf("an HPA's scaling: managed %+v, paths %v", m, paths)
+	}
+	corrected := desired.DeepCopy()
+	removeAt(corrected.Object, paths[0])
+	if _, ok := corrected.Object["spec"].(map[string]any)["replicas"]; ok {
+		t.Errorf("the correction still applies the replicas an HPA set")
 	}
 	// Without managed fields, a difference is still drift, by nobody known.
 	bare := scaled.DeepCopy()
 	bare.SetManagedFields(nil)
-	if d := fieldDrift(bare, asApplied, desired); len(d) != 1 || d[0].Field != "." || d[0].Manager != "" {
+	if d, _, _ := fieldDrift(bare, asApplied, desired, hand); len(d) != 1 || d[0].Field != "." || d[0].Manager != "" {
 		t.Errorf("a difference nobody owns: %+v", d)
 	}
 	// As applied, and not dry-run (live held every value): no drift.
-	if d := fieldDrift(desired.DeepCopy(), nil, desired); len(d) != 0 {
-		t.Errorf("an object as applied: %+v", d)
+	if d, m, _ := fieldDrift(desired.DeepCopy(), nil, desired, hand); len(d)+len(m) != 0 {
+		t.Errorf("an object as applied: %+v %+v", d, m)
+	}
+}
+
+// Fields an operator adds (cert-manager's cainjector sets a webhook's
+// caBundle, a controller adds its finalizer) are the operator's: reported
+// as managed by it, never drift, unless the workflow names the manager as
+// one of people (hand-managers).
+func TestFieldsOfOtherControllersAreNotDrift(t *testing.T) {
+	desired := decode(t, `
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: hooks}
+webhooks:
+  - name: check.example.com
+    clientConfig: {service: {name: hooks, namespace: shop}}
+`)
+	live := decode(t, `
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: hooks, finalizers: [example.com/cleanup]}
+webhooks:
+  - name: check.example.com
+    clientConfig: {service: {name: hooks, namespace: shop}, caBundle: Q0EK}
+`)
+	live.SetManagedFields([]metav1.ManagedFieldsEntry{
+		managed("cert-manager-cainjector", "Update", "", `{"f:webhooks":{"k:{\"name\":\"check.example.com\"}":{"f:clientConfig":{"f:caBundle":{}}}}}`, nil),
+		managed("cleanup-operator", "Update", "", `{"f:metadata":{"f:finalizers":{".":{},"v:\"example.com/cleanup\"":{}}}}`, nil),
+	})
+	d, m, paths := fieldDrift(live, live.DeepCopy(), desired, (&run{}).hand)
+	if len(d) != 0 {
+		t.Errorf("an operator's fields reported as drift: %+v", d)
+	}
+	var got []string
+	for _, e := range m {
+		got = append(got, e.Field+" "+e.Change+" "+e.Manager)
+	}
+	want := `.metadata.finalizers[="example.com/cleanup"] added cleanup-operator
+.webhooks[name="check.example.com"].clientConfig.caBundle added cert-manager-cainjector`
+	if g := strings.Join(got, "\n"); g != want {
+		t.Errorf("managed:\n%s\nwant:\n%s", g, want)
+	}
+	if len(paths) != 0 {
+		t.Errorf("fields the apply would not change are removed from it: %v", paths)
+	}
+	// Named by the workflow, a manager's changes are drift.
+	r := &run{opts: Options{HandManagers: []string{"cleanup-operator"}}}
+	if d, _, _ := fieldDrift(live, live.DeepCopy(), desired, r.hand); len(d) != 1 || d[0].Manager != "cleanup-operator" {
+		t.Errorf("a manager named in hand-managers: %+v", d)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
 	"github.com/fluxcd/cli-utils/pkg/object"
 	"github.com/fluxcd/pkg/ssa"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -103,6 +105,16 @@ type Options struct {
 	ArtifactClient *artifact.Client
 	// Correct, for drift, applies the set again when it drifted.
 	Correct bool
+	// HandManagers are field managers, besides kubectl's and
+	// before-first-apply, whose changes drift reports as made by hand
+	// and a correction takes back.
+	HandManagers []string
+	// Secret reports whether a value holds a secret the run masks: a
+	// revision records which fields held one, so that what reads it
+	// later masks them too. Secrets holds such values, read from a
+	// revision, masked from then on.
+	Secret  func(value string) bool
+	Secrets func(values []string)
 
 	// rollbackTo, for a rollback run, is the revision to apply again (0:
 	// the last that succeeded before the current); cause and failed are
@@ -111,6 +123,14 @@ type Options struct {
 	rollbackTo int
 	cause      result.Reason
 	failed     *inventory.Revision
+	// lease is the inventory's Lease an atomic apply hands to its
+	// rollback, and expect the revision a correction restores: a run
+	// that recorded another one since stops it.
+	lease  *inventory.Held
+	expect *inventory.Revision
+	// only, for drift's correction, are the ids of the objects to write;
+	// the rest of the set is left as it is.
+	only map[string]bool
 	// takeOver, for drift's correction, are the field managers whose
 	// fields each object's write takes first, by inventory id.
 	takeOver map[string][]ssa.FieldManager
@@ -206,6 +226,21 @@ type run struct {
 	revision *inventory.Revision
 	wrote    bool
 	from     *inventory.Revision
+	// begun: the revision was recorded (Pending) before the first
+	// write; keepLease: the Lease is handed to an atomic rollback
+	// rather than given back.
+	begun     bool
+	keepLease bool
+	// recordsChanged: the inventory's revisions or adopted entries
+	// changed since it was saved.
+	recordsChanged bool
+	// compared is the revision a drift compares with, or a rollback
+	// applies again; managed, for drift, the paths of fields other
+	// controllers changed, by object id, which a correction leaves to
+	// them; noRevision: a correction records none.
+	compared   *inventory.Revision
+	managed    map[string][]fieldpath.Path
+	noRevision bool
 }
 
 func newRun(command string, opts Options, connect Connector, obs Observer) *run {
@@ -266,7 +301,10 @@ func (r *run) execute(parent context.Context, stages []stage) *result.Result {
 		r.obs.StageFinished(st)
 	}
 	r.recordRevision(ctx)
-	if r.lease != nil {
+	// An atomic apply that failed hands its Lease to its rollback (undo),
+	// which gives it back.
+	r.keepLease = r.keepLease && r.lease != nil && r.lease.Check() == nil && r.res.Reason != "" && r.wrote
+	if r.lease != nil && !r.keepLease {
 		r.lease.Release()
 		if err := r.lease.Check(); err != nil {
 			// Whatever failed after the loss failed because of it.
@@ -305,8 +343,9 @@ func Render(ctx context.Context, opts Options, obs Observer) ([]*Object, *result
 // result reports both.
 func Apply(ctx context.Context, opts Options, connect Connector, obs Observer) *result.Result {
 	r := newRun("apply", opts, connect, obs)
+	r.keepLease = opts.Atomic
 	res := r.deploy(ctx, r.buildStage())
-	if opts.Atomic {
+	if r.keepLease {
 		res = r.undo(ctx, res)
 	}
 	return res

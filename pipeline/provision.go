@@ -37,7 +37,22 @@ func (r *run) plan(ctx context.Context) error {
 		r.prepareOffline()
 	}
 	r.planner.knowing(r.prev)
-	r.plans = r.planner.planAll(ctx, r.objects, r.opts.Concurrency)
+	objects, rest := r.objects, []*Object(nil)
+	if r.opts.only != nil {
+		// A correction writes only what drifted; the rest is as applied.
+		objects = nil
+		for _, o := range r.objects {
+			if r.opts.only[inventory.EntryFor(o.Unstructured).ID] {
+				objects = append(objects, o)
+			} else {
+				rest = append(rest, o)
+			}
+		}
+	}
+	r.plans = r.planner.planAll(ctx, objects, r.opts.Concurrency)
+	for _, o := range rest {
+		r.plans = append(r.plans, &plan{obj: o, kind: planUnchanged})
+	}
 	if n := r.planner.fast.Load(); n > 0 && r.res.Command != "drift" {
 		r.obs.Info(fmt.Sprintf("%d of %d objects already hold every value gantry applies: not dry-run (validate: all dry-runs them too)", n, len(r.objects)))
 	}

@@ -390,7 +390,14 @@ func (r *run) prune(ctx context.Context) error {
 	if n := len(stale) - len(r.staleListed()); n > 0 {
 		r.obs.Info(fmt.Sprintf("%d objects carry this inventory's labels but were listed nowhere (written by a run after it lost the inventory's Lease, say): pruned as its own", n))
 	}
+	var releaseErr error
+	if r.from != nil {
+		var keptAdopted []inventory.Entry
+		stale, keptAdopted, releaseErr = r.releaseAdopted(ctx, stale)
+		r.applied = append(r.applied, keptAdopted...)
+	}
 	_, kept, pruneErr := r.deleteStale(ctx, stale, "prune")
+	pruneErr = errors.Join(releaseErr, pruneErr)
 	entries := map[string]inventory.Entry{}
 	for _, e := range append(append([]inventory.Entry(nil), r.applied...), kept...) {
 		entries[e.ID] = e
@@ -399,4 +406,36 @@ func (r *run) prune(ctx context.Context) error {
 		return errors.Join(pruneErr, err)
 	}
 	return pruneErr
+}
+
+// releaseAdopted releases, rather than deletes, the stale entries of a
+// rollback whose objects existed before gantry applied them (made by
+// hand, or taken over): an undo deletes only what a gantry run created.
+// It returns the entries left to delete, and those whose release failed
+// (kept in the inventory, for a retry).
+func (r *run) releaseAdopted(ctx context.Context, stale []inventory.Entry) (rest, kept []inventory.Entry, err error) {
+	adopted := map[string]bool{}
+	for _, id := range r.prev.Adopted {
+		adopted[id] = true
+	}
+	var errs []error
+	for _, e := range stale {
+		if !adopted[e.ID] {
+			rest = append(rest, e)
+			continue
+		}
+		o, err := r.releaseOne(ctx, e)
+		if o != nil {
+			o.Stage = "prune"
+			if err == nil && o.Action == result.Released {
+				o.Error = "released, not deleted: it existed before gantry applied it"
+			}
+			r.record(*o, err != nil)
+		}
+		if err != nil {
+			kept = append(kept, e)
+			errs = append(errs, err)
+		}
+	}
+	return rest, kept, errors.Join(errs...)
 }

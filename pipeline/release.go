@@ -86,7 +86,7 @@ func (r *run) releaseAll(ctx context.Context) error {
 	r.obs.Info(fmt.Sprintf("fields gantry owned now belong to %s; inventory %s/%s deleted", to, r.opts.InventoryNamespace, r.opts.Inventory))
 	dctx, cancel := graceContext(ctx, 5*time.Second)
 	defer cancel()
-	if err := r.store.DeleteRevisions(dctx, r.opts.InventoryNamespace, r.opts.Inventory); err != nil {
+	if err := r.store.DeleteRevisions(dctx, r.prev); err != nil {
 		return err
 	}
 	return r.store.Delete(dctx, r.prev)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,7 +21,7 @@ import (
 // its objects too when they fit. It runs beside validation; wait returns
 // its outcome.
 func (r *run) prepareRevision() (wait func() error) {
-	if r.res.Command != "apply" && r.res.Command != "rollback" {
+	if r.res.Command != "apply" && r.res.Command != "rollback" || r.noRevision {
 		return func() error { return nil }
 	}
 	done := make(chan error, 1)
@@ -32,11 +34,12 @@ func (r *run) makeRevision() error {
 	for _, o := range r.objects {
 		objs = append(objs, appliedObject(o.Unstructured))
 	}
-	rv, err := inventory.NewRevision(r.opts.InventoryNamespace, r.opts.Inventory, objs)
+	masked := maskedFields(objs, r.opts.Secret)
+	rv, err := inventory.NewRevision(r.opts.InventoryNamespace, r.opts.Inventory, objs, masked)
 	a := r.res.Artifact
 	var tooLarge *inventory.TooLargeError
 	if a != nil && errors.As(err, &tooLarge) {
-		rv, err = inventory.NewRevision(r.opts.InventoryNamespace, r.opts.Inventory, nil)
+		rv, err = inventory.NewRevision(r.opts.InventoryNamespace, r.opts.Inventory, nil, nil)
 		rv.Objects, rv.Digest = len(objs), a.Digest
 	}
 	if err != nil {
@@ -60,54 +63,82 @@ func (r *run) makeRevision() error {
 	return nil
 }
 
-// recordRevision records the prepared revision once the run has applied,
-// with the run's outcome, while the run still holds the inventory's lock.
-// A run that applied the same set with the same outcome as the last
-// revision adds none. A revision that cannot be recorded is said, and does
-// not fail a deploy that succeeded.
+// beginRevision records the run's revision, Pending, before the first
+// write, so that whatever happens next (a timeout, a cancellation, the
+// process killed) the inventory says this set was being applied. A run
+// that applies again the set its newest revision applied with success
+// records none unless its outcome differs (recordRevision). It reports
+// whether the inventory must be saved before writing.
+func (r *run) beginRevision(ctx context.Context) bool {
+	rv := r.revision
+	if rv == nil || r.begun {
+		return false
+	}
+	if newest := r.prev.Newest(); newest != nil && r.from == nil && sameSet(newest, rv) && newest.Succeeded() {
+		return false
+	}
+	r.begin(ctx)
+	return true
+}
+
+func sameSet(a, b *inventory.Revision) bool {
+	return a.Digest == b.Digest && a.Artifact == b.Artifact
+}
+
+// recordRevision completes the run's revision with its outcome once the
+// run has applied, while the run still holds the inventory's lock (past
+// its deadline too: a run that timed out records that it did). A run
+// that applied its newest revision's set again, with another outcome,
+// records a revision now. Only a run that lost the lock records nothing:
+// its revision stays Pending. Trimming follows the history the revision
+// was recorded with.
 func (r *run) recordRevision(ctx context.Context) {
-	if r.revision == nil || !r.wrote {
+	if r.revision == nil || !r.wrote || r.prev == nil {
 		return
 	}
 	rv := r.revision
-	rv.Outcome = string(r.res.Reason)
+	outcome := string(r.res.Reason)
 	if r.res.Reason == "" {
-		rv.Outcome = string(result.ReasonSucceeded)
+		outcome = string(result.ReasonSucceeded)
 		if r.from != nil {
-			rv.Outcome = string(result.ReasonRolledBack)
+			outcome = string(result.ReasonRolledBack)
 		}
 	}
-	// Within the run's own deadline (and a little grace, as the inventory
-	// gets): a run that has run out of time, or lost the inventory's
-	// lock, records nothing; its inventory says what it did.
-	deadline := r.deadlineCtx
-	if deadline == nil {
-		deadline = ctx
-	}
-	if deadline.Err() != nil || r.lease != nil && r.lease.Check() != nil {
-		r.obs.Info("no revision recorded: the run ended by its timeout, a cancellation or the loss of the inventory's lock")
+	if r.lease == nil || r.lease.Check() != nil {
+		if r.begun {
+			r.obs.Info(fmt.Sprintf("revision %d stays Pending: the run lost the inventory's lock before it could record its outcome", rv.Number))
+		}
 		return
 	}
-	ctx, cancel := graceContext(deadline, 5*time.Second)
+	ctx, cancel := graceContext(ctx, 5*time.Second)
 	defer cancel()
-	list, err := r.store.Revisions(ctx, r.opts.InventoryNamespace, r.opts.Inventory)
-	if err != nil {
-		r.obs.Info("warning: the revision was not recorded: " + err.Error())
+	if !r.begun {
+		newest := r.prev.Newest()
+		if newest != nil && sameSet(newest, rv) && newest.Outcome == outcome {
+			r.res.RecordedRevision = newest.Number
+			return
+		}
+		r.begin(ctx)
+	}
+	trimmed := r.prev.Finish(rv.Number, outcome)
+	if err := r.store.Save(ctx, r.prev); err != nil {
+		r.obs.Info(fmt.Sprintf("warning: the outcome of revision %d was not recorded: %v", rv.Number, err))
 		return
 	}
-	if len(list) > 0 && list[0].Digest == rv.Digest && list[0].Artifact == rv.Artifact &&
-		list[0].Outcome == rv.Outcome && r.from == nil {
-		r.res.RecordedRevision = list[0].Number
-		return
-	}
-	n, err := r.store.AddRevision(ctx, rv, list, r.opts.History)
-	if n > 0 {
-		r.res.RecordedRevision = n
-		r.obs.Info(fmt.Sprintf("recorded revision %d of inventory %s/%s", n, r.opts.InventoryNamespace, r.opts.Inventory))
-	}
-	if err != nil {
+	r.obs.Info(fmt.Sprintf("recorded revision %d of inventory %s/%s", rv.Number, r.opts.InventoryNamespace, r.opts.Inventory))
+	if err := r.store.DeleteStored(ctx, r.prev, trimmed); err != nil {
 		r.obs.Info("warning: " + err.Error())
 	}
+}
+
+// begin records the revision now (Begin), warning when its objects could
+// not be stored.
+func (r *run) begin(ctx context.Context) {
+	r.begun, r.recordsChanged = true, true
+	if err := r.store.Begin(ctx, r.prev, r.revision, r.opts.History); err != nil {
+		r.obs.Info("warning: " + err.Error())
+	}
+	r.res.RecordedRevision = r.revision.Number
 }
 
 // RevisionRefusedError is a rollback refused before anything ran: no
@@ -140,7 +171,7 @@ func pickRevision(list []*inventory.Revision, to int, failed *inventory.Revision
 		current = failed
 	}
 	for _, rv := range list {
-		if rv.Number == current.Number || !rv.Succeeded() {
+		if rv.Number == current.Number || !rv.Succeeded() || !rv.HoldsObjects() && rv.Artifact == "" {
 			continue
 		}
 		if rv.Digest != current.Digest || rv.Artifact != current.Artifact {
@@ -202,31 +233,41 @@ func (r *run) revisionStage(rollback bool, pick func([]*inventory.Revision) (*in
 		if err := r.ensureClients(); err != nil {
 			return fail(result.ReasonApplyFailed, err)
 		}
-		list, err := r.store.Revisions(ctx, r.opts.InventoryNamespace, r.opts.Inventory)
-		if err != nil {
+		// A rollback chooses under the inventory's Lease, and keeps it
+		// until it is done: no run can record a revision in between.
+		if rollback {
+			if err := r.lockAndLoad(ctx); err != nil {
+				return err
+			}
+		} else if err := r.loadInventory(ctx); err != nil {
 			return fail(result.ReasonApplyFailed, err)
 		}
-		picked, err := pick(list)
+		if strays, err := r.store.Strays(ctx, r.prev); err == nil && len(strays) > 0 {
+			r.obs.Info("warning: " + inventory.StrayWarning(r.prev, strays))
+		}
+		picked, err := pick(r.prev.Revisions)
 		if err != nil {
 			return &RevisionRefusedError{Err: err}
 		}
-		rv, err := r.store.Revision(ctx, r.opts.InventoryNamespace, r.opts.Inventory, picked.Number)
+		rv, err := r.store.Revision(ctx, r.prev, picked.Number)
 		if err != nil {
 			return fail(result.ReasonApplyFailed, err)
 		}
 		r.res.Source, r.res.Revision = rv.Source, rv.GitRevision
+		r.compared = rv
 		if rollback {
 			r.from = rv
 			r.res.RolledBackTo = rv.Number
-			r.obs.Info(fmt.Sprintf("rolling inventory %s back to revision %d (%s%s)", inv, rv.Number, rv.Source, at(rv.GitRevision)))
+			r.obs.Info(fmt.Sprintf("rolling inventory %s back to revision %d (%s%s)", inv, rv.Number, quoted(rv.Source), at(rv.GitRevision)))
 		} else {
-			r.obs.Info(fmt.Sprintf("comparing with revision %d of inventory %s (%s%s)", rv.Number, inv, rv.Source, at(rv.GitRevision)))
+			r.obs.Info(fmt.Sprintf("comparing with revision %d of inventory %s (%s%s)", rv.Number, inv, quoted(rv.Source), at(rv.GitRevision)))
 		}
 		if rv.HoldsObjects() {
 			objs, err := rv.ObjectsOf()
 			if err != nil {
 				return fail(result.ReasonApplyFailed, err)
 			}
+			r.maskRecorded(objs, rv.Masked)
 			r.objects = make([]*Object, 0, len(objs))
 			for _, u := range objs {
 				r.objects = append(r.objects, &Object{Unstructured: u})
@@ -235,6 +276,9 @@ func (r *run) revisionStage(rollback bool, pick func([]*inventory.Revision) (*in
 				r.res.Artifact = &result.Artifact{URL: rv.Artifact, Digest: rv.Digest}
 			}
 			return nil
+		}
+		if rv.Artifact == "" {
+			return fail(result.ReasonApplyFailed, fmt.Errorf("revision %d holds no objects (they could not be stored when it was recorded) and names no artifact: it cannot be used", rv.Number))
 		}
 		if r.opts.ArtifactClient == nil {
 			return fail(result.ReasonArtifactFailed, fmt.Errorf("revision %d names artifact %s: it must be pulled again, and this run has no registry client", rv.Number, rv.Artifact))
@@ -254,7 +298,34 @@ func at(rev string) string {
 	if rev == "" {
 		return ""
 	}
-	return " at " + rev
+	return " at " + quoted(rev)
+}
+
+// quoted is a value a revision carries, as printed: with no line break
+// or control character that could start a line of its own.
+func quoted(s string) string {
+	if strconv.CanBackquote(s) && !strings.ContainsAny(s, "`") {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}
+
+// loadInventory reads the inventory, once, for a run that does not take
+// its Lease (drift).
+func (r *run) loadInventory(ctx context.Context) error {
+	if r.prev != nil {
+		return nil
+	}
+	prev, err := r.store.Load(ctx, r.opts.InventoryNamespace, r.opts.Inventory)
+	if err != nil {
+		return err
+	}
+	if !prev.Exists() {
+		return fmt.Errorf("inventory %s/%s not found: nothing was applied to drift from", r.opts.InventoryNamespace, r.opts.Inventory)
+	}
+	r.prev, r.previous = prev, prev.Entries
+	return nil
 }
 
 // undo follows an apply with atomic that failed after validation passed
@@ -262,12 +333,23 @@ func at(rev string) string {
 // rollback's outcome as the result (RolledBack when it succeeded), the
 // apply's reason as the cause, the rollback's run beside it.
 func (r *run) undo(ctx context.Context, res *result.Result) *result.Result {
+	held := r.lease
+	if !r.keepLease {
+		held = nil
+	}
+	giveBack := func() {
+		if held != nil {
+			held.Release()
+		}
+	}
 	switch res.Reason {
 	case result.ReasonApplyFailed, result.ReasonPruneFailed, result.ReasonHealthCheckFailed:
 	default:
+		giveBack()
 		return res
 	}
-	if !r.wrote || ctx.Err() != nil {
+	if !r.wrote || ctx.Err() != nil || held == nil {
+		giveBack()
 		return res
 	}
 	r.obs.Info(fmt.Sprintf("atomic: %s; rolling back", res.Reason))
@@ -277,7 +359,7 @@ func (r *run) undo(ctx context.Context, res *result.Result) *result.Result {
 	}
 	failed.Number = res.RecordedRevision
 	opts := r.opts
-	opts.cause, opts.failed = res.Reason, &failed
+	opts.cause, opts.failed, opts.lease = res.Reason, &failed, held
 	rb := Rollback(ctx, opts, 0, r.connect, r.obs)
 	rb.Command = "rollback"
 	res.Cause, res.Rollback = res.Reason, rb

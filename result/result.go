@@ -150,6 +150,10 @@ type Object struct {
 	// Drift, for drift, lists the fields that differ from what gantry
 	// applied, each with the field manager that changed it.
 	Drift []Drift `json:"drift,omitempty"`
+	// ManagedBy, for drift, lists the fields other controllers than
+	// gantry changed or added (an HPA's replicas, cert-manager's
+	// caBundle): reported, never taken back.
+	ManagedBy []Drift `json:"managedBy,omitempty"`
 }
 
 // Drift is one field of a live object that is not as gantry applied it.

@@ -40,9 +40,18 @@ func (s *Session) Revisions(ctx context.Context, cfg *config.Config, warnings io
 	if err != nil {
 		return nil, err
 	}
-	list, err := (&inventory.Store{Client: clients.Kube, Metadata: clients.Metadata}).Revisions(ctx, cfg.InventoryNamespace, cfg.Inventory)
-	if list == nil {
-		list = []*inventory.Revision{} // [] in JSON, not null
+	store := &inventory.Store{Client: clients.Kube, Metadata: clients.Metadata}
+	inv, err := store.Load(ctx, cfg.InventoryNamespace, cfg.Inventory)
+	if err != nil {
+		return []*inventory.Revision{}, err
 	}
-	return list, err
+	// The inventory records which revisions exist; a Secret that only
+	// looks like one is named, never listed.
+	if strays, err := store.Strays(ctx, inv); err == nil && len(strays) > 0 {
+		fmt.Fprintln(warnings, "gantry: warning: "+inventory.StrayWarning(inv, strays))
+	}
+	if inv.Revisions == nil {
+		return []*inventory.Revision{}, nil // [] in JSON, not null
+	}
+	return inv.Revisions, nil
 }

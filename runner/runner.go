@@ -40,6 +40,8 @@ type Session struct {
 	Holder, Actor string
 	// Decrypted masks the values a build decrypts from then on.
 	Decrypted func(values []string)
+	// Secret reports whether a value holds one the run masks.
+	Secret func(value string) bool
 
 	// trees are the base revisions offline diffs compare with, each
 	// written once per run; treesOnce sets their limits.
@@ -115,6 +117,9 @@ func (s *Session) Options(cfg *config.Config) pipeline.Options {
 		History:                cfg.History,
 		Atomic:                 cfg.Atomic,
 		Correct:                cfg.Correct,
+		HandManagers:           cfg.HandManagers,
+		Secret:                 s.Secret,
+		Secrets:                s.Decrypted,
 	}
 	if !cfg.Offline { // an offline run reads no kubeconfig
 		opts.DefaultNamespace = kube.DefaultNamespace(kubeOptions(cfg))
