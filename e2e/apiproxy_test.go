@@ -215,6 +215,9 @@ func classify(r *http.Request) string {
 	case strings.HasSuffix(path, "/configmaps") && r.Method == http.MethodPost,
 		strings.Contains(path, "/configmaps/"+inventory.ConfigMapPrefix) && r.Method == http.MethodPut:
 		return "inventory-write"
+	case strings.HasSuffix(path, "/secrets") && r.Method == http.MethodPost,
+		strings.Contains(path, "/secrets/"+inventory.ConfigMapPrefix) && r.Method == http.MethodPut:
+		return "revision-write"
 	case r.Method == http.MethodPatch:
 		return "apply"
 	case r.Method == http.MethodDelete:

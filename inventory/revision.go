@@ -22,6 +22,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/gantry-dev/gantry/kube"
 )
 
 // Revisions are kept as Helm keeps releases: one Secret per apply, named
@@ -376,17 +378,33 @@ func (s *Store) writePayloads(ctx context.Context, rv *Revision) error {
 			sec.Annotations[annBy] = rv.By
 		}
 		secrets := s.Client.CoreV1().Secrets(secNS)
-		_, err := secrets.Create(ctx, sec, metav1.CreateOptions{FieldManager: "gantry"})
-		if apierrors.IsAlreadyExists(err) {
-			// The name is gantry's, the number one the inventory does
-			// not record: whatever holds it (left by a run that did not
-			// finish, or put there by hand) is not a revision, and is
-			// written over.
-			var old *corev1.Secret
-			if old, err = secrets.Get(ctx, sec.Name, metav1.GetOptions{}); err == nil {
-				sec.ResourceVersion = old.ResourceVersion
-				_, err = secrets.Update(ctx, sec, metav1.UpdateOptions{FieldManager: "gantry"})
+		put := func() error {
+			_, err := secrets.Create(ctx, sec, metav1.CreateOptions{FieldManager: "gantry"})
+			if !apierrors.IsAlreadyExists(err) {
+				return err
 			}
+			// The name is gantry's, the number one the inventory does
+			// not record: whatever holds it (this very write, whose
+			// answer was lost; one left by a run that did not finish;
+			// one put there by hand) is not a revision, and is written
+			// over.
+			old, err := secrets.Get(ctx, sec.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			update := sec.DeepCopy()
+			update.ResourceVersion = old.ResourceVersion
+			_, err = secrets.Update(ctx, update, metav1.UpdateOptions{FieldManager: "gantry"})
+			return err
+		}
+		// A write whose answer was lost is sent again once the server
+		// answers: a payload stored but not recorded would stay behind.
+		err := put()
+		for wait := 250 * time.Millisecond; kube.Unanswered(err) && ctx.Err() == nil; wait = min(2*wait, 2*time.Second) {
+			if kube.Sleep(ctx, wait) != nil {
+				break
+			}
+			err = put()
 		}
 		if err != nil {
 			// What was written of it would be a payload no inventory
@@ -514,7 +532,13 @@ func (s *Store) DeleteStored(ctx context.Context, inv *Inventory, list []*Revisi
 	var errs []error
 	for _, rv := range list {
 		rv.Inventory, rv.Namespace = inv.Name, inv.Namespace
-		for ns := range rv.Payloads {
+		payloads := rv.Payloads
+		if len(payloads) == 0 && rv.Artifact == "" {
+			// Its objects could not be stored: a write that was
+			// carried out without an answer may have stored them.
+			payloads = map[string]string{"": ""}
+		}
+		for ns := range payloads {
 			secNS := cmpOr(ns, inv.Namespace)
 			err := s.Client.CoreV1().Secrets(secNS).Delete(ctx, rv.secretName(ns), metav1.DeleteOptions{})
 			if err != nil && !apierrors.IsNotFound(err) {
