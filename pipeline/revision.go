@@ -236,7 +236,21 @@ func (r *run) revisionStage(rollback bool, pick func([]*inventory.Revision) (*in
 		// A rollback chooses under the inventory's Lease, and keeps it
 		// until it is done: no run can record a revision in between.
 		if rollback {
+			// Nothing to go back to is refused before the Lease is taken:
+			// the refusal writes nothing.
+			if r.opts.lease == nil {
+				inv, err := r.store.Load(ctx, r.opts.InventoryNamespace, r.opts.Inventory)
+				if err != nil {
+					return fail(result.ReasonApplyFailed, err)
+				}
+				if _, err := pick(inv.Revisions); err != nil {
+					return &RevisionRefusedError{Err: err}
+				}
+			}
 			if err := r.lockAndLoad(ctx); err != nil {
+				if r.res.Reason == "" {
+					r.res.Reason = result.ReasonApplyFailed
+				}
 				return err
 			}
 		} else if err := r.loadInventory(ctx); err != nil {
