@@ -132,6 +132,11 @@ func TestSIGTERMDuringTheWait(t *testing.T) {
 	if b, err := os.ReadFile(report); err != nil || !strings.Contains(string(b), `"reason": "Cancelled"`) {
 		t.Errorf("report: %v\n%s", err, b)
 	}
+	// The cancelled deploy is recorded as such: drift and rollback know
+	// what it applied.
+	if got := numbersAndOutcomes(history(t, ns, "cancel")); got != "1:Cancelled" {
+		t.Errorf("history after SIGTERM: %s, want 1:Cancelled", got)
+	}
 	// The next run (without the stuck Deployment) converges.
 	if err := os.Remove(filepath.Join(dir, "stuck.yaml")); err != nil {
 		t.Fatal(err)
