@@ -584,7 +584,9 @@ func (r *run) saveInventory(ctx context.Context, entries map[string]inventory.En
 		inv.Revision == r.res.Revision && inv.GantryVersion == r.opts.Version && !r.recordsChanged {
 		sctx, cancel := graceContext(ctx, 5*time.Second)
 		defer cancel()
-		return r.store.Confirm(sctx, inv)
+		err := r.store.Confirm(sctx, inv)
+		r.unsaved = err != nil
+		return err
 	}
 	inv.Entries = inv.Entries[:0]
 	for _, e := range entries {
@@ -602,8 +604,9 @@ func (r *run) saveInventory(ctx context.Context, entries map[string]inventory.En
 	sctx, cancel := graceContext(ctx, 5*time.Second)
 	defer cancel()
 	if err := r.store.Save(sctx, inv); err != nil {
+		r.unsaved = true
 		return err
 	}
-	r.recordsChanged = false
+	r.recordsChanged, r.unsaved = false, false
 	return nil
 }

@@ -232,8 +232,8 @@ type run struct {
 	begun     bool
 	keepLease bool
 	// recordsChanged: the inventory's revisions or adopted entries
-	// changed since it was saved.
-	recordsChanged bool
+	// changed since it was saved; unsaved: its last save failed.
+	recordsChanged, unsaved bool
 	// compared is the revision a drift compares with, or a rollback
 	// applies again; managed, for drift, the paths of fields other
 	// controllers changed, by object id, which a correction leaves to

@@ -110,6 +110,18 @@ func (r *run) recordRevision(ctx context.Context) {
 		}
 		return
 	}
+	if r.unsaved {
+		// The cluster did not take the inventory's last write: the next
+		// run finds the revision Pending, and what the run applied.
+		if r.begun {
+			r.obs.Info(fmt.Sprintf("revision %d stays Pending: the inventory could not be saved", rv.Number))
+		}
+		return
+	}
+	// Within the run's deadline and a little grace, as the inventory gets.
+	if r.deadlineCtx != nil {
+		ctx = r.deadlineCtx
+	}
 	ctx, cancel := graceContext(ctx, 5*time.Second)
 	defer cancel()
 	if !r.begun {
@@ -375,6 +387,9 @@ func (r *run) undo(ctx context.Context, res *result.Result) *result.Result {
 	opts := r.opts
 	opts.cause, opts.failed, opts.lease = res.Reason, &failed, held
 	rb := Rollback(ctx, opts, 0, r.connect, r.obs)
+	// Given back by the rollback's run; here too, should it have stopped
+	// before it took the Lease over.
+	giveBack()
 	rb.Command = "rollback"
 	res.Cause, res.Rollback = res.Reason, rb
 	switch rb.Reason {

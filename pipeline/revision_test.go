@@ -9,7 +9,7 @@ import (
 
 func TestPickRevision(t *testing.T) {
 	rev := func(n int, digest, outcome string) *inventory.Revision {
-		return &inventory.Revision{Number: n, Digest: digest, Outcome: outcome}
+		return &inventory.Revision{Number: n, Digest: digest, Outcome: outcome, Payloads: map[string]string{"": digest}}
 	}
 	const ok, failed, back = "ReconciliationSucceeded", "HealthCheckFailed", "RolledBack"
 	// Newest first, as the store lists them.
@@ -32,6 +32,9 @@ func TestPickRevision(t *testing.T) {
 		{name: "atomic, failed revision not recorded", list: list[1:], failed: rev(0, "c", failed), want: 5},
 		{name: "atomic over the same set changes nothing", list: list, failed: rev(6, "b", failed), refuse: "same set as revision 5"},
 		{name: "atomic on the first apply", list: list[:1], failed: rev(6, "c", failed), refuse: "no earlier revision that succeeded"},
+		// One whose objects could not be stored, and that names no
+		// artifact, cannot be applied again: the one before it is.
+		{name: "one holding nothing is passed over", list: []*inventory.Revision{rev(3, "c", ok), {Number: 2, Digest: "b", Outcome: ok}, rev(1, "a", ok)}, want: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
