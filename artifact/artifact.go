@@ -5,6 +5,8 @@
 package artifact
 
 import (
+	archivetar "archive/tar"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -112,6 +114,31 @@ type Options struct {
 	// Verify, when set, refuses to pull an artifact without a valid
 	// cosign signature for its digest.
 	Verify *VerifyOptions
+	// MaxBytes and MaxFiles bound what a pull downloads and unpacks
+	// (default DefaultMaxBytes, as Flux bounds an artifact, and
+	// DefaultMaxFiles).
+	MaxBytes int64
+	MaxFiles int
+}
+
+// The bounds of a pull unless told otherwise: Flux's source-controller
+// refuses an artifact that unpacks to more than 100 MiB; a count of files
+// keeps a small artifact of many empty files from filling the disk's
+// inodes.
+const (
+	DefaultMaxBytes = 100 << 20
+	DefaultMaxFiles = 10000
+)
+
+// TooLargeError refuses an artifact over the pull's bounds, before more
+// of it is written.
+type TooLargeError struct {
+	Ref  string
+	What string
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("artifact %s %s; nothing of it is used (max-artifact-bytes and max-artifact-files set the bounds)", e.Ref, e.What)
 }
 
 // Client pushes and pulls artifacts.
@@ -125,6 +152,8 @@ type Client struct {
 	transport  http.RoundTripper
 	signOpts   *SignOptions
 	verifyOpts *VerifyOptions
+	maxBytes   int64
+	maxFiles   int
 }
 
 // New returns a client.
@@ -143,8 +172,15 @@ func New(o Options) *Client {
 	if o.Insecure {
 		opts = append(opts, crane.Insecure)
 	}
-	return &Client{oci: oci.NewClient(opts), opts: opts, insecure: o.Insecure, recipients: o.Recipients, identities: o.Identities,
-		keychain: keychain, transport: transport, signOpts: o.Sign, verifyOpts: o.Verify}
+	c := &Client{oci: oci.NewClient(opts), opts: opts, insecure: o.Insecure, recipients: o.Recipients, identities: o.Identities,
+		keychain: keychain, transport: transport, signOpts: o.Sign, verifyOpts: o.Verify, maxBytes: o.MaxBytes, maxFiles: o.MaxFiles}
+	if c.maxBytes <= 0 {
+		c.maxBytes = DefaultMaxBytes
+	}
+	if c.maxFiles <= 0 {
+		c.maxFiles = DefaultMaxFiles
+	}
+	return c
 }
 
 // explicit is a keychain with the given username and password for the
@@ -440,6 +476,11 @@ func (c *Client) Pull(ctx context.Context, ref, dir string) (*Pulled, error) {
 		return nil, fmt.Errorf("%s: not an OCI manifest: %w", ref, err)
 	}
 	if err := c.fetchAndUnpack(ctx, byDigest, m, dir); err != nil {
+		var tooLarge *TooLargeError
+		if errors.As(err, &tooLarge) {
+			tooLarge.Ref = ref
+			return nil, tooLarge
+		}
 		return nil, fmt.Errorf("pulling %s: %w", ref, describe(err))
 	}
 	meta := oci.MetadataFromAnnotations(m.Annotations)
@@ -462,6 +503,9 @@ func (c *Client) fetchAndUnpack(ctx context.Context, ref name.Digest, m *v1.Mani
 	if encrypted && len(c.identities) == 0 {
 		return errors.New("the artifact is encrypted with age and no age-identities were given")
 	}
+	if layer.Size > c.maxBytes {
+		return &TooLargeError{What: fmt.Sprintf("has a layer of %d bytes, over the %d a pull takes", layer.Size, c.maxBytes)}
+	}
 	blob, err := remote.Layer(ref.Context().Digest(layer.Digest.String()), remote.WithAuthFromKeychain(c.keychain), remote.WithTransport(c.transport), remote.WithContext(ctx))
 	if err != nil {
 		return err
@@ -476,9 +520,12 @@ func (c *Client) fetchAndUnpack(ctx context.Context, ref name.Digest, m *v1.Mani
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	_, err = io.Copy(tmp, rc)
+	n, err := io.Copy(tmp, io.LimitReader(rc, c.maxBytes+1))
 	rc.Close()
 	tmp.Close()
+	if err == nil && n > c.maxBytes {
+		return &TooLargeError{What: fmt.Sprintf("has a layer of more than %d bytes", c.maxBytes)}
+	}
 	if err != nil {
 		if strings.Contains(err.Error(), "checksum") || strings.Contains(err.Error(), "digest") {
 			return fmt.Errorf("layer %s does not match its digest (tampered or corrupted in the registry): %w", layer.Digest, err)
@@ -495,10 +542,66 @@ func (c *Client) fetchAndUnpack(ctx context.Context, ref name.Digest, m *v1.Mani
 		return err
 	}
 	defer content.Close()
-	if err := tar.Untar(content, dir, tar.WithMaxUntarSize(-1), tar.WithSkipSymlinks()); err != nil {
+	// Its size and files are counted before anything is unpacked; the
+	// unpacking itself is bounded too.
+	if encrypted {
+		// Decrypted as a stream: read once into a bounded file.
+		plain, err := os.CreateTemp("", "gantry-layer-plain-")
+		if err != nil {
+			return err
+		}
+		defer os.Remove(plain.Name())
+		n, err := io.Copy(plain, io.LimitReader(content, c.maxBytes+1))
+		plain.Close()
+		if err != nil {
+			return err
+		}
+		if n > c.maxBytes {
+			return &TooLargeError{What: fmt.Sprintf("decrypts to more than %d bytes", c.maxBytes)}
+		}
+		if content, err = os.Open(plain.Name()); err != nil {
+			return err
+		}
+		defer content.Close()
+	}
+	if err := c.measure(content.(*os.File)); err != nil {
+		return err
+	}
+	if err := tar.Untar(content, dir, tar.WithMaxUntarSize(int(c.maxBytes)), tar.WithSkipSymlinks()); err != nil {
 		return fmt.Errorf("unpacking layer %s: %w", layer.Digest, err)
 	}
 	return nil
+}
+
+// measure reads a gzip-compressed tar once, without writing any of it,
+// and refuses one that unpacks to more files or bytes than the pull
+// takes; it leaves f at its start.
+func (c *Client) measure(f *os.File) error {
+	defer f.Seek(0, io.SeekStart)
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return fmt.Errorf("unpacking the layer: %w", err)
+	}
+	tr := archivetar.NewReader(zr)
+	var files int
+	var size int64
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("unpacking the layer: %w", err)
+		}
+		files++
+		size += max(h.Size, 0)
+		switch {
+		case files > c.maxFiles:
+			return &TooLargeError{What: fmt.Sprintf("holds more than %d files", c.maxFiles)}
+		case size > c.maxBytes:
+			return &TooLargeError{What: fmt.Sprintf("unpacks to more than %d bytes", c.maxBytes)}
+		}
+	}
 }
 
 // Tag adds a tag to the artifact at ref.

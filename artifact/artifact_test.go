@@ -1,14 +1,21 @@
 package artifact
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +25,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/crane"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/static"
 )
 
 const manifests = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n"
@@ -298,5 +306,70 @@ func TestGHCRUsesTheWorkflowToken(t *testing.T) {
 		if got := cfg.Password == "ghs_workflowtoken"; got != want {
 			t.Errorf("%s: token used %v, want %v", host, got, want)
 		}
+	}
+}
+
+// pushTar pushes an artifact in Flux's format whose one layer is a
+// gzip-compressed tar of files, as an attacker could build one.
+func pushTar(t *testing.T, c *Client, ref string, files map[string][]byte) {
+	t.Helper()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	tw := tar.NewWriter(zw)
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(files[name])), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(files[name]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ParseRef(ref, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.pushLayer(context.Background(), r, static.NewLayer(b.Bytes(), ContentMediaType), oci.Metadata{Created: "2026-01-01T00:00:00Z"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A small artifact that unpacks to much (a file of zeros compresses a
+// thousandfold) or to many files is refused, naming the bound, before
+// anything of it is written; within the bounds it is pulled.
+func TestPullsAreBounded(t *testing.T) {
+	t.Parallel()
+	reg := newRegistry(t, "", "")
+	ctx := context.Background()
+	c := New(Options{MaxBytes: 1 << 20, MaxFiles: 100})
+	many := map[string][]byte{}
+	for i := range 101 {
+		many[fmt.Sprintf("f%03d.yaml", i)] = nil
+	}
+	pushTar(t, c, "oci://"+reg+"/acme/bomb:size", map[string][]byte{"zeros.yaml": make([]byte, 2<<20)})
+	pushTar(t, c, "oci://"+reg+"/acme/bomb:files", many)
+	pushTar(t, c, "oci://"+reg+"/acme/bomb:fine", map[string][]byte{"a.yaml": []byte("a: 1\n"), "b.yaml": make([]byte, 900<<10)})
+	for tag, want := range map[string]string{"size": "unpacks to more than 1048576 bytes", "files": "holds more than 100 files"} {
+		dir := filepath.Join(t.TempDir(), "out")
+		_, err := c.Pull(ctx, "oci://"+reg+"/acme/bomb:"+tag, dir)
+		var tooLarge *TooLargeError
+		if !errors.As(err, &tooLarge) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "bomb:"+tag) {
+			t.Errorf("%s: got %v, want a refusal saying %q", tag, err, want)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+			t.Errorf("%s: %d files written before the refusal", tag, len(entries))
+		}
+	}
+	if _, err := c.Pull(ctx, "oci://"+reg+"/acme/bomb:fine", filepath.Join(t.TempDir(), "out")); err != nil {
+		t.Errorf("an artifact within the bounds: %v", err)
+	}
+	// The defaults are Flux's.
+	if d := New(Options{}); d.maxBytes != 100<<20 || d.maxFiles != DefaultMaxFiles {
+		t.Errorf("defaults %d bytes, %d files", d.maxBytes, d.maxFiles)
 	}
 }

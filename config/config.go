@@ -54,6 +54,9 @@ type Config struct {
 	// MaxFileBytes and MaxObjects bound what one build may read.
 	MaxFileBytes int64
 	MaxObjects   int
+	// MaxArtifactBytes and MaxArtifactFiles bound what a pull unpacks.
+	MaxArtifactBytes int64
+	MaxArtifactFiles int
 	// AllowRemoteBases lets kustomize fetch remote resources.
 	AllowRemoteBases bool
 	DetailedExitcode bool
@@ -462,6 +465,8 @@ func (in *inputs) limits(c *Config) {
 	c.Concurrency = int(in.number("concurrency", 1, 256, "a whole number from 1 to 256"))
 	c.MaxFileBytes = in.number("max-file-bytes", 1, math.MaxInt64, "a positive whole number of bytes")
 	c.MaxObjects = int(in.number("max-objects", 1, math.MaxInt32, "a positive whole number"))
+	c.MaxArtifactBytes = in.number("max-artifact-bytes", 1, math.MaxInt64, "a positive whole number of bytes")
+	c.MaxArtifactFiles = int(in.number("max-artifact-files", 1, math.MaxInt32, "a positive whole number"))
 }
 
 // artifact: the OCI artifact a command pushes, pulls or compares, and its

@@ -45,6 +45,8 @@ var workflowOnly = map[string]string{
 	"allow-remote-bases":             "what a build may fetch from the network",
 	"max-file-bytes":                 "the bounds of what a build reads",
 	"max-objects":                    "the bounds of what a build reads",
+	"max-artifact-bytes":             "the bounds of what a pull unpacks",
+	"max-artifact-files":             "the bounds of what a pull unpacks",
 	"sign":                           "what is signed with the workflow's identity",
 	"cosign-key":                     "a key",
 	"cosign-public-key":              "a key that signatures are trusted from",

@@ -2,6 +2,7 @@ package entrypoint
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -20,6 +21,10 @@ func (s *session) runArtifact(ctx context.Context, cfg *config.Config, stdout io
 	defer cancel()
 	fail := func(err error) int {
 		console.printf("gantry %s: %v\n", cfg.Command, err)
+		var tooLarge *artifact.TooLargeError
+		if errors.As(err, &tooLarge) {
+			return ExitInvalid
+		}
 		return ExitFailed
 	}
 	switch cfg.Command {

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -82,6 +83,10 @@ func (r *run) pullStage() stage {
 		}
 		r.cleanup = append(r.cleanup, func() { os.RemoveAll(dir) })
 		pulled, err := a.Client.Pull(ctx, a.Ref, dir)
+		var tooLarge *artifact.TooLargeError
+		if errors.As(err, &tooLarge) {
+			r.res.Reason = result.ReasonInvalidInput
+		}
 		if err != nil {
 			return err
 		}

@@ -152,6 +152,7 @@ func ArtifactClient(cfg *config.Config) *artifact.Client {
 		GitHubToken: cfg.GitHubToken, Insecure: cfg.Registry.Insecure,
 		Recipients: cfg.AgeRecipients, Identities: cfg.AgeIdentities,
 		Sign: cfg.Sign, Verify: cfg.Verify,
+		MaxBytes: cfg.MaxArtifactBytes, MaxFiles: cfg.MaxArtifactFiles,
 	})
 }
 
