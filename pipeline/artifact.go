@@ -92,6 +92,7 @@ func (r *run) pullStage() stage {
 		}
 		r.opts.Build.Path = dir
 		r.opts.Build.WorkDir = dir
+		r.opts.Build.Packed = true
 		if a.Path != "" {
 			sub := filepath.Join(dir, a.Path)
 			if info, err := os.Stat(sub); err != nil || !info.IsDir() {

@@ -66,6 +66,13 @@ type BuildOptions struct {
 	// objects through still encrypted (Object.Encrypted): a push packs them
 	// as they are in git, and whoever applies the artifact decrypts them.
 	KeepSOPSEncrypted bool
+	// Packed says the folder is an OCI artifact's, whose manifests file
+	// joins the set's objects in one stream, those SOPS encrypted among
+	// them (renamed or relabelled by the build that packed them): each
+	// is decrypted on its own, as Flux decrypts them. Anywhere else, a
+	// file that joins SOPS-encrypted documents with others is refused:
+	// SOPS checks a file's integrity (its MAC) as a whole.
+	Packed bool
 	// AllowRemoteBases lets kustomize fetch resources and components
 	// that are URLs (git or HTTP). Without it the build reads nothing but
 	// the folder, and fails at once naming a remote entry.

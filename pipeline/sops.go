@@ -201,8 +201,9 @@ func walkSOPSTree(branches sops.TreeBranches, fn func(path string, v any)) {
 // push that packs what is in git).
 type sopsFS struct {
 	filesys.FileSystem
-	ids  []age.Identity
-	keep bool
+	ids    []age.Identity
+	keep   bool
+	packed bool
 	// reveal is told the values decrypted, which output must then mask.
 	reveal func([]string)
 	// display names a file for errors.
@@ -214,7 +215,7 @@ type sopsFS struct {
 }
 
 func newSOPSFS(fs filesys.FileSystem, opts BuildOptions, display func(string) string) *sopsFS {
-	return &sopsFS{FileSystem: fs, ids: opts.SOPSIdentities, keep: opts.KeepSOPSEncrypted && len(opts.SOPSIdentities) == 0,
+	return &sopsFS{FileSystem: fs, ids: opts.SOPSIdentities, keep: opts.KeepSOPSEncrypted && len(opts.SOPSIdentities) == 0, packed: opts.Packed,
 		reveal: opts.Decrypted, display: display, encrypted: map[string]bool{}}
 }
 
@@ -240,12 +241,24 @@ func (f *sopsFS) ReadFile(name string) ([]byte, error) {
 	f.mu.Lock()
 	f.encrypted[shown] = true
 	f.mu.Unlock()
+	mixed := format == formats.Yaml && mixedYAMLDocuments(data)
+	if mixed && !f.packed {
+		// A document added to a file SOPS wrote (a plain one, or one
+		// of another file) would take the file out of its MAC's reach.
+		err := &BuildError{File: shown, Err: errors.New("this file joins documents SOPS encrypted with others (plain, or encrypted as another file): SOPS checks a file's integrity (its MAC) as a whole, so such a file is refused; keep each encrypted file as sops wrote it, and the others beside it")}
+		f.mu.Lock()
+		if f.err == nil {
+			f.err = err
+		}
+		f.mu.Unlock()
+		return nil, err
+	}
 	if f.keep {
 		return data, nil
 	}
-	if format == formats.Yaml && mixedYAMLDocuments(data) {
-		// Documents joined from several encrypted files: no file MAC
-		// covers them; each object is decrypted after the build.
+	if mixed {
+		// An artifact's objects joined in one stream: no file MAC covers
+		// them; each object is decrypted after the build.
 		return data, nil
 	}
 	plain, err := sopsDecrypt(data, format, format, f.ids, true, f.reveal)

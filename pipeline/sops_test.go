@@ -253,7 +253,7 @@ func TestSOPSKeptForPush(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(pulled, "manifests.yaml"), packed, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	back, err := Build(BuildOptions{Path: pulled, WorkDir: pulled, SOPSIdentities: c.Identities(t)})
+	back, err := Build(BuildOptions{Path: pulled, WorkDir: pulled, SOPSIdentities: c.Identities(t), Packed: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,6 +298,52 @@ func TestSOPSFormatOf(t *testing.T) {
 		}
 		if got != tc.want {
 			t.Errorf("%s %q: %q, want %q", tc.name, tc.data, got, tc.want)
+		}
+	}
+}
+
+// A plain document appended to a file SOPS wrote would take the file out
+// of its MAC's reach (each object decrypted on its own, unchecked): the
+// Secret's namespace, changed by hand, would pass. Such a file is refused,
+// naming it, with or without the key; an artifact's packed stream, which
+// joins objects of several files, is decrypted object by object.
+func TestSOPSFileWithAnAppendedDocumentIsRefused(t *testing.T) {
+	t.Parallel()
+	c := sopsfixture.New(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "secret.yaml")
+	if err := os.WriteFile(file, []byte("apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  namespace: shop\nstringData:\n  password: canary-mac-5e1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.Encrypt(t, file, "--encrypted-regex", "^(data|stringData)$")
+	enc, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As it is, the file decrypts.
+	if _, err := Build(BuildOptions{Path: dir, WorkDir: dir, SOPSIdentities: c.Identities(t)}); err != nil {
+		t.Fatalf("the file as sops wrote it: %v", err)
+	}
+	// Its namespace changed by hand: the MAC refuses it.
+	tampered := strings.Replace(string(enc), "namespace: shop", "namespace: kube-system", 1)
+	if err := os.WriteFile(file, []byte(tampered), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Build(BuildOptions{Path: dir, WorkDir: dir, SOPSIdentities: c.Identities(t)}); err == nil || !strings.Contains(err.Error(), "MAC") {
+		t.Errorf("a changed namespace: %v, want the MAC to refuse it", err)
+	}
+	// And with a plain document appended, too.
+	appended := tampered + "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: plain\n  namespace: shop\n"
+	if err := os.WriteFile(file, []byte(appended), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, opts := range []BuildOptions{
+		{Path: dir, WorkDir: dir, SOPSIdentities: c.Identities(t)},
+		{Path: dir, WorkDir: dir, KeepSOPSEncrypted: true},
+	} {
+		objs, err := Build(opts)
+		if err == nil || !strings.Contains(err.Error(), "secret.yaml") || !strings.Contains(err.Error(), "MAC") {
+			t.Errorf("a plain document appended (key given: %v): %d objects, %v", opts.SOPSIdentities != nil, len(objs), err)
 		}
 	}
 }

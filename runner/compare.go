@@ -34,8 +34,9 @@ type ObjectDiff struct {
 // masked in the diffs; redact masks what else must not be printed.
 func (s *Session) CompareArtifacts(ctx context.Context, cfg *config.Config, client *artifact.Client, redact func(string) string) ([]ObjectDiff, error) {
 	objectsOf := func(source string) (map[string]*unstructured.Unstructured, error) {
-		dir := source
+		dir, packed := source, false
 		if strings.HasPrefix(source, "oci://") {
+			packed = true
 			tmp, err := os.MkdirTemp("", "gantry-diff-artifact-")
 			if err != nil {
 				return nil, err
@@ -46,7 +47,7 @@ func (s *Session) CompareArtifacts(ctx context.Context, cfg *config.Config, clie
 			}
 			dir = tmp
 		}
-		objs, err := pipeline.Build(pipeline.BuildOptions{Path: dir, WorkDir: dir, SOPSIdentities: cfg.SOPSIdentities, Decrypted: s.Decrypted, NoOrigins: true})
+		objs, err := pipeline.Build(pipeline.BuildOptions{Path: dir, WorkDir: dir, SOPSIdentities: cfg.SOPSIdentities, Decrypted: s.Decrypted, NoOrigins: true, Packed: packed})
 		if err != nil {
 			return nil, err
 		}
