@@ -41,7 +41,7 @@ func (*PullRequestComment) Name() string { return "GitHub pull request comment" 
 func CommentMarker(res *result.Result) string {
 	inv := "none"
 	if res.Inventory != nil && res.Inventory.Name != "" {
-		inv = res.Inventory.Namespace + "/" + res.Inventory.Name
+		inv = markerValue(res.Inventory.Namespace) + "/" + markerValue(res.Inventory.Name)
 	}
 	if res.Base != "" {
 		// The preview without a cluster has a comment of its own: it
@@ -162,7 +162,7 @@ func (p *PullRequestComment) find(ctx context.Context, client *github.Client, me
 			return nil, err
 		}
 		for _, c := range comments {
-			if strings.Contains(c.GetBody(), "<!-- "+marker+" -->") && ownedBy(c.GetUser(), me) {
+			if carriesMarker(c.GetBody(), marker) && ownedBy(c.GetUser(), me) {
 				return c, nil
 			}
 		}

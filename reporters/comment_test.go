@@ -113,3 +113,41 @@ func TestGraphQLURL(t *testing.T) {
 		}
 	}
 }
+
+// A marker counts only as the first line of a body gantry's identity
+// wrote: one quoted further down (in a diff, or through an object's name)
+// belongs to that comment's content, and no run edits a comment because
+// its body mentions that run's inventory. Names that could end the
+// marker, or read as another's, are encoded in it.
+func TestMarkersCannotBeForgedInContent(t *testing.T) {
+	t.Parallel()
+	gh := &fakeapi.GitHub{T: t, Token: "ghs_canarytoken123", Viewer: "github-actions"}
+	prod := sample()
+	prod.Inventory = &result.Inventory{Name: "shop", Namespace: "prod"}
+	// The staging inventory's own comment, by the same bot, quotes the
+	// production marker in a diff.
+	quoting := "<!-- gantry:comment inventory=staging/shop -->\n```diff\n+ <!-- " + CommentMarker(prod) + " -->\n```"
+	gh.Seed(&fakeapi.Comment{ID: 100, Body: quoting, User: fakeapi.User{Login: "github-actions[bot]", Type: "Bot"}})
+	srv := httptest.NewServer(gh)
+	defer srv.Close()
+	c := newCommenter(srv, gh.Token)
+	if err := c.Report(t.Context(), prod); err != nil {
+		t.Fatal(err)
+	}
+	comments := gh.Comments()
+	if len(comments) != 2 || comments[0].Body != quoting {
+		t.Fatalf("production's run edited staging's comment: %d comments, first:\n%s", len(comments), comments[0].Body)
+	}
+	if !carriesMarker(comments[1].Body, CommentMarker(prod)) {
+		t.Errorf("the new comment does not begin with its marker:\n%s", comments[1].Body)
+	}
+
+	for _, name := range []string{"shop -->\n<!-- gantry:comment inventory=prod/shop", "a--b", "x\ny"} {
+		res := sample()
+		res.Inventory = &result.Inventory{Name: name, Namespace: "prod"}
+		m := CommentMarker(res)
+		if strings.ContainsAny(m, "\n\r") || strings.Contains(m, "--") || m == CommentMarker(prod) {
+			t.Errorf("inventory %q gives the marker %q", name, m)
+		}
+	}
+}

@@ -76,7 +76,7 @@ func (m *MergeRequestNote) publish(ctx context.Context, marker, body string) err
 			return err
 		}
 		for _, n := range notes {
-			if n.Author.ID == me.ID && strings.Contains(n.Body, "<!-- "+marker+" -->") {
+			if n.Author.ID == me.ID && carriesMarker(n.Body, marker) {
 				existing = n
 				break
 			}

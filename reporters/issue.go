@@ -23,7 +23,7 @@ import (
 func DriftMarker(res *result.Result) string {
 	inv := "none"
 	if res.Inventory != nil && res.Inventory.Name != "" {
-		inv = res.Inventory.Namespace + "/" + res.Inventory.Name
+		inv = markerValue(res.Inventory.Namespace) + "/" + markerValue(res.Inventory.Name)
 	}
 	return "gantry:drift inventory=" + inv
 }
@@ -59,7 +59,7 @@ func runDriftIssueOf(run *result.Run, page Page) (is driftIssue, ok bool) {
 	if run.Command != "drift" {
 		return is, false
 	}
-	page.Marker = "gantry:drift run-file=" + run.RunFile
+	page.Marker = "gantry:drift run-file=" + markerValue(run.RunFile)
 	return driftIssue{marker: page.Marker, title: driftTitle("run file " + run.RunFile), open: runDrifted(run),
 		body: func(limit int, redact *Redactor) string { return RunStickyBody(run, page, limit, redact) }}, true
 }
@@ -159,7 +159,7 @@ func (g *GitHubDriftIssue) find(ctx context.Context, client *github.Client, me, 
 			return nil, err
 		}
 		for _, is := range issues {
-			if !is.IsPullRequest() && strings.Contains(is.GetBody(), "<!-- "+marker+" -->") && ownedBy(is.GetUser(), me) {
+			if !is.IsPullRequest() && carriesMarker(is.GetBody(), marker) && ownedBy(is.GetUser(), me) {
 				return is, nil
 			}
 		}
@@ -234,7 +234,7 @@ func (g *GitLabDriftIssue) publish(ctx context.Context, is driftIssue) error {
 			return err
 		}
 		for _, is := range issues {
-			if is.Author != nil && is.Author.ID == me.ID && strings.Contains(is.Description, "<!-- "+marker+" -->") {
+			if is.Author != nil && is.Author.ID == me.ID && carriesMarker(is.Description, marker) {
 				existing = is
 				break
 			}

@@ -117,10 +117,10 @@ func RunOutputNames(run *result.Run) []string {
 func RunMarker(run *result.Run) string {
 	for _, u := range run.Units {
 		if u.Result != nil && u.Base != "" {
-			return "gantry:comment offline-diff run-file=" + run.RunFile
+			return "gantry:comment offline-diff run-file=" + markerValue(run.RunFile)
 		}
 	}
-	return "gantry:comment run-file=" + run.RunFile
+	return "gantry:comment run-file=" + markerValue(run.RunFile)
 }
 
 // RunStickyBody is RunFit's rendering for a comment updated in place,
