@@ -174,12 +174,37 @@ func TestKeylessVerification(t *testing.T) {
 		opts VerifyOptions
 		want string // empty: verifies
 	}{
-		"exact identity and issuer":    {VerifyOptions{Identity: workflow, Issuer: actions, RootsPEM: root}, ""},
-		"identity regexp":              {VerifyOptions{IdentityRegexp: `^https://github\.com/acme/shop/`, Issuer: actions, RootsPEM: root}, ""},
+		"exact identity and issuer": {VerifyOptions{Identity: workflow, Issuer: actions, RootsPEM: root}, ""},
+		"identity regexp":           {VerifyOptions{IdentityRegexp: `https://github\.com/acme/shop/.*`, Issuer: actions, RootsPEM: root}, ""},
+		// A pattern matches the whole identity: a prefix alone, as an
+		// unanchored pattern would take it, is not enough.
+		"pattern matched only in part": {VerifyOptions{IdentityRegexp: `https://github\.com/acme/`, Issuer: actions, RootsPEM: root}, "names the required identity and issuer"},
+		"issuer pattern in part":       {VerifyOptions{Identity: workflow, IssuerRegexp: `token\.actions`, RootsPEM: root}, "names the required identity and issuer"},
+		"exact identity and a pattern": {VerifyOptions{Identity: workflow, IdentityRegexp: `.*`, Issuer: actions, RootsPEM: root}, "not both"},
 		"another workflow":             {VerifyOptions{Identity: "https://github.com/acme/other/.github/workflows/x.yml@refs/heads/main", Issuer: actions, RootsPEM: root}, "names the required identity and issuer"},
 		"another issuer":               {VerifyOptions{Identity: workflow, Issuer: "https://accounts.google.com", RootsPEM: root}, "names the required identity and issuer"},
 		"another CA":                   {VerifyOptions{Identity: workflow, Issuer: actions, RootsPEM: otherRoot}, "chains to the roots"},
 		"identity and issuer required": {VerifyOptions{Identity: workflow, RootsPEM: root}, "needs certificate-identity (or -regexp) and certificate-oidc-issuer"},
+	}
+	// The same digest, copied to another repository with its signature
+	// (made for acme/app): not trusted there.
+	copied, err := New(Options{}).Push(ctx, "oci://"+reg+"/acme/copy:v1", []byte(manifests), Meta{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyDigest, err := name.NewDigest(strings.TrimPrefix(copied.URL, "oci://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if copyDigest.DigestStr() != digest.DigestStr() {
+		t.Fatalf("the copy has another digest: %s", copyDigest)
+	}
+	if err := c.attachSignature(ctx, copyDigest, pl, sig, nil, static.WithCertChain(leaf, root)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(Options{Verify: &VerifyOptions{Identity: workflow, Issuer: actions, RootsPEM: root}}).Pull(ctx, copied.URL, filepath.Join(t.TempDir(), "out"))
+	if err == nil || !strings.Contains(err.Error(), "made for another repository") {
+		t.Errorf("a signature copied from another repository: %v", err)
 	}
 	for name, tc := range cases {
 		_, err := New(Options{Verify: &tc.opts}).Pull(ctx, pushed.URL, filepath.Join(t.TempDir(), "out"))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/sigstore/cosign/v2/pkg/cosign"
 	cosignremote "github.com/sigstore/cosign/v2/pkg/cosign/remote"
+	"github.com/sigstore/cosign/v2/pkg/oci"
 	"github.com/sigstore/cosign/v2/pkg/oci/mutate"
 	ociremote "github.com/sigstore/cosign/v2/pkg/oci/remote"
 	"github.com/sigstore/cosign/v2/pkg/oci/static"
@@ -139,11 +141,46 @@ func (c *Client) verify(ctx context.Context, digest name.Digest) error {
 	} else if err := o.keyless(ctx, co); err != nil {
 		return err
 	}
-	_, _, err := cosign.VerifyImageSignatures(ctx, digest, co)
+	sigs, _, err := cosign.VerifyImageSignatures(ctx, digest, co)
 	if err != nil {
 		return fmt.Errorf("%w for %s: %s", ErrUnverified, digest, explainVerify(err, o.PublicKeyRef == ""))
 	}
-	return nil
+	return boundToRepository(digest, sigs)
+}
+
+// anchored makes a pattern match a whole value.
+func anchored(re string) string {
+	if re == "" {
+		return ""
+	}
+	return "^(?:" + re + ")$"
+}
+
+// boundToRepository requires a verified signature that was made for the
+// artifact's own repository: cosign signs the repository's name
+// (docker-reference) with the digest, and a digest signed for another
+// repository, copied here with its signature, proves nothing about this
+// one.
+func boundToRepository(digest name.Digest, sigs []oci.Signature) error {
+	want := digest.Context().Name()
+	var seen []string
+	for _, sig := range sigs {
+		raw, err := sig.Payload()
+		if err != nil {
+			continue
+		}
+		var p payload.SimpleContainerImage
+		if err := json.Unmarshal(raw, &p); err != nil {
+			continue
+		}
+		ref := p.Critical.Identity.DockerReference
+		r, err := name.ParseReference(ref, name.WeakValidation)
+		if err == nil && r.Context().Name() == want {
+			return nil
+		}
+		seen = append(seen, ref)
+	}
+	return fmt.Errorf("%w for %s: its signature was made for another repository (%s), not %s: a signed artifact copied to this repository, or re-tagged here, is not trusted", ErrUnverified, digest, strings.Join(seen, ", "), want)
 }
 
 // keyless sets the certificate checks: roots, and the identity and issuer
@@ -152,7 +189,13 @@ func (o *VerifyOptions) keyless(ctx context.Context, co *cosign.CheckOpts) error
 	if (o.Identity == "" && o.IdentityRegexp == "") || (o.Issuer == "" && o.IssuerRegexp == "") {
 		return errors.New("keyless verification needs certificate-identity (or -regexp) and certificate-oidc-issuer (or -regexp)")
 	}
-	co.Identities = []cosign.Identity{{Subject: o.Identity, SubjectRegExp: o.IdentityRegexp, Issuer: o.Issuer, IssuerRegExp: o.IssuerRegexp}}
+	if o.Identity != "" && o.IdentityRegexp != "" || o.Issuer != "" && o.IssuerRegexp != "" {
+		return errors.New("keyless verification takes an exact identity (or issuer) or a pattern, not both: which one must match would be ambiguous")
+	}
+	// A pattern matches the whole value, as people read one: an
+	// unanchored https://github.com/acme/ would match a certificate of
+	// https://github.com/acme/evil too, or of https://evil/?https://github.com/acme/.
+	co.Identities = []cosign.Identity{{Subject: o.Identity, SubjectRegExp: anchored(o.IdentityRegexp), Issuer: o.Issuer, IssuerRegExp: anchored(o.IssuerRegexp)}}
 	if len(o.RootsPEM) > 0 {
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(o.RootsPEM) {

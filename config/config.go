@@ -656,6 +656,13 @@ func (in *inputs) verify() *artifact.VerifyOptions {
 			in.bad(name, "%v", err)
 		}
 	}
+	// Both would leave one unused: cosign lets the pattern win.
+	if v.Identity != "" && v.IdentityRegexp != "" {
+		in.bad("certificate-identity-regexp", "give certificate-identity or certificate-identity-regexp, not both: which one the certificate must match would be ambiguous")
+	}
+	if v.Issuer != "" && v.IssuerRegexp != "" {
+		in.bad("certificate-oidc-issuer-regexp", "give certificate-oidc-issuer or certificate-oidc-issuer-regexp, not both: which one the certificate must match would be ambiguous")
+	}
 	if p := in.str("certificate-roots"); p != "" {
 		b, err := os.ReadFile(p)
 		if err != nil {
