@@ -19,6 +19,15 @@ func (s *session) runArtifact(ctx context.Context, cfg *config.Config, stdout io
 	client, console := runner.ArtifactClient(cfg), s.console
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
+	if s.platform == githubActions {
+		// What an artifact holds (annotations, diffs) is printed, never
+		// read as workflow commands.
+		end, err := fence(stdout)
+		if err != nil {
+			return ExitFailed
+		}
+		defer end()
+	}
 	fail := func(err error) int {
 		console.printf("gantry %s: %v\n", cfg.Command, err)
 		var tooLarge *artifact.TooLargeError

@@ -68,6 +68,17 @@ func (c *console) Write(b []byte) (int, error) {
 }
 
 func (c *console) printf(format string, a ...any) {
+	c.write(c.w, format, a...)
+}
+
+// command prints one of gantry's own workflow commands (a group, a
+// warning) on GitHub: beside the guard that keeps content from reading
+// as one.
+func (c *console) command(format string, a ...any) {
+	c.write(commandWriter(c.w), format, a...)
+}
+
+func (c *console) write(w io.Writer, format string, a ...any) {
 	s := c.redact.String(fmt.Sprintf(format, a...))
 	if c.unit != "" {
 		prefix := c.paint("2", "["+c.unit+"]") + " "
@@ -75,7 +86,7 @@ func (c *console) printf(format string, a ...any) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	fmt.Fprint(c.w, s)
+	fmt.Fprint(w, s)
 }
 
 func (c *console) paint(code, s string) string {
@@ -90,7 +101,7 @@ func (c *console) StageStarted(name string) {
 	case c.unit != "":
 		c.printf("%s %s\n", c.paint("1", "▸"), name)
 	case c.p == githubActions:
-		c.printf("::group::%s\n", name)
+		c.command("::group::%s\n", name)
 	case c.p == gitlabCI:
 		c.printf("\x1b[0Ksection_start:%d:gantry_%s[collapsed=false]\r\x1b[0K%s\n", c.now().Unix(), name, name)
 	default:
@@ -102,7 +113,7 @@ func (c *console) StageFinished(s result.Stage) {
 	switch {
 	case c.unit != "":
 	case c.p == githubActions:
-		c.printf("::endgroup::\n")
+		c.command("::endgroup::\n")
 	case c.p == gitlabCI:
 		c.printf("\x1b[0Ksection_end:%d:gantry_%s\r\x1b[0K", c.now().Unix(), s.Name)
 	}
@@ -164,7 +175,7 @@ func (c *console) Info(msg string) { c.printf("  %s\n", msg) }
 // warn reports a problem that does not fail the run.
 func (c *console) warn(msg string) {
 	if c.p == githubActions && c.unit == "" {
-		c.printf("::warning title=gantry::%s\n", escapeCommandData(msg))
+		c.command("::warning title=gantry::%s\n", escapeCommandData(msg))
 		return
 	}
 	c.printf("%s %s\n", c.paint("33", "warning:"), msg)

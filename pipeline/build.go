@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"unicode"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +14,9 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"k8s.io/apimachinery/pkg/api/validation/path"
+	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
 
 	"filippo.io/age"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -245,8 +250,35 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, _ error) {
 		if o.GetKind() == "" || o.GetAPIVersion() == "" {
 			return nil, true, &BuildError{File: o.Source, Err: fmt.Errorf("object %q has no apiVersion or kind", o.GetName())}
 		}
+		if err := nameCheck(o); err != nil {
+			return nil, true, &BuildError{File: o.Source, Err: err}
+		}
 	}
 	return objects, false, nil
+}
+
+// nameCheck refuses a kind, name or namespace that no Kubernetes object
+// can have: one with a line break or another control character, a
+// slash or a percent sign (the API server's rule for every name), or a
+// namespace that is not a DNS label. Names reach logs, summaries and
+// comments, and one that could never be applied must not reach them.
+func nameCheck(o *Object) error {
+	for what, v := range map[string]string{"kind": o.GetKind(), "name": o.GetName(), "namespace": o.GetNamespace(), "apiVersion": o.GetAPIVersion()} {
+		if strings.ContainsFunc(v, func(r rune) bool { return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' }) {
+			return fmt.Errorf("an object's %s %q holds a control character (a line break, say): no Kubernetes object can have it", what, v)
+		}
+	}
+	if name := o.GetName(); name != "" {
+		if msgs := path.IsValidPathSegmentName(name); len(msgs) > 0 {
+			return fmt.Errorf("%s %q: invalid name: %s", o.GetKind(), name, strings.Join(msgs, "; "))
+		}
+	}
+	if ns := o.GetNamespace(); ns != "" {
+		if msgs := k8svalidation.IsDNS1123Label(ns); len(msgs) > 0 {
+			return fmt.Errorf("%s %q: invalid namespace %q: %s", o.GetKind(), o.GetName(), ns, strings.Join(msgs, "; "))
+		}
+	}
+	return nil
 }
 
 // refuseDuplicates refuses two objects of one identity (group, kind,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/gantry-dev/gantry/diffs"
 	"github.com/gantry-dev/gantry/result"
@@ -95,7 +96,7 @@ func against(res *result.Result) string {
 	if res.Base == "" {
 		return ""
 	}
-	return " against `" + res.Base + "`, offline"
+	return " against " + code(res.Base) + ", offline"
 }
 
 func plural(n int, one, many string) string {
@@ -128,10 +129,10 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 
 	var facts []string
 	if res.Inventory != nil && res.Inventory.Name != "" {
-		facts = append(facts, fmt.Sprintf("**Inventory** `%s/%s`", res.Inventory.Namespace, res.Inventory.Name))
+		facts = append(facts, "**Inventory** "+code(res.Inventory.Namespace+"/"+res.Inventory.Name))
 	}
 	if res.Revision != "" {
-		facts = append(facts, fmt.Sprintf("**Revision** `%s`", res.Revision))
+		facts = append(facts, "**Revision** "+code(res.Revision))
 	}
 	if res.RecordedRevision > 0 {
 		facts = append(facts, fmt.Sprintf("**History** revision %d", res.RecordedRevision))
@@ -144,7 +145,7 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 		case a.Verified:
 			note = " (signature verified)"
 		}
-		facts = append(facts, fmt.Sprintf("**Artifact** `%s`%s", a.URL, note))
+		facts = append(facts, "**Artifact** "+code(a.URL)+note)
 	}
 	if len(res.Stages) > 0 {
 		var st []string
@@ -193,7 +194,7 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 				if o.Health != nil && o.Health.Message != "" {
 					why = o.Health.Status + ": " + o.Health.Message
 				}
-				fmt.Fprintf(&b, "| `%s` | %s | %s |\n", o.Ref(), cell(o.Where()), cell(why))
+				fmt.Fprintf(&b, "| %s | %s | %s |\n", codeCell(o.Ref()), cell(o.Where()), cell(why))
 			}
 			b.WriteString("\n")
 		}
@@ -207,14 +208,14 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 						omitted = append(omitted, "more drifted fields")
 						break driftRows
 					}
-					field, by, when := "`"+cell(d.Field)+"`", cell(d.Manager), ""
+					field, by, when := codeCell(d.Field), cell(d.Manager), ""
 					if o.Action == result.Missing {
 						field, by = "(the whole object)", "deleted by hand"
 					}
 					if d.Time != nil {
 						when = d.Time.UTC().Format("2006-01-02 15:04 UTC")
 					}
-					fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", o.Ref(), field, d.Change, by, when)
+					fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", codeCell(o.Ref()), field, cell(d.Change), by, when)
 					rows++
 				}
 			}
@@ -227,7 +228,7 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 					break
 				}
 				add, del := diffs.Lines(o.Diff)
-				fmt.Fprintf(&b, "| `%s` | %s | %s | +%d −%d |\n", o.Ref(), o.Action, cell(o.Where()), add, del)
+				fmt.Fprintf(&b, "| %s | %s | %s | +%d −%d |\n", codeCell(o.Ref()), o.Action, cell(o.Where()), add, del)
 			}
 			b.WriteString("\n")
 		}
@@ -241,7 +242,7 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 						omitted = append(omitted, "more fields taken from other managers")
 						break takenRows
 					}
-					fmt.Fprintf(&b, "| `%s` | `%s` | %s |\n", o.Ref(), cell(c.Field), cell(c.Manager))
+					fmt.Fprintf(&b, "| %s | %s | %s |\n", codeCell(o.Ref()), codeCell(c.Field), cell(c.Manager))
 					rows++
 				}
 			}
@@ -265,7 +266,7 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 				}
 			}
 			add, del := diffs.Lines(o.Diff)
-			fmt.Fprintf(&b, "<details><summary><code>%s</code> %s (+%d −%d)</summary>\n\n%s\n</details>\n\n", htmlEscape(o.Ref()), o.Action, add, del, fence("diff", d))
+			fmt.Fprintf(&b, "<details><summary><code>%s</code> %s (+%d −%d)</summary>\n\n%s\n</details>\n\n", htmlEscape(oneLine(o.Ref())), o.Action, add, del, fence("diff", d))
 		}
 		if shortened > 0 {
 			omitted = append(omitted, fmt.Sprintf("the tail of %d long %s", shortened, plural(shortened, "diff", "diffs")))
@@ -375,14 +376,61 @@ func cell(s string) string {
 	return strings.ReplaceAll(s, "\n", "<br>")
 }
 
+// htmlEscape makes text from the configuration or the cluster plain text
+// in Markdown: no HTML (a hidden comment, a marker), no @mention that
+// pings a person or team, no #reference or !reference to an issue or
+// merge request that GitLab or GitHub would link and notify.
 func htmlEscape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+	return textEscaper.Replace(s)
+}
+
+var textEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", "@", "@\u200b", "#", "&#35;", "!", "&#33;")
+
+// oneLine keeps a value on one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+			return ' '
+		}
+		return r
+	}, s)), " ")
+}
+
+// code is a value as an inline code span: on one line, between backtick
+// fences longer than any run of backticks inside it, so that no value
+// ends the span early. Within a span nothing is markup: no mention, no
+// HTML, no quick action.
+func code(s string) string {
+	s = oneLine(s)
+	if s == "" {
+		return "` `"
+	}
+	longest, run := 0, 0
+	for _, r := range s {
+		if r == '`' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	f := strings.Repeat("`", longest+1)
+	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
+		s = " " + s + " "
+	}
+	return f + s + f
+}
+
+// codeCell is a code span inside a table cell, whose pipes would
+// otherwise end the cell.
+func codeCell(s string) string {
+	return strings.ReplaceAll(code(s), "|", "\\|")
 }
 
 func quote(s string) string {
 	var b strings.Builder
 	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
-		b.WriteString("> " + htmlEscape(l) + "\n")
+		b.WriteString("> " + htmlEscape(strings.TrimRight(l, "\r")) + "\n")
 	}
 	return b.String()
 }

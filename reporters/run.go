@@ -193,7 +193,7 @@ func RunMarkdown(run *result.Run, page Page, detail Detail) string {
 	if page.Marker != "" {
 		fmt.Fprintf(&b, "<!-- %s -->\n", page.Marker)
 	}
-	fmt.Fprintf(&b, "### %s gantry %s: %s\n\n", runIcon(run.Reason), run.Command, run.Message)
+	fmt.Fprintf(&b, "### %s gantry %s: %s\n\n", runIcon(run.Reason), run.Command, htmlEscape(oneLine(run.Message)))
 
 	actions := result.ActionsOf(run.Command)
 	b.WriteString("| unit | cluster | outcome | " + strings.Join(actionNames(actions), " | ") + " | time |\n|---|---|---|")
@@ -211,7 +211,11 @@ func RunMarkdown(run *result.Run, page Page, detail Detail) string {
 	if levels := run.Levels(); len(levels) > 1 {
 		var steps []string
 		for _, l := range levels {
-			steps = append(steps, "`"+strings.Join(l, "`, `")+"`")
+			names := make([]string, len(l))
+			for i, n := range l {
+				names[i] = code(n)
+			}
+			steps = append(steps, strings.Join(names, ", "))
 		}
 		fmt.Fprintf(&b, "**Order** %s\n\n", strings.Join(steps, " → "))
 	}
@@ -221,7 +225,7 @@ func RunMarkdown(run *result.Run, page Page, detail Detail) string {
 		if result.Severity(u.Reason) >= 3 || u.Reason == result.ReasonProgressing || u.Reason == result.ReasonDriftDetected || (u.Reason == result.ReasonSucceeded && u.Changed()) {
 			open = " open"
 		}
-		fmt.Fprintf(&b, "<details%s><summary>%s <b>%s</b>: %s</summary>\n\n", open, runIcon(u.Reason), htmlEscape(u.Name), htmlEscape(unitOutcome(u)))
+		fmt.Fprintf(&b, "<details%s><summary>%s <b>%s</b>: %s</summary>\n\n", open, runIcon(u.Reason), htmlEscape(oneLine(u.Name)), htmlEscape(oneLine(unitOutcome(u))))
 		switch u.Reason {
 		case result.ReasonSuspended, result.ReasonDependencyNotReady:
 			b.WriteString(u.Message + "\n")
