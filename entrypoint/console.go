@@ -184,7 +184,7 @@ func (c *console) warn(msg string) {
 // escapeCommandData escapes a workflow command's message as the runner
 // expects.
 func escapeCommandData(s string) string {
-	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
+	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", "##[", "##"+zeroWidthSpace+"[").Replace(s)
 }
 
 // summary prints the outcome, counts and, on failure, every error.

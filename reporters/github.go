@@ -176,7 +176,7 @@ func (a *GitHubAnnotations) Report(_ context.Context, res *result.Result) error 
 		// annotation with the message.
 		return safely(func() {
 			a.Action.WithFieldsMap(map[string]string{"title": "gantry " + string(res.Reason)}).
-				Errorf("%s", a.Redact.String(firstLines(res.Message, 20)))
+				Errorf("%s", noLogCommands(a.Redact.String(firstLines(res.Message, 20))))
 		})
 	}
 	return safely(func() {
@@ -190,16 +190,23 @@ func (a *GitHubAnnotations) Report(_ context.Context, res *result.Result) error 
 			if o.Health != nil && o.Health.Message != "" {
 				msg = o.Health.Status + ": " + o.Health.Message
 			}
-			fields := map[string]string{"title": o.Ref() + " " + string(o.Action)}
+			fields := map[string]string{"title": noLogCommands(o.Ref() + " " + string(o.Action))}
 			if o.Source != "" {
 				fields["file"] = a.relative(o.Source)
 				if o.Line > 0 {
 					fields["line"] = strconv.Itoa(o.Line)
 				}
 			}
-			a.Action.WithFieldsMap(fields).Errorf("%s", a.Redact.String(msg))
+			a.Action.WithFieldsMap(fields).Errorf("%s", noLogCommands(a.Redact.String(msg)))
 		}
 	})
+}
+
+// noLogCommands keeps text inside a workflow command from carrying
+// another: the runner reads ##[ anywhere in a line (line breaks the
+// library escapes).
+func noLogCommands(s string) string {
+	return strings.ReplaceAll(s, "##[", "##\u200b[")
 }
 
 // relative makes a source path relative to the workspace, as annotations
