@@ -32,9 +32,27 @@ func Object(ref string, live, desired *unstructured.Unstructured) (string, error
 // artifacts, an artifact and a folder): the diff's headers read
 // <fromLabel>/<ref> and <toLabel>/<ref>.
 func Between(ref, fromLabel, toLabel string, live, desired *unstructured.Unstructured) (string, error) {
+	return BetweenMasked(ref, fromLabel, toLabel, live, desired, nil)
+}
+
+// ObjectMasked is Object with every string value that holds a secret
+// masked (mask returns it with its secrets replaced) before the objects
+// are written as YAML: however YAML quotes or folds it, no part of the
+// value is left.
+func ObjectMasked(ref string, live, desired *unstructured.Unstructured, mask func(string) string) (string, error) {
+	return BetweenMasked(ref, "live", "desired", live, desired, mask)
+}
+
+// BetweenMasked is Between with mask applied as ObjectMasked does. A value
+// whose secret changed while the rest stayed says so: its masked forms
+// would otherwise read alike.
+func BetweenMasked(ref, fromLabel, toLabel string, live, desired *unstructured.Unstructured, mask func(string) string) (string, error) {
 	l, d := sanitize(live), sanitize(desired)
 	if isSecret(live) || isSecret(desired) {
 		maskSecrets(l, d)
+	}
+	if mask != nil {
+		maskValues(l, d, mask)
 	}
 	before, err := render(l)
 	if err != nil {
@@ -186,4 +204,100 @@ func Lines(diff string) (added, removed int) {
 		}
 	}
 	return added, removed
+}
+
+// maskValues masks, in place, every string of live and desired that holds
+// a secret; where both sides hold a value at the same place and only the
+// secret in it differs, the desired one is marked as changed.
+func maskValues(live, desired map[string]any, mask func(string) string) {
+	var walk func(l, d any) (any, any)
+	walk = func(l, d any) (any, any) {
+		switch dv := d.(type) {
+		case string:
+			masked := mask(dv)
+			ls, isString := l.(string)
+			if isString {
+				lm := mask(ls)
+				if lm != ls || masked != dv {
+					if ls != dv && lm == masked {
+						masked += " (changed)"
+					}
+					return lm, masked
+				}
+				return l, d
+			}
+			return maskAny(l, mask), masked
+		case map[string]any:
+			lm, _ := l.(map[string]any)
+			for k, v := range dv {
+				var lv any
+				if lm != nil {
+					lv = lm[k]
+				}
+				nl, nd := walk(lv, v)
+				dv[k] = nd
+				if lm != nil {
+					if _, ok := lm[k]; ok {
+						lm[k] = nl
+					}
+				}
+			}
+			if lm != nil {
+				for k, v := range lm {
+					if _, ok := dv[k]; !ok {
+						lm[k] = maskAny(v, mask)
+					}
+				}
+			}
+			return l, d
+		case []any:
+			ll, _ := l.([]any)
+			for i, v := range dv {
+				var lv any
+				if i < len(ll) {
+					lv = ll[i]
+				}
+				nl, nd := walk(lv, v)
+				dv[i] = nd
+				if i < len(ll) {
+					ll[i] = nl
+				}
+			}
+			for i := len(dv); i < len(ll); i++ {
+				ll[i] = maskAny(ll[i], mask)
+			}
+			return l, d
+		case nil:
+			return maskAny(l, mask), d
+		default:
+			return maskAny(l, mask), d
+		}
+	}
+	if desired == nil {
+		maskAny(live, mask)
+		return
+	}
+	if live == nil {
+		maskAny(desired, mask)
+		return
+	}
+	walk(live, desired)
+}
+
+// maskAny masks every string of v in place (and returns v, or the masked
+// string).
+func maskAny(v any, mask func(string) string) any {
+	switch t := v.(type) {
+	case string:
+		return mask(t)
+	case map[string]any:
+		for k, e := range t {
+			t[k] = maskAny(e, mask)
+		}
+	case []any:
+		for i, e := range t {
+			t[i] = maskAny(e, mask)
+		}
+	}
+	return v
 }

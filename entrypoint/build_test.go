@@ -104,7 +104,7 @@ func TestBuildMasksDecryptedValues(t *testing.T) {
 	if out := stdout.String() + stderr.String(); strings.Contains(out, "canary-dec-61b") || strings.Contains(out, "ENC[") {
 		t.Errorf("output:\n%s", out)
 	}
-	if !strings.Contains(stdout.String(), "API_URL: ***") || !strings.Contains(stdout.String(), "LOG_LEVEL: ***") {
+	if !strings.Contains(stdout.String(), "API_URL: '***'") || !strings.Contains(stdout.String(), "LOG_LEVEL: '***'") {
 		t.Errorf("stdout:\n%s", stdout.String())
 	}
 	// A build says what it built, not counts of cluster actions.

@@ -249,7 +249,9 @@ func writeObjects(w io.Writer, objects []*pipeline.Object, fenced bool, redact *
 		if u.GetKind() == "Secret" && u.GroupVersionKind().Group == "" {
 			u = redactSecret(u)
 		}
-		b, err := yaml.Marshal(u.Object)
+		// Each value is masked before it is written: however YAML then
+		// quotes or folds it, no part of a secret is left.
+		b, err := yaml.Marshal(maskValues(u.DeepCopy().Object, redact.String))
 		if err != nil {
 			return err
 		}
@@ -393,4 +395,21 @@ func printable(v string) string {
 	}
 	q := strconv.Quote(v)
 	return q[1 : len(q)-1]
+}
+
+// maskValues masks every string of v in place, and returns it.
+func maskValues(v any, mask func(string) string) any {
+	switch t := v.(type) {
+	case string:
+		return mask(t)
+	case map[string]any:
+		for k, e := range t {
+			t[k] = maskValues(e, mask)
+		}
+	case []any:
+		for i, e := range t {
+			t[i] = maskValues(e, mask)
+		}
+	}
+	return v
 }

@@ -192,7 +192,7 @@ func newSession(env map[string]string, p platform, secrets []string, stderr io.W
 	}
 	s.console = newConsole(stderr, s.redact, p)
 	s.run = &runner.Session{Version: Version, Holder: holder(env), Actor: actor(env), Decrypted: s.decrypted,
-		Secret: func(v string) bool { return s.redact.String(v) != v }}
+		Secret: func(v string) bool { return s.redact.String(v) != v }, Mask: s.redact.String}
 	return s
 }
 

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"unicode"
 
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -254,7 +255,53 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, _ error) {
 			return nil, true, &BuildError{File: o.Source, Err: err}
 		}
 	}
+	revealSecrets(objects, opts.Decrypted)
 	return objects, false, nil
+}
+
+// minSecretDataMask is the shortest Secret value masked wherever else it
+// appears: a short one ("true", a port) would mask every such word of
+// every report. Secrets' own data is masked by their kind whatever its
+// length.
+const minSecretDataMask = 8
+
+// revealSecrets tells reveal the values of the set's Secrets, so that
+// output masks them wherever else they appear: copied into a ConfigMap
+// by a kustomize replacement, as they are or base64-encoded.
+func revealSecrets(objects []*Object, reveal func([]string)) {
+	if reveal == nil {
+		return
+	}
+	var values []string
+	add := func(v string) {
+		if len(strings.TrimSpace(v)) >= minSecretDataMask {
+			values = append(values, v)
+		}
+	}
+	for _, o := range objects {
+		if o.GetAPIVersion() != "v1" || o.GetKind() != "Secret" || o.Encrypted {
+			continue
+		}
+		if data, ok := o.Object["data"].(map[string]any); ok {
+			for _, v := range data {
+				if s, ok := v.(string); ok {
+					if b, err := base64.StdEncoding.DecodeString(s); err == nil {
+						add(string(b))
+					}
+				}
+			}
+		}
+		if data, ok := o.Object["stringData"].(map[string]any); ok {
+			for _, v := range data {
+				if s, ok := v.(string); ok {
+					add(s)
+				}
+			}
+		}
+	}
+	if len(values) > 0 {
+		reveal(values)
+	}
 }
 
 // nameCheck refuses a kind, name or namespace that no Kubernetes object

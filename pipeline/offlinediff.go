@@ -105,7 +105,7 @@ func (r *run) diffOffline(ctx context.Context, before []*Object, problems []erro
 		var d string
 		if was == nil || !reflect.DeepEqual(withoutSOPS(was).Object, withoutSOPS(obj.Unstructured).Object) {
 			var err error
-			if d, err = diffs.Between(ref(obj), "base", "head", withoutSOPS(was), withoutSOPS(obj.Unstructured)); err != nil {
+			if d, err = diffs.BetweenMasked(ref(obj), "base", "head", withoutSOPS(was), withoutSOPS(obj.Unstructured), r.opts.Mask); err != nil {
 				return fmt.Errorf("%s: %w", ref(obj), err)
 			}
 		}
@@ -127,7 +127,7 @@ func (r *run) diffOffline(ctx context.Context, before []*Object, problems []erro
 		if !ok {
 			continue
 		}
-		d, err := diffs.Between(ref(o), "base", "head", withoutSOPS(u), nil)
+		d, err := diffs.BetweenMasked(ref(o), "base", "head", withoutSOPS(u), nil, r.opts.Mask)
 		if err != nil {
 			return err
 		}

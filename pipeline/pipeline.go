@@ -115,6 +115,9 @@ type Options struct {
 	// revision, masked from then on.
 	Secret  func(value string) bool
 	Secrets func(values []string)
+	// Mask masks the secrets a value holds, as output masks them: diffs
+	// mask each value before the objects are written as YAML.
+	Mask func(string) string
 
 	// rollbackTo, for a rollback run, is the revision to apply again (0:
 	// the last that succeeded before the current); cause and failed are

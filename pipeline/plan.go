@@ -129,12 +129,16 @@ type plan struct {
 	// takeOver are field managers besides kubectl's whose fields the
 	// write takes first (drift's correction of fields set by hand).
 	takeOver []ssa.FieldManager
+	// mask masks the secrets a value holds, in its diff.
+	mask func(string) string
 }
 
 // planner dry-runs objects against the cluster.
 type planner struct {
 	clients *kube.Clients
 	force   bool
+	// mask masks the secrets a value holds, in diffs.
+	mask func(string) string
 	// crdsWithResources lets force recreate a CRD whose custom
 	// resources exist (prune-crds-with-resources).
 	crdsWithResources bool
@@ -222,6 +226,7 @@ func (r *run) newPlanner() *planner {
 	p.refuseConflicts = r.opts.RefuseConflicts
 	p.takeOver = r.opts.takeOver
 	p.onDryRun = r.findSources
+	p.mask = r.opts.Mask
 	return p
 }
 
@@ -441,7 +446,7 @@ func (p *planner) forget(keys []objectKey) {
 
 // plan reads the live object and dry-runs the desired one.
 func (p *planner) plan(ctx context.Context, o *Object) *plan {
-	pl := &plan{obj: o}
+	pl := &plan{obj: o, mask: p.mask}
 	if utils.AnyInMetadata(o.Unstructured, ignoreSelector) {
 		pl.kind, pl.reason = planSkip, "annotated to be ignored (ssa: Ignore or reconcile: disabled)"
 		return pl
@@ -599,7 +604,7 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 // withDiff renders the change for reports. A diff that cannot be rendered
 // is reported as such; it does not fail the object.
 func (pl *plan) withDiff(live, desired *unstructured.Unstructured) *plan {
-	d, err := diffs.Object(ref(pl.obj), live, desired)
+	d, err := diffs.ObjectMasked(ref(pl.obj), live, desired, pl.mask)
 	if err != nil {
 		d = "(diff unavailable: " + err.Error() + ")"
 	}

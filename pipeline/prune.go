@@ -219,7 +219,7 @@ func (r *run) judge(ctx context.Context, e inventory.Entry, fresh bool) (*pruneV
 	}
 	v.live = live
 	v.result = resultObject(live, "", "prune", result.Deleted)
-	if d, err := diffs.Object(v.result.Ref(), live, nil); err == nil {
+	if d, err := diffs.ObjectMasked(v.result.Ref(), live, nil, r.opts.Mask); err == nil {
 		v.result.Diff = d
 	}
 	labels := live.GetLabels()

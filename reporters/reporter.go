@@ -8,6 +8,8 @@ package reporters
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -48,6 +50,10 @@ func (m Multi) Report(ctx context.Context, res *result.Result) []error {
 type Redactor struct {
 	mu      sync.RWMutex
 	secrets []string
+	// encoded are the secrets' other forms (encodings); replacer masks
+	// both.
+	encoded  []string
+	replacer *strings.Replacer
 }
 
 // NewRedactor masks the given values; values shorter than 4 characters are
@@ -76,10 +82,68 @@ func (r *Redactor) Add(secrets ...string) []string {
 			}
 		}
 	}
+	// Each value as it can appear on the way out: escaped in JSON or a
+	// YAML string, base64-encoded. They are masked, not told to the
+	// platform (GitHub's ::add-mask:: takes the values themselves).
+	variants := map[string]bool{}
+	for _, v := range secrets {
+		for _, e := range encodings(v) {
+			if len(e) >= 4 && !known[e] && !variants[e] {
+				variants[e] = true
+				r.encoded = append(r.encoded, e)
+			}
+		}
+	}
 	r.secrets = append(r.secrets, added...)
 	// Longest first, so a secret containing another is masked whole.
 	sort.SliceStable(r.secrets, func(i, j int) bool { return len(r.secrets[i]) > len(r.secrets[j]) })
+	all := append(slices.Clone(r.secrets), r.encoded...)
+	sort.SliceStable(all, func(i, j int) bool { return len(all[i]) > len(all[j]) })
+	// One pass over what is written, whatever the number of values:
+	// the replacer compares in argument order, longest first.
+	pairs := make([]string, 0, 2*len(all))
+	for _, v := range all {
+		pairs = append(pairs, v, "***")
+	}
+	r.replacer = strings.NewReplacer(pairs...)
 	return added
+}
+
+// encodings are the forms a secret value takes in what gantry writes:
+// each line escaped as JSON writes it (with and without HTML escaping) and
+// as a YAML single- or double-quoted string writes it; the whole value
+// (and each line) base64-encoded, standard and URL-safe, with and without
+// padding, as a Secret's data or a kustomize replacement carries it.
+func encodings(v string) []string {
+	var out []string
+	whole := []string{v, strings.TrimRight(v, "\n"), strings.TrimRight(v, "\n") + "\n"}
+	for _, line := range strings.Split(v, "\n") {
+		line = strings.TrimSpace(line)
+		if len(line) < 4 {
+			continue
+		}
+		whole = append(whole, line)
+		if j, err := json.Marshal(line); err == nil {
+			out = append(out, string(j[1:len(j)-1]))
+		}
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if enc.Encode(line) == nil {
+			j := strings.TrimSpace(b.String())
+			out = append(out, j[1:len(j)-1])
+		}
+		out = append(out, strings.ReplaceAll(line, "'", "''"))
+	}
+	for _, w := range whole {
+		if len(w) < 4 {
+			continue
+		}
+		for _, e := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
+			out = append(out, e.EncodeToString([]byte(w)))
+		}
+	}
+	return out
 }
 
 // Secrets returns the values masked, for platforms that mask on their own
@@ -100,10 +164,10 @@ func (r *Redactor) String(s string) string {
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	for _, v := range r.secrets {
-		s = strings.ReplaceAll(s, v, "***")
+	if r.replacer == nil {
+		return s
 	}
-	return s
+	return r.replacer.Replace(s)
 }
 
 // writeFile writes content to path, creating its directory. What it

@@ -91,7 +91,7 @@ func (s *Session) CompareArtifacts(ctx context.Context, cfg *config.Config, clie
 	for _, id := range sorted {
 		u := either(id)
 		ref := result.Ref(u.GroupVersionKind().Group, u.GetKind(), u.GetNamespace(), u.GetName())
-		d, err := diffs.Between(ref, label(cfg.Artifact), label(cfg.CompareTo), a[id], b[id])
+		d, err := diffs.BetweenMasked(ref, label(cfg.Artifact), label(cfg.CompareTo), a[id], b[id], redact)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", id, err)
 		}

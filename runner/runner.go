@@ -40,8 +40,10 @@ type Session struct {
 	Holder, Actor string
 	// Decrypted masks the values a build decrypts from then on.
 	Decrypted func(values []string)
-	// Secret reports whether a value holds one the run masks.
+	// Secret reports whether a value holds one the run masks, and Mask
+	// masks them in a value.
 	Secret func(value string) bool
+	Mask   func(value string) string
 
 	// trees are the base revisions offline diffs compare with, each
 	// written once per run; treesOnce sets their limits.
@@ -120,6 +122,7 @@ func (s *Session) Options(cfg *config.Config) pipeline.Options {
 		HandManagers:           cfg.HandManagers,
 		Secret:                 s.Secret,
 		Secrets:                s.Decrypted,
+		Mask:                   s.Mask,
 	}
 	if !cfg.Offline { // an offline run reads no kubeconfig
 		opts.DefaultNamespace = kube.DefaultNamespace(kubeOptions(cfg))
