@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -32,13 +34,48 @@ var figures struct {
 func scanForSecrets(text string, secrets ...string) []string {
 	var found []string
 	for _, s := range secrets {
-		figures.secretScans.Add(1)
-		if s != "" && strings.Contains(text, s) {
-			figures.secretLeaks.Add(1)
-			found = append(found, s)
+		for _, form := range encodedForms(s) {
+			figures.secretScans.Add(1)
+			if strings.Contains(text, form) {
+				figures.secretLeaks.Add(1)
+				found = append(found, form)
+			}
 		}
 	}
 	return found
+}
+
+// encodedForms are the forms a secret value takes in what gantry writes:
+// as it is, JSON-escaped (with and without HTML escaping), YAML
+// single-quoted, and base64-encoded (standard and URL, with and without
+// padding); each form of 8 characters or more is scanned for.
+func encodedForms(s string) []string {
+	if s == "" {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	add := func(f string) {
+		if (len(f) >= 8 || f == s) && !seen[f] {
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
+	add(s)
+	j, _ := json.Marshal(s)
+	add(string(j[1 : len(j)-1]))
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	if e := strings.TrimSpace(b.String()); len(e) >= 2 {
+		add(e[1 : len(e)-1])
+	}
+	add(strings.ReplaceAll(s, "'", "''"))
+	for _, e := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
+		add(e.EncodeToString([]byte(s)))
+	}
+	return out
 }
 
 func writeFigures(seed uint64) {
@@ -53,7 +90,7 @@ func writeFigures(seed uint64) {
 	}
 	defer f.Close()
 	fi := &figures
-	fmt.Fprintf(f, "e2e (seed %d): kill points survived %d of %d; interleavings tried %d, writes interleaved %d; paused runs fenced %d of %d (late writes %d, pruned by the next run); bad inputs refused %d of %d; objects lost %d; orphans %d; secret scans %d, secrets leaked %d\n",
+	fmt.Fprintf(f, "e2e (seed %d): kill points survived %d of %d; interleavings tried %d, writes interleaved %d; paused runs fenced %d of %d (late writes %d, pruned by the next run); bad inputs refused %d of %d; objects lost %d; orphans %d; secret scans %d (each form: as written, JSON- and YAML-escaped, base64), secrets leaked %d\n",
 		seed, fi.killSurvived.Load(), fi.killPoints.Load(), fi.interleavings.Load(), fi.interleaved.Load(),
 		fi.pausedFenced.Load(), fi.paused.Load(), fi.lateWrites.Load(),
 		fi.badRefused.Load(), fi.badInputs.Load(), fi.lost.Load(), fi.orphans.Load(), fi.secretScans.Load(), fi.secretLeaks.Load())

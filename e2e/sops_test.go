@@ -106,3 +106,69 @@ func TestSOPSFluxShapedOverlayApplies(t *testing.T) {
 		t.Errorf("a decrypted value is printed or reported:\n%s", out)
 	}
 }
+
+// Values a SOPS file decrypts into a ConfigMap stay masked in every form
+// the output gives them: one YAML quotes (a quote, a colon), one it would
+// fold (longer than a line), one JSON escapes (&, <, >), and a Secret's
+// value that a kustomize replacement copies, base64-encoded, into a
+// ConfigMap. build, diff (text and JSON), the JSON report and the .diff
+// file hold none of them.
+func TestDecryptedValuesMaskedInEveryForm(t *testing.T) {
+	t.Parallel()
+	env.Require(t)
+	ns := env.Namespace(t)
+	c := sopsfixture.New(t)
+	quoted := "it's: a " + canary("quoted")
+	folded := canary("folded") + strings.Repeat(" and a long line", 8)
+	escaped := "a&b<" + canary("escaped") + ">"
+	copied := canary("copied-from-a-secret")
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "app.env"), "QUOTED="+quoted+"\nFOLDED="+folded+"\nESCAPED="+escaped+"\n")
+	c.Encrypt(t, filepath.Join(dir, "app.env"))
+	writeFile(t, filepath.Join(dir, "secret.yaml"), "apiVersion: v1\nkind: Secret\nmetadata: {name: db}\nstringData: {password: "+copied+"}\n")
+	c.Encrypt(t, filepath.Join(dir, "secret.yaml"), "--encrypted-regex", "^(data|stringData)$")
+	writeFile(t, filepath.Join(dir, "target.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: target}\ndata: {copy: placeholder}\n")
+	writeFile(t, filepath.Join(dir, "kustomization.yaml"), `resources: [secret.yaml, target.yaml]
+generatorOptions: {disableNameSuffixHash: true}
+configMapGenerator:
+  - name: decrypted
+    envs: [app.env]
+secretGenerator:
+  - name: generated
+    literals: [token=`+copied+`]
+replacements:
+  - source: {kind: Secret, name: generated, fieldPath: data.token}
+    targets:
+      - select: {kind: ConfigMap, name: target}
+        fieldPaths: [data.copy]
+`)
+	secrets := []string{quoted, folded, escaped, copied}
+	report := filepath.Join(t.TempDir(), "report.json")
+	args := []string{"--path=" + dir, "--target-namespace=" + ns, "--sops-age-key=" + c.Key}
+	runs := map[string]gantryRun{
+		"build": gantry(t, append([]string{"build"}, args...)...),
+		"diff":  gantry(t, append([]string{"diff", "--inventory=masks", "--inventory-namespace=" + ns, "--report=" + report}, args...)...),
+		"json":  gantry(t, append([]string{"diff", "--output=json", "--inventory=masks", "--inventory-namespace=" + ns}, args...)...),
+	}
+	for name, r := range runs {
+		if r.code != 0 {
+			t.Fatalf("%s: exit %d\n%s", name, r.code, r.stderr)
+		}
+		res, _ := json.Marshal(r.res)
+		for _, leak := range scanForSecrets(r.stdout+r.stderr+string(res), secrets...) {
+			t.Errorf("%s prints %q", name, leak)
+		}
+	}
+	for _, f := range []string{report, strings.TrimSuffix(report, ".json") + ".diff"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, leak := range scanForSecrets(string(b), secrets...) {
+			t.Errorf("%s holds %q", filepath.Base(f), leak)
+		}
+	}
+	if !strings.Contains(runs["build"].stdout, "name: target") || !strings.Contains(runs["build"].stdout, "QUOTED:") {
+		t.Errorf("build printed:\n%s", runs["build"].stdout)
+	}
+}
