@@ -533,3 +533,34 @@ func TestBuildReadsNothingInAGitFolder(t *testing.T) {
 		t.Errorf("a plain folder beside .git: %v", err)
 	}
 }
+
+// A name no Kubernetes object can have (a line break, a slash) is refused
+// at build, naming the file: such names would otherwise reach logs and
+// comments in offline previews, where no API server refuses them.
+func TestNamesNoObjectCanHaveAreRefused(t *testing.T) {
+	t.Parallel()
+	for name, doc := range map[string]string{
+		"line break": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: \"a\\n::error::x\"\n",
+		"slash":      "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a/b\n",
+		"namespace":  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: \"Shop`\"\n",
+		"kind":       "apiVersion: v1\nkind: \"Config\\nMap\"\nmetadata:\n  name: a\n",
+	} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "bad.yaml"), []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Build(BuildOptions{Path: dir, WorkDir: dir})
+		var be *BuildError
+		if !errors.As(err, &be) || !strings.Contains(err.Error(), "bad.yaml") {
+			t.Errorf("%s: got %v, want a build error naming bad.yaml", name, err)
+		}
+	}
+	// RBAC names may hold colons, as the API server allows.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "ok.yaml"), []byte("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: system:aggregate-to-view\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Build(BuildOptions{Path: dir, WorkDir: dir}); err != nil {
+		t.Errorf("a ClusterRole named with colons: %v", err)
+	}
+}
