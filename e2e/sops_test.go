@@ -95,7 +95,7 @@ func TestSOPSFluxShapedOverlayApplies(t *testing.T) {
 	}
 	// The ConfigMap generated from the encrypted dotenv file is reported
 	// with its diff, the decrypted values masked.
-	if o := objectByRef(r, "ConfigMap/"+ns+"/sops-envs-configmap"); o == nil || !strings.Contains(o.Diff, "DB_PASSWORD: ***") {
+	if o := objectByRef(r, "ConfigMap/"+ns+"/sops-envs-configmap"); o == nil || !strings.Contains(o.Diff, "DB_PASSWORD: '***'") {
 		t.Errorf("ConfigMap sops-envs-configmap in the report: %+v", o)
 	}
 	report, err := json.Marshal(r.res)

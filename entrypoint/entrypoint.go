@@ -191,7 +191,7 @@ func newSession(env map[string]string, p platform, secrets []string, stderr io.W
 		}
 	}
 	s.console = newConsole(stderr, s.redact, p)
-	s.run = &runner.Session{Version: Version, Holder: holder(env), Actor: actor(env), Decrypted: s.decrypted,
+	s.run = &runner.Session{Version: Version, Holder: holder(env), Actor: actor(env), Decrypted: s.decrypted, SecretValues: s.secretValues,
 		Secret: func(v string) bool { return s.redact.String(v) != v }, Mask: s.redact.String}
 	return s
 }
@@ -205,6 +205,15 @@ func (s *session) decrypted(values []string) {
 			s.gha.AddMask(v)
 		}
 	}
+}
+
+// secretValues masks the values of the set's Secrets from then on, in
+// gantry's own output: they come from the workflow's files, and are not
+// told to the platform.
+func (s *session) secretValues(values []string) {
+	s.maskMu.Lock()
+	defer s.maskMu.Unlock()
+	s.redact.Add(values...)
 }
 
 // exitCode maps a result to the documented exit codes.

@@ -96,6 +96,12 @@ type BuildOptions struct {
 	// can mask them: a ConfigMap generated from an encrypted file, a diff,
 	// an error. It may be called from several goroutines.
 	Decrypted func(values []string)
+	// SecretValues, when set, is told the values of the set's Secrets,
+	// which output then masks wherever else they appear (copied into a
+	// ConfigMap by a kustomize replacement); unlike Decrypted, they are
+	// not new to the workflow (they are in its files), and are not
+	// registered with the platform.
+	SecretValues func(values []string)
 	// NoOrigins builds without recording the file each object came from
 	// (Object.Source stays empty), for a build whose objects are only
 	// printed. Recording them makes kustomize note every transformation
@@ -255,7 +261,7 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, _ error) {
 			return nil, true, &BuildError{File: o.Source, Err: err}
 		}
 	}
-	revealSecrets(objects, opts.Decrypted)
+	revealSecrets(objects, opts.SecretValues)
 	return objects, false, nil
 }
 

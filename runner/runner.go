@@ -38,8 +38,10 @@ type Session struct {
 	// Holder names the run in an inventory's Lease; Actor, in the
 	// revisions it records.
 	Holder, Actor string
-	// Decrypted masks the values a build decrypts from then on.
-	Decrypted func(values []string)
+	// Decrypted masks the values a build decrypts from then on;
+	// SecretValues, the values of the set's Secrets.
+	Decrypted    func(values []string)
+	SecretValues func(values []string)
 	// Secret reports whether a value holds one the run masks, and Mask
 	// masks them in a value.
 	Secret func(value string) bool
@@ -90,6 +92,7 @@ func (s *Session) Options(cfg *config.Config) pipeline.Options {
 			Substitute:       cfg.Substitute,
 			SOPSIdentities:   cfg.SOPSIdentities,
 			Decrypted:        s.Decrypted,
+			SecretValues:     s.SecretValues,
 			MaxFileBytes:     cfg.MaxFileBytes,
 			MaxObjects:       cfg.MaxObjects,
 			AllowRemoteBases: cfg.AllowRemoteBases,
