@@ -284,7 +284,7 @@ func TestOfflineAcceptsWhatTheServerAccepts(t *testing.T) {
 		{"overlay with a component", filepath.Join("testdata", "offline", "shapes", "web", "overlays", "prod"), nil},
 		{"operator", filepath.Join("testdata", "offline", "shapes", "operator"), nil},
 		{"stateful", filepath.Join("testdata", "offline", "shapes", "stateful"), nil},
-		{"example", filepath.Join("..", "examples", "hello"), map[string]string{}}, // ${REPLICAS:=2}
+		{"example", filepath.Join("..", "examples", "hello"), map[string]string{}}, // as shipped, no input
 		{"e2e app", appDir, map[string]string{"NS": appNS}},
 	}
 	total := 0

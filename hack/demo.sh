@@ -32,23 +32,23 @@ tail -n 1 "$work/cluster.log"
 export KUBECONFIG="$work/kubeconfig"
 
 step "gantry apply: build, validate, apply, prune, wait"
-bin/gantry apply --path examples/hello --inventory hello --substitute REPLICAS=2 --report "$work/report.json"
+bin/gantry apply --path examples/hello --inventory hello --report "$work/report.json"
 
 step "what is running now"
 bin/kubectl get namespace hello
 bin/kubectl get deployments,pods,services,configmaps -n hello -o wide
 
 step "the same apply again writes nothing"
-bin/gantry apply --path examples/hello --inventory hello --substitute REPLICAS=2
+bin/gantry apply --path examples/hello --inventory hello
 
 step "gantry diff with 3 replicas instead of 2 (exit 3: changes pending)"
 set +e
-bin/gantry diff --path examples/hello --inventory hello --substitute "REPLICAS=3" --detailed-exitcode
+bin/gantry diff --path examples/hello --inventory hello --patches hack/demo/three-replicas.yaml --detailed-exitcode
 echo "gantry diff exited $?"
 set -e
 
 step "apply the change; gantry waits until the third replica is ready"
-bin/gantry apply --path examples/hello --inventory hello --substitute "REPLICAS=3"
+bin/gantry apply --path examples/hello --inventory hello --patches hack/demo/three-replicas.yaml
 bin/kubectl get deployment hello -n hello
 
 step "the inventory gantry keeps in the cluster, and its revisions"

@@ -480,6 +480,11 @@ func (r *run) buildStage() stage {
 			}
 			r.objects, r.artifactObjects = b.objects, b.packed
 			r.obs.Info(fmt.Sprintf("%d objects from %s", len(b.objects), r.opts.Build.Path))
+			if r.opts.Build.Substitute == nil {
+				if w := unsubstituted(b.objects); w != "" {
+					r.obs.Info("warning: " + w)
+				}
+			}
 			return nil
 		case <-ctx.Done():
 			return fmt.Errorf("build stopped: %w", context.Cause(ctx))

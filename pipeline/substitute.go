@@ -99,3 +99,55 @@ func substituteAll(objects []*Object, vars map[string]string) error {
 func ref(o *Object) string {
 	return result.Ref(o.GroupVersionKind().Group, o.GetKind(), o.GetNamespace(), o.GetName())
 }
+
+// variableRef is a ${VAR} (or ${VAR:=default}, ${VAR:-default}) reference
+// as substitution reads one.
+var variableRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*(?::?[=-][^}]*)?\}`)
+
+// unsubstituted says which objects of a build without substitution still
+// hold ${VAR} references, left as they are ("" when none does): as in
+// Flux, substitution runs only when asked for, and such a value is
+// usually meant to be replaced.
+func unsubstituted(objects []*Object) string {
+	var refs []string
+	seen := map[string]bool{}
+	n := 0
+	for _, o := range objects {
+		found := false
+		walkValues(o.Object, func(v string) {
+			for _, m := range variableRef.FindAllString(v, -1) {
+				found = true
+				if r := ref(o) + " holds " + m; !seen[r] {
+					seen[r] = true
+					refs = append(refs, r)
+				}
+			}
+		})
+		if found {
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	sort.Strings(refs)
+	if len(refs) > 3 {
+		refs = append(refs[:3], "…")
+	}
+	return fmt.Sprintf("%d %s ${...} references left as they are (%s): substitution runs only when substitute is given (as Flux's postBuild); give it, even with one variable, to apply the defaults", n, plural(n, "object holds", "objects hold"), strings.Join(refs, "; "))
+}
+
+func walkValues(v any, fn func(string)) {
+	switch t := v.(type) {
+	case string:
+		fn(t)
+	case map[string]any:
+		for _, e := range t {
+			walkValues(e, fn)
+		}
+	case []any:
+		for _, e := range t {
+			walkValues(e, fn)
+		}
+	}
+}

@@ -1,0 +1,54 @@
+package entrypoint
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Every example works as shipped: it builds and validates offline with
+// no input at all, and nothing in it waits for a substitution.
+func TestExamplesWorkAsShipped(t *testing.T) {
+	t.Parallel()
+	dirs, err := os.ReadDir(filepath.Join("..", "examples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if !d.IsDir() {
+			continue
+		}
+		path := filepath.Join("..", "examples", d.Name())
+		for _, cmd := range [][]string{{"build", path}, {"validate", "--offline", path}} {
+			var stdout, stderr strings.Builder
+			if code := Run(t.Context(), cmd, []string{"HOME=" + t.TempDir()}, &stdout, &stderr); code != ExitOK {
+				t.Errorf("gantry %s: exit %d\n%s", strings.Join(cmd, " "), code, stderr.String())
+			}
+			if strings.Contains(stderr.String(), "warning") {
+				t.Errorf("gantry %s warns:\n%s", strings.Join(cmd, " "), stderr.String())
+			}
+		}
+	}
+}
+
+// A build without substitution says which objects still hold ${...}
+// references: as in Flux, substitution runs only when asked for.
+func TestBuildWarnsOfReferencesLeftUnsubstituted(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cm.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\ndata: {replicas: '${REPLICAS:=2}', url: '${URL}'}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	if code := Run(t.Context(), []string{"build", dir}, []string{"HOME=" + t.TempDir()}, &stdout, &stderr); code != ExitOK {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	if s := stderr.String(); !strings.Contains(s, "1 object holds ${...} references left as they are") || !strings.Contains(s, "${REPLICAS:=2}") || !strings.Contains(s, "${URL}") {
+		t.Errorf("stderr:\n%s", s)
+	}
+	stderr.Reset()
+	if code := Run(t.Context(), []string{"build", dir, "--substitute", "URL=https://example.com"}, []string{"HOME=" + t.TempDir()}, &stdout, &stderr); code != ExitOK || strings.Contains(stderr.String(), "left as they are") {
+		t.Errorf("with substitution: exit %d\n%s", code, stderr.String())
+	}
+}
