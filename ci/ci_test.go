@@ -172,3 +172,60 @@ func TestGitLabTemplate(t *testing.T) {
 		t.Errorf("undocumented variables: %v", unknown)
 	}
 }
+
+// The template's jobs run only where its comments say, as GitLab's rules
+// evaluate them (gitlab-ci-local): diff on a merge request, apply on a
+// push to the default branch, drift on a schedule (never apply beside
+// it), nothing on a tag.
+func TestGitLabTemplateJobsPerPipelineSource(t *testing.T) {
+	t.Parallel()
+	bin := tool(t, "gitlab-ci-local")
+	repo := t.TempDir()
+	for _, args := range [][]string{{"init", "-q"}, {"-c", "user.email=ci@example.com", "-c", "user.name=ci", "commit", "-q", "--allow-empty", "-m", "x"}} {
+		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	b, err := os.ReadFile("gitlab/gantry.gitlab-ci.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, ".gitlab-ci.yml"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		source string
+		vars   []string
+		want   string
+	}{
+		{"push", []string{"CI_COMMIT_BRANCH=main"}, "gantry-apply"},
+		{"push", []string{"CI_COMMIT_BRANCH=feature"}, ""},
+		{"merge_request_event", []string{"-CI_COMMIT_BRANCH", "CI_MERGE_REQUEST_IID=7"}, "gantry-diff"},
+		{"schedule", []string{"CI_COMMIT_BRANCH=main"}, "gantry-drift"},
+		{"push", []string{"-CI_COMMIT_BRANCH", "CI_COMMIT_TAG=v1.2.3"}, ""},
+	} {
+		args := []string{"--list-csv", "--variable", "CI_PIPELINE_SOURCE=" + tc.source, "--variable", "CI_DEFAULT_BRANCH=main"}
+		for _, v := range tc.vars {
+			if name, ok := strings.CutPrefix(v, "-"); ok {
+				args = append(args, "--unset-variable", name)
+			} else {
+				args = append(args, "--variable", v)
+			}
+		}
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = repo
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s %v: %v\n%s", tc.source, tc.vars, err, out)
+		}
+		var jobs []string
+		for _, l := range strings.Split(string(out), "\n") {
+			if name, _, ok := strings.Cut(l, ";"); ok && strings.HasPrefix(name, "gantry-") {
+				jobs = append(jobs, name)
+			}
+		}
+		if got := strings.Join(jobs, " "); got != tc.want {
+			t.Errorf("%s %v: jobs %q, want %q", tc.source, tc.vars, got, tc.want)
+		}
+	}
+}
