@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -390,6 +391,16 @@ func (in *inputs) cluster(c *Config) {
 	if c.Kubeconfig != "" && !c.Offline {
 		if _, err := os.Stat(c.Kubeconfig); err != nil {
 			in.bad("kubeconfig", "%s does not exist", c.Kubeconfig)
+		}
+	}
+	if c.Context != "" && !c.Offline {
+		// A context that is not there is the input's fault (exit 2),
+		// named with those that are, not a failure of the cluster.
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		rules.ExplicitPath = c.Kubeconfig
+		if raw, err := rules.Load(); err == nil && raw.Contexts[c.Context] == nil {
+			names := slices.Sorted(maps.Keys(raw.Contexts))
+			in.bad("context", "no context %q in the kubeconfig; it has %s", c.Context, orNone(strings.Join(names, ", ")))
 		}
 	}
 	if c.ServiceAccount != "" {
@@ -839,4 +850,11 @@ func kubeconfigSecrets(cfg *Config, env map[string]string) []string {
 		}
 	}
 	return out
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }

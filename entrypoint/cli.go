@@ -320,6 +320,10 @@ func flagError(c *cobra.Command, err error) error {
 			return fmt.Errorf("--%s is not a flag of %s; it is for %s", name, c.Name(), strings.Join(strings.Fields(in.For), ", "))
 		}
 	}
+	if name == "dry-run" || strings.HasPrefix(name, "dry-run=") {
+		// What kubectl users type first.
+		return fmt.Errorf("gantry has no --dry-run: gantry diff shows what apply would change (every object dry-run on the server, prune included), gantry validate checks every object without writing, and validate --offline needs no cluster")
+	}
 	best, bestDistance := "", 3
 	c.Flags().VisitAll(func(f *pflag.Flag) {
 		if d := distance(name, f.Name); d < bestDistance {

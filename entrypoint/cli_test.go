@@ -152,6 +152,8 @@ func TestCommandLineErrors(t *testing.T) {
 		{[]string{"build", dir, "--inventory", "shop"}, nil, "--inventory is not a flag of build; it is for diff, apply, delete, release, inventory"},
 		{[]string{"apply", "--inventroy", "shop"}, nil, "unknown flag --inventroy; did you mean --inventory? (see gantry apply --help)"},
 		{[]string{"apply", "--command", "diff"}, nil, "--command is not a flag: the command is the first argument"},
+		{[]string{"apply", dir, "--dry-run"}, nil, "gantry has no --dry-run: gantry diff shows what apply would change"},
+		{[]string{"apply", dir, "--dry-run=server"}, nil, "gantry has no --dry-run: gantry diff shows what apply would change"},
 		{[]string{"deploy"}, nil, `command (from the command line): "deploy" is not one of build, diff, validate, apply, rollback, history, drift, delete, release, inventory, push, pull, tag, list, inspect, diff-artifact, plan, version`},
 		{nil, map[string]string{"GANTRY_COMMAND": "deploy"}, `command (from GANTRY_COMMAND): "deploy" is not one of`},
 		{[]string{"--path", dir}, nil, "a command comes first"},

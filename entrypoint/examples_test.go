@@ -52,3 +52,26 @@ func TestBuildWarnsOfReferencesLeftUnsubstituted(t *testing.T) {
 		t.Errorf("with substitution: exit %d\n%s", code, stderr.String())
 	}
 }
+
+// A context the kubeconfig does not have is the input's fault: exit 2,
+// naming the contexts it has, before anything is sent.
+func TestMissingContextIsBadInput(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: prod, context: {cluster: c, user: u}}, {name: staging, context: {cluster: c, user: u}}]
+current-context: prod
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	code := Run(t.Context(), []string{"diff", filepath.Join("..", "examples", "hello"), "--inventory", "hello", "--kubeconfig", kc, "--context", "prd"},
+		[]string{"HOME=" + t.TempDir()}, &stdout, &stderr)
+	if code != ExitInvalid || !strings.Contains(stderr.String(), `no context "prd" in the kubeconfig; it has prod, staging`) {
+		t.Errorf("exit %d\n%s", code, stderr.String())
+	}
+}
