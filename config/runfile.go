@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -201,6 +202,8 @@ func (r *runFileReader) settings(n *yaml.Node, what string) map[string]value {
 		case !ok:
 			if k.Value == "name" || k.Value == "depends-on" || k.Value == "suspend" {
 				r.fail(k, "%s: %s is a unit's own, not a default", what, k.Value)
+			} else if best := Closest(k.Value, slices.Sorted(maps.Keys(inputs))); best != "" {
+				r.fail(k, "%s: unknown input %q; did you mean %s?", what, k.Value, best)
 			} else {
 				r.fail(k, "%s: unknown input %q (docs/reference.md lists them)", what, k.Value)
 			}

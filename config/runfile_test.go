@@ -155,7 +155,8 @@ func TestRunFileRefusals(t *testing.T) {
 		name, file string
 		want       []string
 	}{
-		{"unknown input", "units:\n- name: a\n  path: x\n  pathh: y\n", []string{"gantry.yaml:4", `unknown input "pathh"`}},
+		{"unknown input", "units:\n- name: a\n  path: x\n  pathh: y\n", []string{"gantry.yaml:4", `unknown input "pathh"; did you mean path?`}},
+		{"misspelt default", "defaults:\n  timout: 5m\nunits:\n- name: a\n  path: x\n", []string{"gantry.yaml:2", `unknown input "timout"; did you mean timeout?`}},
 		{"unknown top-level key", "unit:\n- name: a\n", []string{"gantry.yaml:1", `unknown key "unit"`, "no units"}},
 		{"no name", "units:\n- path: x\n", []string{"gantry.yaml:2", "without a name"}},
 		{"bad name", "units:\n- name: Web_1\n  path: x\n", []string{"gantry.yaml:2", `unit name "Web_1"`}},

@@ -324,37 +324,12 @@ func flagError(c *cobra.Command, err error) error {
 		// What kubectl users type first.
 		return fmt.Errorf("gantry has no --dry-run: gantry diff shows what apply would change (every object dry-run on the server, prune included), gantry validate checks every object without writing, and validate --offline needs no cluster")
 	}
-	best, bestDistance := "", 3
-	c.Flags().VisitAll(func(f *pflag.Flag) {
-		if d := distance(name, f.Name); d < bestDistance {
-			best, bestDistance = f.Name, d
-		}
-	})
-	if best != "" {
+	var flags []string
+	c.Flags().VisitAll(func(f *pflag.Flag) { flags = append(flags, f.Name) })
+	if best := config.Closest(name, flags); best != "" {
 		return fmt.Errorf("unknown flag --%s; did you mean --%s? (see gantry %s --help)", name, best, c.Name())
 	}
 	return fmt.Errorf("unknown flag --%s (see gantry %s --help)", name, c.Name())
-}
-
-// distance is the Levenshtein distance of a and b.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // usage is a command's usage: its line, examples, and its flags by group.
