@@ -104,7 +104,7 @@ func runOne(ctx context.Context, inv *config.Given, p platform, stdout, stderr i
 		if cfg != nil && cfg.Report != "" {
 			res := &result.Result{Schema: result.SchemaVersion, Command: cfg.Command, Version: Version,
 				Reason: result.ReasonInvalidInput, Message: cfgErr.Error(), Stages: []result.Stage{}, Objects: []result.Object{}}
-			if err := (&reporters.JSONReport{Path: cfg.Report, Redact: redact}).Report(ctx, res); err != nil {
+			if err := (&reporters.JSONReport{Path: cfg.Report, Out: stdout, Redact: redact}).Report(ctx, res); err != nil {
 				console.warn("JSON report: " + err.Error())
 			}
 		}
@@ -150,14 +150,20 @@ func runOne(ctx context.Context, inv *config.Given, p platform, stdout, stderr i
 		if err := writeDiff(stdout, res, cfg.Output, p == githubActions, colorTerminal(stdout), redact); err != nil {
 			console.warn("printing the diff: " + err.Error())
 		}
-	case cfg.Command == "release" && res.Succeeded() && cfg.Artifact != "":
+	case cfg.Command == "release" && res.Succeeded() && cfg.Artifact != "" && cfg.Output == "text":
 		if err := writeFluxObjects(stdout, cfg); err != nil {
 			console.warn("Flux objects: " + err.Error())
+		}
+	case cfg.Output != "text":
+		// The result as the report holds it, for every command that
+		// reports one.
+		if err := writeDiff(stdout, res, cfg.Output, p == githubActions, false, redact); err != nil {
+			console.warn("printing the result: " + err.Error())
 		}
 	}
 
 	console.summary(res)
-	set, warnings := reporterSet(cfg, env, p, redact, gha)
+	set, warnings := reporterSet(cfg, env, p, redact, gha, stdout)
 	for _, w := range warnings {
 		console.warn(w)
 	}

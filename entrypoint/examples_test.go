@@ -1,6 +1,7 @@
 package entrypoint
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,5 +74,35 @@ current-context: prod
 		[]string{"HOME=" + t.TempDir()}, &stdout, &stderr)
 	if code != ExitInvalid || !strings.Contains(stderr.String(), `no context "prd" in the kubeconfig; it has prod, staging`) {
 		t.Errorf("exit %d\n%s", code, stderr.String())
+	}
+}
+
+// Every command that reports prints its result as JSON with --output
+// json, as the report holds it; --report - writes the report to stdout,
+// and no file named -.
+func TestResultOnStdout(t *testing.T) {
+	t.Parallel()
+	example := filepath.Join("..", "examples", "hello")
+	for _, args := range [][]string{
+		{"validate", "--offline", example, "--output", "json"},
+		{"validate", "--offline", example, "--report", "-"},
+	} {
+		var stdout, stderr strings.Builder
+		code := Run(t.Context(), args, []string{"HOME=" + t.TempDir()}, &stdout, &stderr)
+		if code != ExitOK {
+			t.Fatalf("%v: exit %d\n%s", args, code, stderr.String())
+		}
+		var res struct {
+			Command, Reason string
+			Objects         []map[string]any
+		}
+		if err := json.Unmarshal([]byte(stdout.String()), &res); err != nil || res.Command != "validate" || len(res.Objects) != 4 {
+			t.Errorf("%v: stdout is not the result (%v): %+v\n%s", args, err, res, stdout.String())
+		}
+		for _, f := range []string{"-", "-.diff"} {
+			if _, err := os.Stat(f); err == nil {
+				t.Errorf("%v wrote a file named %s", args, f)
+			}
+		}
 	}
 }

@@ -78,7 +78,7 @@ func pullRequestNumber(env map[string]string) (int, error) {
 // reporterSet assembles the reporters for where gantry runs and what the
 // inputs ask. Problems that only keep a reporter from running are returned
 // as warnings.
-func reporterSet(cfg *config.Config, env map[string]string, p platform, redact *reporters.Redactor, gha *githubactions.Action) (reporters.Multi, []string) {
+func reporterSet(cfg *config.Config, env map[string]string, p platform, redact *reporters.Redactor, gha *githubactions.Action, stdout io.Writer) (reporters.Multi, []string) {
 	var set reporters.Multi
 	var warnings []string
 	report := cfg.Report
@@ -86,7 +86,14 @@ func reporterSet(cfg *config.Config, env map[string]string, p platform, redact *
 		report = defaultReportPath(p)
 	}
 	diff := diffPathFor(report)
-	if report != "" {
+	switch report {
+	case "":
+	case "-":
+		// The report on stdout; its diffs are in it, and there is no
+		// file for the outputs to name.
+		set = append(set, &reporters.JSONReport{Path: report, Out: stdout, Redact: redact})
+		report, diff = "", ""
+	default:
 		set = append(set, &reporters.JSONReport{Path: report, Redact: redact}, &reporters.DiffFile{Path: diff, Redact: redact})
 	}
 

@@ -87,12 +87,12 @@ func runFile(ctx context.Context, inv *config.Given, file string, p platform, st
 	run.Conclude()
 	s.console.printf("gantry %s: %s: %s\n", run.Command, run.Reason, run.Message)
 
-	if run.Command == "diff" {
+	if run.Command == "diff" || runCfg.Output != "text" {
 		if err := writeRunDiff(stdout, run, runCfg.Output, p == githubActions, colorTerminal(stdout), s.redact); err != nil {
-			s.console.warn("printing the diff: " + err.Error())
+			s.console.warn("printing the result: " + err.Error())
 		}
 	}
-	set, warnings := reporterSet(runCfg, env, p, s.redact, s.gha)
+	set, warnings := reporterSet(runCfg, env, p, s.redact, s.gha, stdout)
 	for _, w := range warnings {
 		s.console.warn(w)
 	}

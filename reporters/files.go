@@ -3,6 +3,7 @@ package reporters
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"strings"
 
 	"github.com/gantry-dev/gantry/result"
@@ -11,7 +12,9 @@ import (
 // JSONReport writes the whole result, in its versioned schema, to Path: the
 // one machine-readable output every platform gets.
 type JSONReport struct {
+	// Path is the file; "-" writes to Out (standard output).
 	Path   string
+	Out    io.Writer
 	Redact *Redactor
 }
 
@@ -26,7 +29,12 @@ func (j *JSONReport) Report(_ context.Context, res *result.Result) error {
 	if err != nil {
 		return err
 	}
-	return writeFile(j.Path, []byte(j.Redact.String(string(b))+"\n"))
+	out := []byte(j.Redact.String(string(b)) + "\n")
+	if j.Path == "-" && j.Out != nil {
+		_, err := j.Out.Write(out)
+		return err
+	}
+	return writeFile(j.Path, out)
 }
 
 // DiffFile writes every object's diff, in order, to Path as one patch; the
