@@ -130,6 +130,8 @@ type Config struct {
 	// DriftIssue (auto, true or false) keeps an issue open while it lasts.
 	Correct    bool
 	DriftIssue string
+	// Color is auto, always or never.
+	Color string
 	// HandManagers, for drift, are field managers whose changes are made
 	// by hand, besides kubectl's.
 	HandManagers []string
@@ -690,6 +692,7 @@ func (in *inputs) reporting(c *Config, env map[string]string) {
 	c.Output = in.oneOf("output", "text", "json", "yaml")
 	c.Format = in.oneOf("format", "github", "tekton", "gitlab")
 	c.Summary = in.oneOf("summary", "auto", "true", "false")
+	c.Color = in.oneOf("color", "auto", "always", "never")
 	c.Comment = in.oneOf("comment", "auto", "true", "false")
 	c.DriftIssue = in.oneOf("drift-issue", "auto", "true", "false")
 	c.Report, c.Dotenv, c.TektonResults = in.str("report"), in.str("dotenv"), in.str("tekton-results")

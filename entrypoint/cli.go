@@ -186,6 +186,9 @@ pending (diff with --detailed-exitcode).`,
 						inv.Flags[v.in.Name] = v.v
 					}
 				})
+				if f := c.Flags().Lookup("no-color"); f != nil && f.Changed {
+					inv.Flags["color"] = f.Value.(*noColorValue).v
+				}
 				if len(args) > 0 {
 					if _, given := inv.Flags["path"]; given {
 						return fmt.Errorf("path given twice: as the argument %q and as --path", args[0])
@@ -247,6 +250,8 @@ func addFlags(cmd *cobra.Command, name string) {
 			complete = []string{"text", "json", "yaml"}
 		case in.Name == "summary" || in.Name == "comment":
 			complete = []string{"auto", "true", "false"}
+		case in.Name == "color":
+			complete = []string{"auto", "always", "never"}
 		case in.Name == "sign" || in.Name == "verify":
 			complete = []string{"cosign"}
 		case in.Name == "path":
@@ -258,6 +263,11 @@ func addFlags(cmd *cobra.Command, name string) {
 		}
 		if complete != nil {
 			_ = cmd.RegisterFlagCompletionFunc(in.Name, cobra.FixedCompletions(complete, cobra.ShellCompDirectiveNoFileComp))
+		}
+		if in.Name == "color" {
+			// As most CLIs spell it.
+			nc := cmd.Flags().VarPF(&noColorValue{v: "auto"}, "no-color", "", "The same as --color never.")
+			nc.NoOptDefVal = "true"
 		}
 	}
 }
@@ -388,3 +398,20 @@ func Help(command string) (string, error) {
 
 // errHelp says the command line asked for help, not for a run.
 var errHelp = errors.New("help printed")
+
+// noColorValue is --no-color: --color never, or with =false, auto.
+type noColorValue struct{ v string }
+
+func (n *noColorValue) String() string { return n.v }
+func (n *noColorValue) Type() string   { return "bool" }
+func (n *noColorValue) Set(s string) error {
+	switch s {
+	case "true", "":
+		n.v = "never"
+	case "false":
+		n.v = "auto"
+	default:
+		return fmt.Errorf("%q is not true or false", s)
+	}
+	return nil
+}

@@ -365,6 +365,18 @@ func colorTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd())) && os.Getenv("NO_COLOR") == ""
 }
 
+// useColor says whether to colour what goes to w, as the color input
+// asks: always, never, or auto (a terminal, NO_COLOR unset).
+func useColor(mode string, w io.Writer) bool {
+	switch mode {
+	case "always":
+		return true
+	case "never":
+		return false
+	}
+	return colorTerminal(w)
+}
+
 // fence stops GitHub's runner from reading what follows on w as workflow
 // commands, until end is called. The token is random: nothing written in
 // between can end the fence.

@@ -97,6 +97,9 @@ func runOne(ctx context.Context, inv *config.Given, p platform, stdout, stderr i
 	}
 	s := newSession(env, p, secrets, stderr)
 	defer s.run.Close()
+	if cfg != nil {
+		s.console.color = useColor(cfg.Color, stderr)
+	}
 	redact, gha, console := s.redact, s.gha, s.console
 
 	if cfgErr != nil {
@@ -147,7 +150,7 @@ func runOne(ctx context.Context, inv *config.Given, p platform, stdout, stderr i
 	res = s.run.Command(ctx, cfg, console)
 	switch {
 	case cfg.Command == "diff" && (res.Reason == result.ReasonSucceeded || res.Reason == result.ReasonProgressing):
-		if err := writeDiff(stdout, res, cfg.Output, p == githubActions, colorTerminal(stdout), redact); err != nil {
+		if err := writeDiff(stdout, res, cfg.Output, p == githubActions, useColor(cfg.Color, stdout), redact); err != nil {
 			console.warn("printing the diff: " + err.Error())
 		}
 	case cfg.Command == "release" && res.Succeeded() && cfg.Artifact != "" && cfg.Output == "text":

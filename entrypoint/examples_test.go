@@ -106,3 +106,28 @@ func TestResultOnStdout(t *testing.T) {
 		}
 	}
 }
+
+// --color always colours what is not a terminal; --no-color and
+// --color never do not.
+func TestColorFlags(t *testing.T) {
+	t.Parallel()
+	example := filepath.Join("..", "examples", "hello")
+	for _, tc := range []struct {
+		args  []string
+		color bool
+	}{
+		{[]string{"validate", "--offline", example, "--color", "always"}, true},
+		{[]string{"validate", "--offline", example, "--color", "never"}, false},
+		{[]string{"validate", "--offline", example, "--no-color"}, false},
+		{[]string{"validate", "--offline", example, "--color", "always", "--no-color"}, false},
+		{[]string{"validate", "--offline", example}, false}, // not a terminal
+	} {
+		var stdout, stderr strings.Builder
+		if code := Run(t.Context(), tc.args, []string{"HOME=" + t.TempDir()}, &stdout, &stderr); code != ExitOK {
+			t.Fatalf("%v: exit %d\n%s", tc.args, code, stderr.String())
+		}
+		if got := strings.Contains(stderr.String(), "\x1b["); got != tc.color {
+			t.Errorf("%v: coloured %v, want %v\n%q", tc.args, got, tc.color, stderr.String())
+		}
+	}
+}
