@@ -131,36 +131,3 @@ var Inputs = []Input{
 	{Name: "source", Group: groupReporting, For: "diff apply push drift", Description: "Where the configuration comes from, recorded in the inventory and in artifacts (org.opencontainers.image.source). Default: the repository URL on GitHub and GitLab, else path."},
 	{Name: "revision", Group: groupReporting, For: "diff apply push drift", Description: "The revision being deployed, recorded in the inventory. Default: GITHUB_SHA or CI_COMMIT_SHA."},
 }
-
-// Closest is the candidate a misspelt name most likely meant: the nearest
-// within two edits, "" when none is.
-func Closest(name string, candidates []string) string {
-	best, bestDistance := "", 3
-	for _, c := range candidates {
-		if d := distance(name, c); d < bestDistance {
-			best, bestDistance = c, d
-		}
-	}
-	return best
-}
-
-// distance is the Levenshtein distance of a and b.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
-}

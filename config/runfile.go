@@ -11,6 +11,7 @@ import (
 
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/result"
+	"github.com/gantry-dev/gantry/suggest"
 	"go.yaml.in/yaml/v3"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -202,7 +203,7 @@ func (r *runFileReader) settings(n *yaml.Node, what string) map[string]value {
 		case !ok:
 			if k.Value == "name" || k.Value == "depends-on" || k.Value == "suspend" {
 				r.fail(k, "%s: %s is a unit's own, not a default", what, k.Value)
-			} else if best := Closest(k.Value, slices.Sorted(maps.Keys(inputs))); best != "" {
+			} else if best := suggest.Closest(k.Value, slices.Sorted(maps.Keys(inputs))); best != "" {
 				r.fail(k, "%s: unknown input %q; did you mean %s?", what, k.Value, best)
 			} else {
 				r.fail(k, "%s: unknown input %q (docs/reference.md lists them)", what, k.Value)

@@ -12,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/gantry-dev/gantry/config"
+	"github.com/gantry-dev/gantry/suggest"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
@@ -336,7 +337,7 @@ func flagError(c *cobra.Command, err error) error {
 	}
 	var flags []string
 	c.Flags().VisitAll(func(f *pflag.Flag) { flags = append(flags, f.Name) })
-	if best := config.Closest(name, flags); best != "" {
+	if best := suggest.Closest(name, flags); best != "" {
 		return fmt.Errorf("unknown flag --%s; did you mean --%s? (see gantry %s --help)", name, best, c.Name())
 	}
 	return fmt.Errorf("unknown flag --%s (see gantry %s --help)", name, c.Name())

@@ -131,3 +131,18 @@ func TestColorFlags(t *testing.T) {
 		}
 	}
 }
+
+// A misspelt kind is named with the kind meant, offline as on a cluster
+// (the e2e corpus's misspelt-kind).
+func TestMisspeltKindGetsASuggestion(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "web.yaml"), []byte("apiVersion: apps/v1\nkind: Deploymnet\nmetadata: {name: web, namespace: shop}\nspec: {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	code := Run(t.Context(), []string{"validate", "--offline", dir}, []string{"HOME=" + t.TempDir()}, &stdout, &stderr)
+	if code != ExitFailed || !strings.Contains(stderr.String(), "has no kind Deploymnet") || !strings.Contains(stderr.String(), "did you mean Deployment?") {
+		t.Errorf("exit %d\n%s", code, stderr.String())
+	}
+}

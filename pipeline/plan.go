@@ -33,6 +33,7 @@ import (
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/result"
+	"github.com/gantry-dev/gantry/suggest"
 )
 
 // FieldManager is the server-side apply field manager gantry writes with.
@@ -771,6 +772,9 @@ func valuesAt(v any, steps []string, anyIndex bool) []string {
 
 func (p *planner) describe(err error, o *Object) error {
 	if meta.IsNoMatchError(err) {
+		if best := p.closestKind(o); best != "" {
+			return fmt.Errorf("the cluster has no kind %s in %s; did you mean %s?", o.GetKind(), o.GetAPIVersion(), best)
+		}
 		return fmt.Errorf("the cluster has no kind %s in %s (is its CRD installed?)", o.GetKind(), o.GetAPIVersion())
 	}
 	if isNamespaceNotFound(err, o) {
@@ -1060,4 +1064,24 @@ func describeConflicts(conflicts []result.Conflict) string {
 		parts = append(parts, fmt.Sprintf("%s from %s", c.Field, c.Manager))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// closestKind is the kind of o's group version the cluster serves that o's
+// kind most likely misspells, "" when none is near (or the cluster cannot
+// say: it is asked only once an object failed).
+func (p *planner) closestKind(o *Object) string {
+	if p.clients == nil || p.clients.Kube == nil {
+		return ""
+	}
+	list, err := p.clients.Kube.Discovery().ServerResourcesForGroupVersion(o.GetAPIVersion())
+	if err != nil {
+		return ""
+	}
+	var kinds []string
+	for _, r := range list.APIResources {
+		if !strings.Contains(r.Name, "/") {
+			kinds = append(kinds, r.Kind)
+		}
+	}
+	return suggest.Closest(o.GetKind(), kinds)
 }

@@ -38,6 +38,7 @@ import (
 
 	"github.com/gantry-dev/gantry/schemas/native"
 	"github.com/gantry-dev/gantry/schemas/releases"
+	"github.com/gantry-dev/gantry/suggest"
 )
 
 // OpenAPISource gives the cluster's OpenAPI v3 document of one group
@@ -436,7 +437,13 @@ func (v *Validator) builtinKind(gvk schema.GroupVersionKind) (served bool, probl
 	}
 	api := gvk.GroupVersion().String()
 	if r.Serves(gvk.GroupVersion()) {
-		return false, fmt.Sprintf("%s has no kind %s in Kubernetes %s", api, gvk.Kind, r.Version), nil
+		msg := fmt.Sprintf("%s has no kind %s in Kubernetes %s", api, gvk.Kind, r.Version)
+		if kinds, err := r.Kinds(gvk.GroupVersion()); err == nil {
+			if best := suggest.Closest(gvk.Kind, kinds); best != "" {
+				msg += "; did you mean " + best + "?"
+			}
+		}
+		return false, msg, nil
 	}
 	if v.allowUnknown[gvk.Group] {
 		return false, "", nil
