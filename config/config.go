@@ -341,8 +341,8 @@ func (in *inputs) source(c *Config) {
 	if needsBuild {
 		if info, err := os.Stat(c.Path); err != nil {
 			in.bad("path", "%s does not exist", c.Path)
-		} else if !info.IsDir() {
-			in.bad("path", "%s is not a directory", c.Path)
+		} else if ext := strings.ToLower(filepath.Ext(c.Path)); !info.IsDir() && !(info.Mode().IsRegular() && (ext == ".yaml" || ext == ".yml" || ext == ".json")) {
+			in.bad("path", "%s is neither a folder nor a .yaml, .yml or .json file of manifests", c.Path)
 		}
 	}
 	for _, p := range in.lines("patches") {

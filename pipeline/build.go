@@ -171,8 +171,8 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, _ error) {
 	if err != nil {
 		return nil, false, &BuildError{File: opts.Path, Err: fmt.Errorf("path not found")}
 	}
-	if !info.IsDir() {
-		return nil, false, &BuildError{File: opts.Path, Err: fmt.Errorf("not a directory")}
+	if !info.IsDir() && !(info.Mode().IsRegular() && isManifestFile(abs)) {
+		return nil, false, &BuildError{File: opts.Path, Err: fmt.Errorf("not a folder, nor a .yaml, .yml or .json file of manifests")}
 	}
 	// Folders are compared, and files named, by where they really are: a
 	// workspace reached through a link (a CI runner's mount) would
@@ -645,6 +645,9 @@ func buildWrapped(abs string, opts BuildOptions, sfs *sopsFS, bounded *boundedFS
 			return nil, nil
 		}
 		pathMap[plain] = abs
+		if info, err := os.Stat(abs); err == nil && !info.IsDir() {
+			pathMap[plain] = filepath.Dir(abs)
+		}
 		base = plain
 	}
 
@@ -827,11 +830,19 @@ func isManifest(name string) bool {
 // outside itself (../base).
 func copyPlainFolder(src, dst string, read filesys.FileSystem) (int, error) {
 	var resources []string
+	// A single file given as the path is copied as a folder of one.
+	root := src
+	if info, err := os.Stat(src); err == nil && !info.IsDir() {
+		root = filepath.Dir(src)
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return 0, err
+		}
+	}
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(src, p)
+		rel, _ := filepath.Rel(root, p)
 		if d.IsDir() {
 			if strings.HasPrefix(d.Name(), ".") && p != src {
 				return filepath.SkipDir
@@ -887,4 +898,14 @@ func copyPlainFolder(src, dst string, read filesys.FileSystem) (int, error) {
 		return 0, err
 	}
 	return len(resources), os.WriteFile(filepath.Join(dst, konfig.DefaultKustomizationFileName()), kb, 0o600)
+}
+
+// isManifestFile says whether a file given as the path is one of
+// manifests: a folder's build reads the same files.
+func isManifestFile(path string) bool {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
 }

@@ -564,3 +564,42 @@ func TestNamesNoObjectCanHaveAreRefused(t *testing.T) {
 		t.Errorf("a ClusterRole named with colons: %v", err)
 	}
 }
+
+// A single manifest file is a set of its own: its objects, not its
+// folder's, named by their file and line; with target-namespace too. A
+// file that holds no manifests is refused.
+func TestASingleFileAsThePath(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "all.yaml")
+	if err := os.WriteFile(file, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "other.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"", "shop"} {
+		objs, err := Build(BuildOptions{Path: file, WorkDir: dir, TargetNamespace: ns})
+		if err != nil {
+			t.Fatalf("target-namespace %q: %v", ns, err)
+		}
+		var names []string
+		for _, o := range objs {
+			names = append(names, o.GetNamespace()+"/"+o.GetName()+"@"+o.Source)
+		}
+		want := "/a@all.yaml /b@all.yaml"
+		if ns != "" {
+			want = "shop/a@all.yaml shop/b@all.yaml"
+		}
+		if got := strings.Join(names, " "); got != want {
+			t.Errorf("target-namespace %q: %s, want %s", ns, got, want)
+		}
+	}
+	notes := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(notes, []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Build(BuildOptions{Path: notes, WorkDir: dir}); err == nil || !strings.Contains(err.Error(), "not a folder") {
+		t.Errorf("a text file as the path: %v", err)
+	}
+}
