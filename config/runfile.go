@@ -28,6 +28,8 @@ type Unit struct {
 	// dependents wait for nothing from it.
 	Suspend bool
 	Config  *Config
+	// Where is the unit's place in the run file (file:line).
+	Where string
 }
 
 // UnitInputs are the inputs a unit of a run file may set: all but those
@@ -107,10 +109,9 @@ func loadRunFile(path string, env map[string]string, pol *policy, refsOnly bool)
 			}
 		}
 	}
-	if err := errors.Join(r.errs...); err != nil {
-		return nil, err
-	}
-	return specs, nil
+	// What could be read is returned with every problem, so that the
+	// checks that follow name theirs in the same round.
+	return specs, errors.Join(r.errs...)
 }
 
 type runFileReader struct {
@@ -412,13 +413,20 @@ func LoadUnits(g Given, file string, refsOnly bool) ([]*Unit, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every problem is named in one round: those of reading the file,
+	// those of each unit's inputs, and those of the graph.
 	specs, err := loadRunFile(file, g.Env, pol, refsOnly)
-	if err != nil {
+	if err != nil && specs == nil {
 		return nil, err
 	}
 	var errs []error
-	var units []*Unit
+	if err != nil {
+		errs = append(errs, err)
+	}
+	var units, all []*Unit
 	for _, s := range specs {
+		u := &Unit{Name: s.Name, DependsOn: s.DependsOn, Suspend: s.Suspend, Where: s.where}
+		all = append(all, u)
 		ug := g
 		ug.unit = s.settings
 		cfg, err := configure(&ug)
@@ -429,11 +437,10 @@ func LoadUnits(g Given, file string, refsOnly bool) ([]*Unit, error) {
 		if !cfg.PathGiven && cfg.Artifact == "" && cfg.Command != "delete" {
 			errs = append(errs, fmt.Errorf("unit %s (%s): no source: give it a path or an artifact", s.Name, s.where))
 		}
-		units = append(units, &Unit{Name: s.Name, DependsOn: s.DependsOn, Suspend: s.Suspend, Config: cfg})
+		u.Config = cfg
+		units = append(units, u)
 	}
-	if len(errs) == 0 {
-		errs = append(errs, checkGraph(units)...)
-	}
+	errs = append(errs, checkGraph(all)...)
 	return units, errors.Join(errs...)
 }
 
@@ -446,32 +453,29 @@ func checkGraph(units []*Unit) []error {
 	byName := map[string]*Unit{}
 	for _, u := range units {
 		if _, dup := byName[u.Name]; dup {
-			errs = append(errs, fmt.Errorf("unit %s is named twice", u.Name))
+			errs = append(errs, fmt.Errorf("unit %s (%s) is named twice", u.Name, u.Where))
 		}
 		byName[u.Name] = u
 	}
 	for _, u := range units {
 		for _, d := range u.DependsOn {
 			if _, ok := byName[d]; !ok {
-				errs = append(errs, fmt.Errorf("unit %s depends on %s, which is not a unit of the run file", u.Name, d))
+				errs = append(errs, fmt.Errorf("unit %s (%s) depends on %s, which is not a unit of the run file", u.Name, u.Where, d))
 			}
 		}
 	}
-	if len(errs) > 0 {
-		return errs
-	}
 	if cycle := findCycle(units, byName); cycle != nil {
-		errs = append(errs, fmt.Errorf("units depend on each other in a cycle: %s", strings.Join(cycle, " -> ")))
+		errs = append(errs, fmt.Errorf("units depend on each other in a cycle: %s (%s)", strings.Join(cycle, " -> "), byName[cycle[0]].Where))
 	}
 	owner := map[string]string{}
 	for _, u := range units {
-		if u.Config.Inventory == "" || u.Config.Offline {
-			continue // an offline unit reaches no cluster
+		if u.Config == nil || u.Config.Inventory == "" || u.Config.Offline {
+			continue // its inputs failed, or an offline unit reaches no cluster
 		}
 		key := clusterOf(u.Config) + "|" + u.Config.InventoryNamespace + "|" + u.Config.Inventory
 		if other, dup := owner[key]; dup {
-			errs = append(errs, fmt.Errorf("units %s and %s use one inventory, %s/%s, on one cluster: each would prune the other's objects; give each its own inventory",
-				other, u.Name, u.Config.InventoryNamespace, u.Config.Inventory))
+			errs = append(errs, fmt.Errorf("units %s and %s (%s) use one inventory, %s/%s, on one cluster: each would prune the other's objects; give each its own inventory",
+				other, u.Name, u.Where, u.Config.InventoryNamespace, u.Config.Inventory))
 			continue
 		}
 		owner[key] = u.Name
@@ -531,9 +535,13 @@ func findCycle(units []*Unit, byName map[string]*Unit) []string {
 		case done:
 			return nil
 		}
+		u, ok := byName[name]
+		if !ok {
+			return nil // an unknown name, refused on its own
+		}
 		state[name] = onPath
 		path = append(path, name)
-		for _, d := range byName[name].DependsOn {
+		for _, d := range u.DependsOn {
 			if c := visit(d); c != nil {
 				return c
 			}

@@ -198,14 +198,14 @@ func TestRunFileGraphRefusals(t *testing.T) {
 		name, units string
 		want        []string
 	}{
-		{"unknown dependency", "- {name: a, path: x, inventory: a, depends-on: [nope]}\n", []string{"unit a depends on nope, which is not a unit"}},
+		{"unknown dependency", "- {name: a, path: x, inventory: a, depends-on: [nope]}\n", []string{"unit a (", "gantry.yaml:5) depends on nope, which is not a unit"}},
 		{"cycle", "- {name: a, path: x, inventory: a, depends-on: [c]}\n- {name: b, path: x, inventory: b, depends-on: [a]}\n- {name: c, path: x, inventory: c, depends-on: [b]}\n",
-			[]string{"cycle: a -> c -> b -> a"}},
+			[]string{"cycle: a -> c -> b -> a (", "gantry.yaml:5)"}},
 		{"self", "- {name: a, path: x, inventory: a, depends-on: [a]}\n", []string{"cycle: a -> a"}},
-		{"named twice", "- {name: a, path: x, inventory: a}\n- {name: a, path: x, inventory: b}\n", []string{"unit a is named twice"}},
+		{"named twice", "- {name: a, path: x, inventory: a}\n- {name: a, path: x, inventory: b}\n", []string{"unit a (", "gantry.yaml:6) is named twice"}},
 		{"no source", "- {name: a, inventory: a}\n", []string{"unit a (", "no source"}},
 		{"one inventory on one cluster", "- {name: a, path: x, inventory: shop, context: a}\n- {name: b, path: x, inventory: shop, context: a-again}\n",
-			[]string{"units a and b use one inventory, default/shop, on one cluster"}},
+			[]string{"units a and b (", "gantry.yaml:6) use one inventory, default/shop, on one cluster"}},
 		{"a unit's own input", "- {name: a, path: x, inventory: a, timeout: soon}\n", []string{"unit a (", `timeout (from `, `"soon" is not a positive duration`}},
 		{"a missing path", "- {name: a, path: missing, inventory: a}\n", []string{"gantry.yaml:5", "unit a: path: missing does not exist"}},
 	} {
@@ -230,5 +230,41 @@ func TestRunFileGraphRefusals(t *testing.T) {
 	copyFile(t, kc, filepath.Join(filepath.Dir(file), "kubeconfig"))
 	if _, err := LoadUnits(given(file, nil, map[string]string{"GANTRY_RUN_FILE_ENV": "NOT_SET_ANYWHERE"}), file, false); err != nil {
 		t.Errorf("one inventory name on two clusters: %v", err)
+	}
+}
+
+// A run file with many problems names them all in one round, each with
+// its line: a misspelt input, a bad value, a missing path, an unknown
+// dependency, a cycle and two units on one inventory.
+func TestRunFileNamesEveryProblemAtOnce(t *testing.T) {
+	t.Parallel()
+	kc := kubeconfigFor(t, map[string]string{"a": "https://a.example:6443"})
+	file := writeRunFile(t, `defaults:
+  kubeconfig: kubeconfig
+  context: a
+units:
+  - {name: a, path: x, inventory: a, timout: 5m}
+  - {name: b, path: missing, inventory: b}
+  - {name: c, path: x, inventory: c, timeout: soon}
+  - {name: d, path: x, inventory: d, depends-on: [nope]}
+  - {name: e, path: x, inventory: shared, depends-on: [f]}
+  - {name: f, path: x, inventory: shared, depends-on: [e]}
+`, "x")
+	copyFile(t, kc, filepath.Join(filepath.Dir(file), "kubeconfig"))
+	_, err := LoadUnits(given(file, nil, nil), file, false)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, w := range []string{
+		`gantry.yaml:5: unit a: unknown input "timout"; did you mean timeout?`,
+		"gantry.yaml:6", "missing does not exist",
+		"gantry.yaml:7", `"soon" is not a positive duration`,
+		"unit d (", "gantry.yaml:8) depends on nope",
+		"units e and f (", "gantry.yaml:10) use one inventory",
+		"cycle: e -> f -> e (",
+	} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error does not say %q:\n%v", w, err)
+		}
 	}
 }
