@@ -130,8 +130,9 @@ type Config struct {
 	// DriftIssue (auto, true or false) keeps an issue open while it lasts.
 	Correct    bool
 	DriftIssue string
-	// Color is auto, always or never.
+	// Color is auto, always or never; Quiet prints no progress.
 	Color string
+	Quiet bool
 	// HandManagers, for drift, are field managers whose changes are made
 	// by hand, besides kubectl's.
 	HandManagers []string
@@ -693,6 +694,7 @@ func (in *inputs) reporting(c *Config, env map[string]string) {
 	c.Format = in.oneOf("format", "github", "tekton", "gitlab")
 	c.Summary = in.oneOf("summary", "auto", "true", "false")
 	c.Color = in.oneOf("color", "auto", "always", "never")
+	c.Quiet = in.bool("quiet")
 	c.Comment = in.oneOf("comment", "auto", "true", "false")
 	c.DriftIssue = in.oneOf("drift-issue", "auto", "true", "false")
 	c.Report, c.Dotenv, c.TektonResults = in.str("report"), in.str("dotenv"), in.str("tekton-results")

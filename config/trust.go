@@ -32,6 +32,7 @@ var runLevel = map[string]bool{
 	"report": true, "summary": true, "comment": true, "github-token": true, "gitlab-token": true,
 	"dotenv": true, "tekton-results": true, "output": true, "detailed-exitcode": true,
 	"workspace": true, "run-file-env": true, "allow-kubeconfig-exec": true, "registry-hosts": true, "run-file-servers": true,
+	"color": true, "quiet": true,
 }
 
 // workflowOnly are the unit inputs a run file may not set, each with what

@@ -46,6 +46,8 @@ type console struct {
 	// unit, in a run of several, starts each line: units run side by
 	// side, so their stages are lines, not groups or sections.
 	unit string
+	// quiet prints no progress: stages, objects and notes.
+	quiet bool
 }
 
 var _ pipeline.Observer = (*console)(nil)
@@ -58,7 +60,7 @@ func newConsole(w io.Writer, redact *reporters.Redactor, p platform) *console {
 // forUnit is the console of one unit of a run: every line starts with
 // the unit's name.
 func (c *console) forUnit(name string) *console {
-	return &console{mu: c.mu, w: c.w, redact: c.redact, p: c.p, color: c.color, now: c.now, unit: name}
+	return &console{mu: c.mu, w: c.w, redact: c.redact, p: c.p, color: c.color, now: c.now, unit: name, quiet: c.quiet}
 }
 
 // Write lets client-go's warning writer print through the console.
@@ -97,6 +99,9 @@ func (c *console) paint(code, s string) string {
 }
 
 func (c *console) StageStarted(name string) {
+	if c.quiet {
+		return
+	}
 	switch {
 	case c.unit != "":
 		c.printf("%s %s\n", c.paint("1", "▸"), name)
@@ -110,6 +115,9 @@ func (c *console) StageStarted(name string) {
 }
 
 func (c *console) StageFinished(s result.Stage) {
+	if c.quiet {
+		return
+	}
 	switch {
 	case c.unit != "":
 	case c.p == githubActions:
@@ -125,7 +133,7 @@ func (c *console) StageFinished(s result.Stage) {
 }
 
 func (c *console) ObjectDone(o result.Object) {
-	if o.Action == result.Unchanged || o.Action == result.InSync {
+	if c.quiet || o.Action == result.Unchanged || o.Action == result.InSync {
 		return
 	}
 	action := string(o.Action)
@@ -170,7 +178,15 @@ func (c *console) ObjectDone(o result.Object) {
 	}
 }
 
-func (c *console) Info(msg string) { c.printf("  %s\n", msg) }
+func (c *console) Info(msg string) {
+	if c.quiet {
+		if rest, ok := strings.CutPrefix(msg, "warning: "); ok {
+			c.warn(rest) // warnings still print
+		}
+		return
+	}
+	c.printf("  %s\n", msg)
+}
 
 // warn reports a problem that does not fail the run.
 func (c *console) warn(msg string) {

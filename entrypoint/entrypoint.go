@@ -98,7 +98,7 @@ func runOne(ctx context.Context, inv *config.Given, p platform, stdout, stderr i
 	s := newSession(env, p, secrets, stderr)
 	defer s.run.Close()
 	if cfg != nil {
-		s.console.color = useColor(cfg.Color, stderr)
+		s.console.color, s.console.quiet = useColor(cfg.Color, stderr), cfg.Quiet
 	}
 	redact, gha, console := s.redact, s.gha, s.console
 

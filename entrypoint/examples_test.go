@@ -146,3 +146,15 @@ func TestMisspeltKindGetsASuggestion(t *testing.T) {
 		t.Errorf("exit %d\n%s", code, stderr.String())
 	}
 }
+
+// --quiet prints no progress, only the closing summary (and warnings).
+func TestQuiet(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr strings.Builder
+	if code := Run(t.Context(), []string{"validate", "--offline", filepath.Join("..", "examples", "hello"), "--quiet"}, []string{"HOME=" + t.TempDir()}, &stdout, &stderr); code != ExitOK {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	if got := stderr.String(); got != "gantry validate: ReconciliationSucceeded: 4 valid, 0 failed\n" {
+		t.Errorf("stderr:\n%q", got)
+	}
+}

@@ -48,7 +48,7 @@ func runFile(ctx context.Context, inv *config.Given, file string, p platform, st
 	s := newSession(env, p, secrets, stderr)
 	defer s.run.Close()
 	if runCfg != nil {
-		s.console.color = useColor(runCfg.Color, stderr)
+		s.console.color, s.console.quiet = useColor(runCfg.Color, stderr), runCfg.Quiet
 	}
 	run := &result.Run{Schema: result.RunSchemaVersion, Command: inv.Command, Version: Version, RunFile: file,
 		Started: time.Now(), Units: []result.Unit{}}
