@@ -226,7 +226,7 @@ func maskValues(live, desired map[string]any, mask func(string) string) {
 				}
 				return l, d
 			}
-			return maskAny(l, mask), masked
+			return MaskStrings(l, mask), masked
 		case map[string]any:
 			lm, _ := l.(map[string]any)
 			for k, v := range dv {
@@ -245,7 +245,7 @@ func maskValues(live, desired map[string]any, mask func(string) string) {
 			if lm != nil {
 				for k, v := range lm {
 					if _, ok := dv[k]; !ok {
-						lm[k] = maskAny(v, mask)
+						lm[k] = MaskStrings(v, mask)
 					}
 				}
 			}
@@ -264,39 +264,39 @@ func maskValues(live, desired map[string]any, mask func(string) string) {
 				}
 			}
 			for i := len(dv); i < len(ll); i++ {
-				ll[i] = maskAny(ll[i], mask)
+				ll[i] = MaskStrings(ll[i], mask)
 			}
 			return l, d
 		case nil:
-			return maskAny(l, mask), d
+			return MaskStrings(l, mask), d
 		default:
-			return maskAny(l, mask), d
+			return MaskStrings(l, mask), d
 		}
 	}
 	if desired == nil {
-		maskAny(live, mask)
+		MaskStrings(live, mask)
 		return
 	}
 	if live == nil {
-		maskAny(desired, mask)
+		MaskStrings(desired, mask)
 		return
 	}
 	walk(live, desired)
 }
 
-// maskAny masks every string of v in place (and returns v, or the masked
-// string).
-func maskAny(v any, mask func(string) string) any {
+// MaskStrings masks every string of v (an object as unstructured holds
+// it) in place, and returns v, or the masked string.
+func MaskStrings(v any, mask func(string) string) any {
 	switch t := v.(type) {
 	case string:
 		return mask(t)
 	case map[string]any:
 		for k, e := range t {
-			t[k] = maskAny(e, mask)
+			t[k] = MaskStrings(e, mask)
 		}
 	case []any:
 		for i, e := range t {
-			t[i] = maskAny(e, mask)
+			t[i] = MaskStrings(e, mask)
 		}
 	}
 	return v

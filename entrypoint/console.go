@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gantry-dev/gantry/config"
+	"github.com/gantry-dev/gantry/diffs"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/reporters"
@@ -267,7 +268,7 @@ func writeObjects(w io.Writer, objects []*pipeline.Object, fenced bool, redact *
 		}
 		// Each value is masked before it is written: however YAML then
 		// quotes or folds it, no part of a secret is left.
-		b, err := yaml.Marshal(maskValues(u.DeepCopy().Object, redact.String))
+		b, err := yaml.Marshal(diffs.MaskStrings(u.DeepCopy().Object, redact.String))
 		if err != nil {
 			return err
 		}
@@ -423,21 +424,4 @@ func printable(v string) string {
 	}
 	q := strconv.Quote(v)
 	return q[1 : len(q)-1]
-}
-
-// maskValues masks every string of v in place, and returns it.
-func maskValues(v any, mask func(string) string) any {
-	switch t := v.(type) {
-	case string:
-		return mask(t)
-	case map[string]any:
-		for k, e := range t {
-			t[k] = maskValues(e, mask)
-		}
-	case []any:
-		for i, e := range t {
-			t[i] = maskValues(e, mask)
-		}
-	}
-	return v
 }

@@ -383,14 +383,17 @@ func (s *Store) writePayloads(ctx context.Context, rv *Revision) error {
 			if !apierrors.IsAlreadyExists(err) {
 				return err
 			}
-			// The name is gantry's, the number one the inventory does
-			// not record: whatever holds it (this very write, whose
+			// The number is one the inventory does not record: a
+			// revision Secret that holds it (this very write, whose
 			// answer was lost; one left by a run that did not finish;
-			// one put there by hand) is not a revision, and is written
-			// over.
+			// a forged one) is not a revision, and is written over.
 			old, err := secrets.Get(ctx, sec.Name, metav1.GetOptions{})
 			if err != nil {
 				return err
+			}
+			if old.Type != RevisionType {
+				// Someone's own Secret under gantry's name: left as it is.
+				return fmt.Errorf("the Secret %s/%s exists and is not a gantry revision (type %s): it is left as it is", secNS, sec.Name, old.Type)
 			}
 			update := sec.DeepCopy()
 			update.ResourceVersion = old.ResourceVersion

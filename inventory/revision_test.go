@@ -447,3 +447,30 @@ func TestInventoryKeepsRecordsAndAdoptedEntries(t *testing.T) {
 		t.Errorf("records read back: %+v", back.Revisions[0])
 	}
 }
+
+// A Secret of someone's own, not of gantry's type, under the name the next
+// revision would take (in the inventory's namespace, or where a Secret of
+// the set goes) is never written over: the deploy is recorded without its
+// objects, and says why.
+func TestRevisionNeverWritesOverAnotherSecret(t *testing.T) {
+	ctx := context.Background()
+	theirs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: RevisionName("shop", 1), Namespace: "shop"},
+		Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"password": []byte("theirs")}}
+	client := fake.NewClientset(theirs)
+	s := &Store{Client: client}
+	inv, _ := s.Load(ctx, "shop", "shop")
+	rv, err := NewRevision("shop", "shop", []*unstructured.Unstructured{configMap("a", "1")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Begin(ctx, inv, rv, 0); err == nil || !strings.Contains(err.Error(), "is not a gantry revision") {
+		t.Errorf("got %v, want the Secret named as not gantry's", err)
+	}
+	got, err := client.CoreV1().Secrets("shop").Get(ctx, theirs.Name, metav1.GetOptions{})
+	if err != nil || got.Type != corev1.SecretTypeOpaque || string(got.Data["password"]) != "theirs" {
+		t.Errorf("their Secret was changed: %v %+v", err, got)
+	}
+	if len(inv.Revisions) != 1 || inv.Revisions[0].HoldsObjects() {
+		t.Errorf("recorded %+v, want the deploy recorded without its objects", inv.Revisions)
+	}
+}

@@ -288,15 +288,10 @@ func removeAt(obj map[string]any, p fieldpath.Path) {
 	if !ok {
 		return
 	}
-	last := p[len(p)-1]
-	switch t := parent.(type) {
-	case map[string]any:
-		if last.FieldName != nil {
-			delete(t, *last.FieldName)
-		}
-	case []any:
-		// A list element is left in place: removing it would shift
-		// the others. Its own fields are removed above it.
+	// Only a field of a map: removing a list element would shift the
+	// others.
+	if m, ok := parent.(map[string]any); ok && p[len(p)-1].FieldName != nil {
+		delete(m, *p[len(p)-1].FieldName)
 	}
 }
 

@@ -114,7 +114,7 @@ func unsubstituted(objects []*Object) string {
 	n := 0
 	for _, o := range objects {
 		found := false
-		walkValues(o.Object, func(v string) {
+		walkStrings(o.Object, "", func(_, v string) {
 			for _, m := range variableRef.FindAllString(v, -1) {
 				found = true
 				if r := ref(o) + " holds " + m; !seen[r] {
@@ -135,19 +135,4 @@ func unsubstituted(objects []*Object) string {
 		refs = append(refs[:3], "…")
 	}
 	return fmt.Sprintf("%d %s ${...} references left as they are (%s): substitution runs only when substitute is given (as Flux's postBuild); give it, even with one variable, to apply the defaults", n, plural(n, "object holds", "objects hold"), strings.Join(refs, "; "))
-}
-
-func walkValues(v any, fn func(string)) {
-	switch t := v.(type) {
-	case string:
-		fn(t)
-	case map[string]any:
-		for _, e := range t {
-			walkValues(e, fn)
-		}
-	case []any:
-		for _, e := range t {
-			walkValues(e, fn)
-		}
-	}
 }

@@ -34,8 +34,8 @@ func hostileResult() *result.Result {
 }
 
 var (
-	mention    = regexp.MustCompile(`(^|[^\w` + "`" + `])@[A-Za-z0-9]`)
-	reference  = regexp.MustCompile(`(^|\s)[#!][0-9]`)
+	mention   = regexp.MustCompile(`(^|[^\w` + "`" + `])@[A-Za-z0-9]`)
+	reference = regexp.MustCompile(`(^|\s)[#!][0-9]`)
 )
 
 // outsideCode is a Markdown body without its fenced blocks and code
