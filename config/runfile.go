@@ -624,6 +624,10 @@ func ClusterInfo(c *Config) result.Cluster {
 func Indent(s string) string {
 	var b strings.Builder
 	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		if strings.HasPrefix(l, " ") {
+			b.WriteString("  " + l + "\n") // a line of the item above
+			continue
+		}
 		b.WriteString("  - " + l + "\n")
 	}
 	return strings.TrimRight(b.String(), "\n")

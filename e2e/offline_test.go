@@ -427,7 +427,7 @@ func TestOfflineValidationOfARunFile(t *testing.T) {
 	for _, u := range run.Units {
 		reasons[u.Name] = u.Reason
 	}
-	if run.Command != "validate" || reasons["good"] != result.ReasonSucceeded || reasons["bad"] != result.ReasonValidationFailed {
+	if run.Command != "validate" || reasons["good"] != result.ReasonValidated || reasons["bad"] != result.ReasonValidationFailed {
 		t.Errorf("run %s %s: units %v", run.Command, run.Reason, reasons)
 	}
 	if !strings.Contains(stderr.String(), "[bad]") || !strings.Contains(stderr.String(), "spec.replicas: Invalid value: -1") {

@@ -151,7 +151,16 @@ func (c *console) ObjectDone(o result.Object) {
 		return // the summary says how many
 	}
 	line := fmt.Sprintf("  %s %s", o.Ref(), action)
-	if o.Error != "" {
+	if len(o.Problems) > 0 && o.Action == result.Failed {
+		// One entry per object, each field at fault on a line of its own.
+		for _, p := range o.Problems {
+			line += "\n    "
+			if p.Line > 0 && o.Source != "" {
+				line += fmt.Sprintf("%s:%d: ", o.Source, p.Line)
+			}
+			line += p.String()
+		}
+	} else if o.Error != "" {
 		line += ": " + o.Error
 	} else if len(o.Conflicts) > 0 {
 		line += " (takes " + conflictList(o.Conflicts) + ")"

@@ -149,7 +149,7 @@ func runOne(ctx context.Context, inv *config.Given, p platform, stdout, stderr i
 	// run file runs.
 	res = s.run.Command(ctx, cfg, console)
 	switch {
-	case cfg.Command == "diff" && (res.Reason == result.ReasonSucceeded || res.Reason == result.ReasonProgressing):
+	case cfg.Command == "diff" && (res.Reason.Succeeded() || res.Reason == result.ReasonProgressing):
 		if err := writeDiff(stdout, res, cfg.Output, p == githubActions, useColor(cfg.Color, stdout), redact); err != nil {
 			console.warn("printing the diff: " + err.Error())
 		}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gantry-dev/gantry/result"
 )
 
 // Every example works as shipped: it builds and validates offline with
@@ -154,7 +156,100 @@ func TestQuiet(t *testing.T) {
 	if code := Run(t.Context(), []string{"validate", "--offline", filepath.Join("..", "examples", "hello"), "--quiet"}, []string{"HOME=" + t.TempDir()}, &stdout, &stderr); code != ExitOK {
 		t.Fatalf("exit %d\n%s", code, stderr.String())
 	}
-	if got := stderr.String(); got != "gantry validate: ReconciliationSucceeded: 4 valid, 0 failed\n" {
+	if got := stderr.String(); got != "gantry validate: ValidationSucceeded: 4 valid, 0 failed\n" {
 		t.Errorf("stderr:\n%q", got)
+	}
+}
+
+// Errors point at the field: each problem of an object has its path and
+// its own line, they come in one entry per object, and a GitHub
+// annotation stands on the first field's line and lists them all.
+func TestErrorsPointAtTheField(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	doc := `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: shop
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: web
+        image: nginx
+        resources:
+          limits:
+            cpu: lots
+---
+apiVersion: app/v1
+kind: Deployment
+metadata: {name: api, namespace: shop}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec:
+  selector: {app: web}
+  ports:
+  - port: 80
+    targetPortt: 8080
+`
+	doc = strings.Replace(doc, "replicas: 2", "replicas: -3", 1)
+	if err := os.WriteFile(filepath.Join(dir, "app.yaml"), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	code := Run(t.Context(), []string{"validate", "--offline", dir, "--output", "json"}, []string{"HOME=" + t.TempDir()}, &stdout, &stderr)
+	if code != ExitFailed {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	var res result.Result
+	if err := json.Unmarshal([]byte(stdout.String()), &res); err != nil {
+		t.Fatalf("%v\n%s", err, stdout.String())
+	}
+	type want struct {
+		field, message string
+		line           int
+	}
+	wants := map[string][]want{
+		"Deployment.apps/shop/web": {
+			{"spec.replicas", "must be greater than or equal to 0", 7},
+			{"spec.template.spec.containers[0].resources.limits[cpu]", `Invalid value: "lots"`, 19},
+		},
+		"Deployment.app/shop/api": {{"apiVersion", "did you mean apiVersion: apps/v1?", 21}},
+		"Service/shop/web":        {{"spec.ports[port=80,protocol=\"TCP\"].targetPortt", "field not declared in schema", 32}},
+	}
+	for _, o := range res.Objects {
+		w, ok := wants[o.Ref()]
+		if !ok {
+			continue
+		}
+		delete(wants, o.Ref())
+		if len(o.Problems) != len(w) {
+			t.Errorf("%s: %+v, want %d problems", o.Ref(), o.Problems, len(w))
+			continue
+		}
+		for i, p := range o.Problems {
+			if p.Field != w[i].field || !strings.Contains(p.Message, w[i].message) || p.Line != w[i].line {
+				t.Errorf("%s: problem %d is %+v, want %+v", o.Ref(), i, p, w[i])
+			}
+		}
+	}
+	if len(wants) > 0 {
+		t.Errorf("not reported: %v", wants)
+	}
+
+	stdout.Reset()
+	stderr.Reset()
+	Run(t.Context(), []string{"validate", "--offline", dir}, []string{"HOME=" + t.TempDir(), "GITHUB_ACTIONS=true", "GITHUB_WORKSPACE=" + dir}, &stdout, &stderr)
+	all := stdout.String() + stderr.String()
+	if !strings.Contains(all, "::error file=app.yaml,line=7,title=Deployment.apps/shop/web failed::line 7: spec.replicas: Invalid value: -3: must be greater than or equal to 0%0Aline 19: spec.template.spec.containers[0].resources.limits[cpu]") {
+		t.Errorf("no annotation on the first field's line listing both:\n%s", all)
 	}
 }

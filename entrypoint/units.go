@@ -127,7 +127,7 @@ func writeRunDiff(w io.Writer, run *result.Run, format string, fenced, color boo
 		if _, err := fmt.Fprintf(w, "# unit %s: %s\n", u.Name, u.Reason); err != nil {
 			return err
 		}
-		if u.Reason != result.ReasonSucceeded && u.Reason != result.ReasonProgressing {
+		if !u.Reason.Succeeded() && u.Reason != result.ReasonProgressing {
 			continue
 		}
 		if err := writeDiff(w, u.Result, "text", fenced, color, redact); err != nil {

@@ -88,8 +88,7 @@ func (r *run) validationFailures(stage string) error {
 		if pl.kind == planFailed {
 			oe := r.objectError(pl.obj, pl.err)
 			errs = append(errs, oe)
-			o := resultObject(pl.obj.Unstructured, oe.Source, stage, result.Failed)
-			setError(&o, pl.err, pl.err.Error())
+			o := failedObject(pl.obj, oe, stage)
 			o.Conflicts = pl.conflicts
 			r.record(o, true)
 		}

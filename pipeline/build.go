@@ -405,6 +405,9 @@ func buildKustomization(dir string, opts BuildOptions, sfs *sopsFS) ([]sourced, 
 	}
 	resMap, err := kustomizer().Run(fsys, root)
 	if err != nil {
+		if helmChartsRefused(err) {
+			return nil, &BuildError{File: displayPath(dir, nil, opts.WorkDir), Err: errHelmCharts}
+		}
 		msg := withoutObjects(err.Error(), root, nil, opts.WorkDir)
 		return nil, &BuildError{File: displayPath(dir, nil, opts.WorkDir), Err: fmt.Errorf("kustomize build: %s", relPaths(msg, nil, "", opts.WorkDir))}
 	}
@@ -692,6 +695,9 @@ func buildWrapped(abs string, opts BuildOptions, sfs *sopsFS, bounded *boundedFS
 	sfs.display = func(p string) string { return displayPath(p, pathMap, opts.WorkDir) }
 	resMap, err := kustomizer().Run(sfs, wrapper)
 	if err != nil {
+		if helmChartsRefused(err) {
+			return nil, &BuildError{File: opts.Path, Err: errHelmCharts}
+		}
 		msg := withoutObjects(err.Error(), wrapper, pathMap, opts.WorkDir)
 		return nil, &BuildError{File: opts.Path, Err: fmt.Errorf("kustomize build: %s", relPaths(msg, pathMap, tmp, opts.WorkDir))}
 	}
@@ -908,4 +914,13 @@ func isManifestFile(path string) bool {
 		return true
 	}
 	return false
+}
+
+// errHelmCharts answers a kustomization's helmCharts: kustomize renders
+// them by running the helm binary, which a deploy from a pull request must
+// not do, and its own message points at a flag gantry does not have.
+var errHelmCharts = errors.New("a kustomization lists helmCharts, which kustomize renders by running the helm binary: gantry runs no external program; render the chart into the folder (helm template), or deploy it with Flux's helm-controller")
+
+func helmChartsRefused(err error) bool {
+	return strings.Contains(err.Error(), "HelmChartInflationGenerator") && strings.Contains(err.Error(), "--enable-helm")
 }

@@ -23,6 +23,7 @@ type lines struct {
 	workDir string
 	mu      sync.Mutex
 	files   map[string][]docStart
+	nodes   map[string][]*yaml.Node
 }
 
 // docStart is a document of a manifest file, or a generator entry of a
@@ -73,6 +74,194 @@ func (l *lines) lineOf(source, kind, name string) int {
 		}
 	}
 	return best
+}
+
+// fieldLine is the line in source of the field at path (as the API
+// server, structured-merge-diff or the OpenAPI validator write it) of the
+// document that starts on line start; the line of the nearest field above
+// it that the file holds when the field itself was added by the build (a
+// patch, a transformer), or start.
+func (l *lines) fieldLine(source string, start int, path string) int {
+	doc := l.document(source, start)
+	if doc == nil {
+		return start
+	}
+	line := start
+	n := doc
+	for _, step := range pathSteps(path) {
+		next, at := step.find(n)
+		if next == nil {
+			break
+		}
+		n, line = next, at
+	}
+	return line
+}
+
+// document is the mapping node of the document of source that starts on
+// line start. Files are parsed again, once each, only for objects that
+// failed.
+func (l *lines) document(source string, start int) *yaml.Node {
+	l.mu.Lock()
+	nodes, ok := l.nodes[source]
+	l.mu.Unlock()
+	if !ok {
+		path := source
+		if !filepath.IsAbs(path) && l.workDir != "" {
+			path = filepath.Join(l.workDir, path)
+		}
+		if b, err := os.ReadFile(path); err == nil && int64(len(b)) <= DefaultMaxFileBytes {
+			dec := yaml.NewDecoder(bytes.NewReader(b))
+			for {
+				var n yaml.Node
+				if dec.Decode(&n) != nil {
+					break
+				}
+				if n.Kind == yaml.DocumentNode && len(n.Content) > 0 && n.Content[0].Kind == yaml.MappingNode {
+					nodes = append(nodes, n.Content[0])
+				}
+			}
+		}
+		l.mu.Lock()
+		if l.nodes == nil {
+			l.nodes = map[string][]*yaml.Node{}
+		}
+		l.nodes[source] = nodes
+		l.mu.Unlock()
+	}
+	for _, m := range nodes {
+		if len(m.Content) > 0 && m.Content[0].Line == start {
+			return m
+		}
+	}
+	return nil
+}
+
+// fieldStep is one step of a field path: a key of a mapping, an index of
+// a sequence, or the element of a sequence whose keys have the values
+// given (structured-merge-diff's [name="web"], [=value] for a set).
+type fieldStep struct {
+	key      string
+	index    int // -1 when not an index
+	selector map[string]string
+	value    *string
+}
+
+// find is the node the step leads to from n, and the line of its key (or
+// element).
+func (s fieldStep) find(n *yaml.Node) (*yaml.Node, int) {
+	switch n.Kind {
+	case yaml.MappingNode:
+		if s.selector != nil || s.value != nil {
+			return nil, 0
+		}
+		key := s.key
+		if s.index >= 0 && key == "" {
+			key = itoa(s.index)
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				return n.Content[i+1], n.Content[i].Line
+			}
+		}
+	case yaml.SequenceNode:
+		for i, e := range n.Content {
+			switch {
+			case s.index >= 0:
+				if i == s.index {
+					return e, e.Line
+				}
+			case s.value != nil:
+				if e.Kind == yaml.ScalarNode && e.Value == *s.value {
+					return e, e.Line
+				}
+			case s.selector != nil:
+				// A key the file leaves out (a defaulted protocol)
+				// does not rule the element out; one it holds must
+				// match.
+				matched, match := 0, true
+				for k, v := range s.selector {
+					switch got := child(e, k); {
+					case got == nil:
+					case got.Value == v:
+						matched++
+					default:
+						match = false
+					}
+				}
+				if match && matched > 0 {
+					return e, e.Line
+				}
+			}
+		}
+	}
+	return nil, 0
+}
+
+// pathSteps splits a field path: dots between keys, brackets around an
+// index, a map key (which may hold dots) or a selector.
+func pathSteps(path string) []fieldStep {
+	var steps []fieldStep
+	path = strings.TrimPrefix(path, ".")
+	for path != "" {
+		switch path[0] {
+		case '.':
+			path = path[1:]
+			continue
+		case '[':
+			end := strings.IndexByte(path, ']')
+			// A quoted value may hold a "]".
+			if q := strings.IndexByte(path, '"'); q > 0 && q < end {
+				if close := strings.Index(path[q+1:], "\"]"); close >= 0 {
+					end = q + 1 + close + 1
+				}
+			}
+			if end < 0 {
+				return steps
+			}
+			steps = append(steps, bracketStep(path[1:end]))
+			path = path[end+1:]
+			continue
+		}
+		end := strings.IndexAny(path, ".[")
+		if end < 0 {
+			end = len(path)
+		}
+		seg := path[:end]
+		step := fieldStep{key: seg, index: -1}
+		if n, err := strconv.Atoi(seg); err == nil && n >= 0 {
+			step.index = n // the OpenAPI validator's containers.0
+		}
+		steps = append(steps, step)
+		path = path[end:]
+	}
+	return steps
+}
+
+func bracketStep(inner string) fieldStep {
+	if n, err := strconv.Atoi(inner); err == nil && n >= 0 {
+		return fieldStep{index: n}
+	}
+	if v, ok := strings.CutPrefix(inner, "="); ok {
+		v = unquote(v)
+		return fieldStep{index: -1, value: &v}
+	}
+	if strings.Contains(inner, "=\"") {
+		sel := map[string]string{}
+		for _, pair := range strings.Split(inner, ",") {
+			k, v, _ := strings.Cut(pair, "=")
+			sel[k] = unquote(v)
+		}
+		return fieldStep{index: -1, selector: sel}
+	}
+	return fieldStep{key: inner, index: -1}
+}
+
+func unquote(v string) string {
+	if u, err := strconv.Unquote(v); err == nil {
+		return u
+	}
+	return v
 }
 
 func (l *lines) docs(source string) []docStart {
@@ -199,6 +388,13 @@ func (r *run) addLines() {
 		case result.Created, result.Configured, result.Recreated, result.Failed:
 			if o.Line == 0 {
 				o.Line = r.lines.lineOf(o.Source, o.Kind, o.Name)
+			}
+			if o.Action == result.Failed && o.Line > 0 {
+				for j := range o.Problems {
+					if p := &o.Problems[j]; p.Line == 0 {
+						p.Line = r.lines.fieldLine(o.Source, o.Line, p.Field)
+					}
+				}
 			}
 			if o.Patches == nil && o.Source != "" {
 				if byID == nil {

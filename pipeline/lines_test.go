@@ -60,3 +60,63 @@ secretGenerator:
 		}
 	}
 }
+
+// A problem's field is found on its line whichever way its path is
+// written: the API server's, structured-merge-diff's (a list entry by its
+// keys, a set's value) or the OpenAPI validator's (an index after a dot).
+func TestFieldLine(t *testing.T) {
+	dir := t.TempDir()
+	doc := `apiVersion: v1
+kind: ConfigMap
+metadata: {name: other}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels:
+    app.kubernetes.io/name: web
+spec:
+  replicas: -1
+  template:
+    spec:
+      containers:
+      - name: sidecar
+        image: proxy
+      - name: web
+        image: nginx
+        args:
+        - --port
+        - "8080"
+        resources:
+          limits:
+            cpu: abc
+`
+	if err := os.WriteFile(filepath.Join(dir, "app.yaml"), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := &lines{workDir: dir}
+	start := l.lineOf("app.yaml", "Deployment", "web")
+	if start != 5 {
+		t.Fatalf("Deployment starts on %d, want 5", start)
+	}
+	for path, want := range map[string]int{
+		"spec.replicas": 12,
+		"spec.template.spec.containers[1].resources.limits[cpu]":     25,
+		`.spec.template.spec.containers[name="web"].image`:           19,
+		"spec.template.spec.containers.1.image":                      19,
+		`spec.template.spec.containers[name="web"].args[="8080"]`:    22,
+		"metadata.labels[app.kubernetes.io/name]":                    10,
+		"spec.template.spec.containers[0].securityContext.runAsUser": 16, // added by the build: its nearest field the file holds
+		"spec.strategy": 11,
+		"":              5,
+		`spec.template.spec.containers[name="db"].image`: 15,
+	} {
+		if got := l.fieldLine("app.yaml", start, path); got != want {
+			t.Errorf("%q: line %d, want %d", path, got, want)
+		}
+	}
+	if got := l.fieldLine("app.yaml", 99, "spec.replicas"); got != 99 {
+		t.Errorf("no document starting there: line %d, want the object's", got)
+	}
+}

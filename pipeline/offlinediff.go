@@ -215,8 +215,6 @@ func withoutSOPS(u *unstructured.Unstructured) *unstructured.Unstructured {
 // returns the failure, naming the object's file.
 func (r *run) recordInvalid(obj *Object, stage string, err error) error {
 	oe := r.objectError(obj, err)
-	ro := resultObject(obj.Unstructured, oe.Source, stage, result.Failed)
-	setError(&ro, err, err.Error())
-	r.record(ro, true)
+	r.record(failedObject(obj, oe, stage), true)
 	return oe
 }

@@ -5,6 +5,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -322,6 +323,9 @@ func (r *run) execute(parent context.Context, stages []stage) *result.Result {
 	r.res.Finished = time.Now().UTC()
 	if r.res.Reason == "" {
 		r.res.Reason = result.ReasonSucceeded
+		if r.res.Command == "validate" {
+			r.res.Reason = result.ReasonValidated
+		}
 	}
 	if err := errors.Join(failures...); err != nil {
 		r.res.Message = err.Error()
@@ -598,7 +602,28 @@ func (r *run) objectError(o *Object, err error) *ObjectError {
 	if source != "" {
 		oe.Patches = r.patchesOf(o)
 	}
+	if cutShort(err) == "" {
+		oe.Problems = problemsOf(err)
+		if oe.Line > 0 {
+			for i := range oe.Problems {
+				oe.Problems[i].Line = r.lines.fieldLine(source, oe.Line, oe.Problems[i].Field)
+			}
+			// In the order of the file.
+			slices.SortStableFunc(oe.Problems, func(a, b result.Problem) int { return cmp.Compare(a.Line, b.Line) })
+		}
+	}
 	return oe
+}
+
+// failedObject is the report's entry of an object that failed with oe.
+func failedObject(obj *Object, oe *ObjectError, stage string) result.Object {
+	o := resultObject(obj.Unstructured, oe.Source, stage, result.Failed)
+	o.Line = oe.Line
+	setError(&o, oe.Err, oe.Err.Error())
+	if o.Problems != nil {
+		o.Problems = oe.Problems
+	}
+	return o
 }
 
 // nameSources gives the report's objects the files the second build found,

@@ -33,6 +33,7 @@ import (
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/result"
+	"github.com/gantry-dev/gantry/schemas"
 	"github.com/gantry-dev/gantry/suggest"
 )
 
@@ -775,6 +776,9 @@ func (p *planner) describe(err error, o *Object) error {
 		if best := p.closestKind(o); best != "" {
 			return fmt.Errorf("the cluster has no kind %s in %s; did you mean %s?", o.GetKind(), o.GetAPIVersion(), best)
 		}
+		if best := p.closestAPIVersion(o); best != "" {
+			return fmt.Errorf("the cluster has no kind %s in %s; did you mean apiVersion: %s?", o.GetKind(), o.GetAPIVersion(), best)
+		}
 		return fmt.Errorf("the cluster has no kind %s in %s (is its CRD installed?)", o.GetKind(), o.GetAPIVersion())
 	}
 	if isNamespaceNotFound(err, o) {
@@ -897,6 +901,8 @@ func setError(o *result.Object, err error, msg string) {
 	o.Error = msg
 	if why := cutShort(err); why != "" {
 		o.Error = why
+	} else {
+		o.Problems = problemsOf(err)
 	}
 	o.Unanswered = kube.Unanswered(err)
 }
@@ -977,23 +983,45 @@ type ObjectError struct {
 	// Patches are the kustomize patches that target the object.
 	Patches []string
 	Err     error
+	// Problems are the fields Err is about, each with its line in Source
+	// when known.
+	Problems []result.Problem
 }
 
 func (e *ObjectError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Ref)
+	line := e.Line
+	if len(e.Problems) == 1 && e.Problems[0].Line > 0 {
+		line = e.Problems[0].Line
+	}
 	if e.Source != "" {
 		where := e.Source
-		if e.Line > 0 {
-			where = fmt.Sprintf("%s:%d", e.Source, e.Line)
+		if line > 0 {
+			where = fmt.Sprintf("%s:%d", e.Source, line)
 		}
 		if len(e.Patches) > 0 {
 			where += ", patched by " + strings.Join(e.Patches, ", ")
 		}
 		b.WriteString(" (" + where + ")")
 	}
-	b.WriteString(": ")
-	b.WriteString(e.Err.Error())
+	switch len(e.Problems) {
+	case 0:
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	case 1:
+		b.WriteString(": ")
+		b.WriteString(e.Problems[0].String())
+	default:
+		fmt.Fprintf(&b, ": %d problems", len(e.Problems))
+		for _, p := range e.Problems {
+			b.WriteString("\n    ")
+			if p.Line > 0 {
+				fmt.Fprintf(&b, "line %d: ", p.Line)
+			}
+			b.WriteString(p.String())
+		}
+	}
 	return b.String()
 }
 
@@ -1084,4 +1112,67 @@ func (p *planner) closestKind(o *Object) string {
 		}
 	}
 	return suggest.Closest(o.GetKind(), kinds)
+}
+
+// closestAPIVersion is the apiVersion, of those in which the cluster serves
+// o's kind, nearest to the one o names: a misspelt group or an old version.
+// "" when the cluster serves the kind in none (or cannot say).
+func (p *planner) closestAPIVersion(o *Object) string {
+	if p.clients == nil || p.clients.Kube == nil {
+		return ""
+	}
+	_, lists, err := p.clients.Kube.Discovery().ServerGroupsAndResources()
+	if err != nil && len(lists) == 0 {
+		return ""
+	}
+	var serving []string
+	for _, list := range lists {
+		for _, r := range list.APIResources {
+			if r.Kind == o.GetKind() && !strings.Contains(r.Name, "/") {
+				serving = append(serving, list.GroupVersion)
+				break
+			}
+		}
+	}
+	return suggest.Nearest(o.GetAPIVersion(), serving)
+}
+
+// problemsOf names the fields an invalid object's error is about: each
+// problem offline validation found, or the causes the API server gave
+// with its answer. nil when err names no field.
+func problemsOf(err error) []result.Problem {
+	var invalid *schemas.InvalidError
+	if errors.As(err, &invalid) {
+		var out []result.Problem
+		for _, p := range invalid.Unique() {
+			out = append(out, result.Problem{Field: p.Field, Message: p.Message})
+		}
+		return out
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return nil
+	}
+	s := status.Status()
+	if s.Details != nil && len(s.Details.Causes) > 0 {
+		var out []result.Problem
+		for _, c := range s.Details.Causes {
+			out = append(out, result.Problem{Field: c.Field, Message: c.Message})
+		}
+		return out
+	}
+	// Server-side apply's typing errors carry their field in the message:
+	// "failed to create typed patch object (...): .spec.replcas: field
+	// not declared in schema".
+	if _, rest, ok := strings.Cut(s.Message, "): "); ok {
+		var out []result.Problem
+		for _, line := range strings.Split(rest, "\n") {
+			line = strings.TrimPrefix(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "errors:")), ".")
+			if path, msg, ok := strings.Cut(line, ": "); ok && path != "" && !strings.ContainsAny(path, " ") {
+				out = append(out, result.Problem{Field: path, Message: msg})
+			}
+		}
+		return out
+	}
+	return nil
 }

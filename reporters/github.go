@@ -190,11 +190,30 @@ func (a *GitHubAnnotations) Report(_ context.Context, res *result.Result) error 
 			if o.Health != nil && o.Health.Message != "" {
 				msg = o.Health.Status + ": " + o.Health.Message
 			}
+			line := o.Line
+			if len(o.Problems) > 0 && o.Action == result.Failed {
+				// One annotation per object, at its first field at
+				// fault, listing every problem with its line.
+				var b strings.Builder
+				for i, p := range o.Problems {
+					if i > 0 {
+						b.WriteString("\n")
+					}
+					if p.Line > 0 {
+						fmt.Fprintf(&b, "line %d: ", p.Line)
+					}
+					b.WriteString(p.String())
+				}
+				msg = b.String()
+				if o.Problems[0].Line > 0 {
+					line = o.Problems[0].Line
+				}
+			}
 			fields := map[string]string{"title": noLogCommands(o.Ref() + " " + string(o.Action))}
 			if o.Source != "" {
 				fields["file"] = a.relative(o.Source)
-				if o.Line > 0 {
-					fields["line"] = strconv.Itoa(o.Line)
+				if line > 0 {
+					fields["line"] = strconv.Itoa(line)
 				}
 			}
 			a.Action.WithFieldsMap(fields).Errorf("%s", noLogCommands(a.Redact.String(msg)))

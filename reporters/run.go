@@ -149,7 +149,7 @@ func RunStickyBody(run *result.Run, page Page, limit int, redact *Redactor) stri
 // runIcon is a unit's or a run's outcome at a glance.
 func runIcon(r result.Reason) string {
 	switch r {
-	case result.ReasonSucceeded:
+	case result.ReasonSucceeded, result.ReasonValidated:
 		return "✅"
 	case result.ReasonProgressing:
 		return "📝"
@@ -167,6 +167,8 @@ func runIcon(r result.Reason) string {
 // that reached its goal, whether anything changed.
 func unitOutcome(u result.Unit) string {
 	switch {
+	case u.Reason == result.ReasonValidated:
+		return "valid"
 	case u.Reason == result.ReasonSucceeded && u.Command == "diff":
 		return "no changes"
 	case u.Reason == result.ReasonSucceeded && u.Command == "drift":

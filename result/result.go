@@ -22,7 +22,9 @@ type Reason string
 
 // Reasons.
 const (
-	ReasonSucceeded   Reason = "ReconciliationSucceeded"
+	ReasonSucceeded Reason = "ReconciliationSucceeded"
+	// ReasonValidated: validate found every object valid.
+	ReasonValidated   Reason = "ValidationSucceeded"
 	ReasonBuildFailed Reason = "BuildFailed"
 	// ReasonArtifactFailed is for pulling, verifying or pushing an artifact.
 	ReasonArtifactFailed   Reason = "ArtifactFailed"
@@ -134,6 +136,9 @@ type Object struct {
 	Patches []string `json:"patches,omitempty"`
 	// Error says why it failed or was skipped.
 	Error string `json:"error,omitempty"`
+	// Problems, for an object that failed validation, name each field at
+	// fault, what is wrong with it and, when known, its line in Source.
+	Problems []Problem `json:"problems,omitempty"`
 	// Unanswered is set when the request that writes or deletes the
 	// object got no answer (the API server stopped answering): it may
 	// have been carried out or not; the next run finds out.
@@ -154,6 +159,26 @@ type Object struct {
 	// gantry changed or added (an HPA's replicas, cert-manager's
 	// caBundle): reported, never taken back.
 	ManagedBy []Drift `json:"managedBy,omitempty"`
+}
+
+// Problem is one field of an object that is not valid.
+type Problem struct {
+	// Field is its path as the API server writes it
+	// (spec.template.spec.containers[0].image); empty for a problem of
+	// the whole object.
+	Field string `json:"field,omitempty"`
+	// Message says what is wrong, worded as the API server words it.
+	Message string `json:"message"`
+	// Line is the field's line in the object's Source, when known.
+	Line int `json:"line,omitempty"`
+}
+
+// String is the problem as one line: its field, then what is wrong.
+func (p Problem) String() string {
+	if p.Field == "" || strings.HasPrefix(p.Message, p.Field+" ") || strings.HasPrefix(p.Message, p.Field+":") {
+		return p.Message
+	}
+	return p.Field + ": " + p.Message
 }
 
 // Drift is one field of a live object that is not as gantry applied it.
@@ -290,7 +315,11 @@ func ActionsOf(command string) []Action {
 }
 
 // Succeeded reports whether the run reached its goal.
-func (r *Result) Succeeded() bool { return r.Reason == ReasonSucceeded }
+func (r *Result) Succeeded() bool { return r.Reason.Succeeded() }
+
+// Succeeded reports whether the reason is a success: a reconciliation
+// that succeeded, or a validation that found every object valid.
+func (r Reason) Succeeded() bool { return r == ReasonSucceeded || r == ReasonValidated }
 
 // ReachedGoal reports whether the run did what it was asked: it
 // succeeded, or, for rollback, rolled back (an apply with atomic that

@@ -56,7 +56,7 @@ func (c Cluster) String() string {
 // (1); success and a suspended unit rank 0.
 func Severity(r Reason) int {
 	switch r {
-	case ReasonSucceeded, ReasonSuspended:
+	case ReasonSucceeded, ReasonValidated, ReasonSuspended:
 		return 0
 	case ReasonProgressing, ReasonDriftDetected:
 		return 1
@@ -72,6 +72,9 @@ func Severity(r Reason) int {
 // message that counts the units by outcome and names those that failed.
 func (r *Run) Conclude() {
 	r.Reason = ReasonSucceeded
+	if r.Command == "validate" {
+		r.Reason = ReasonValidated
+	}
 	worst := 0
 	var failed []string
 	counts := map[string]int{}

@@ -119,7 +119,7 @@ func (s *Session) Units(ctx context.Context, units []*config.Unit, concurrency i
 // a diff found changes, or it was suspended (they wait for nothing from it).
 func reachedGoal(r *result.Result) bool {
 	switch r.Reason {
-	case result.ReasonSucceeded, result.ReasonProgressing, result.ReasonSuspended:
+	case result.ReasonSucceeded, result.ReasonValidated, result.ReasonProgressing, result.ReasonSuspended:
 		return true
 	}
 	return false

@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/kube-openapi/pkg/spec3"
+	openapierrors "k8s.io/kube-openapi/pkg/validation/errors"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
 	"k8s.io/kube-openapi/pkg/validation/validate"
@@ -65,7 +67,7 @@ func (v *Validator) builtin(gv schema.GroupVersion) (*builtinGroup, error) {
 // validate checks u as server-side apply types it (field types, unknown
 // fields, list keys) and against the OpenAPI schema (required fields,
 // enums, formats, bounds).
-func (b *builtinGroup) validate(gvk schema.GroupVersionKind, u *unstructured.Unstructured) ([]string, error) {
+func (b *builtinGroup) validate(gvk schema.GroupVersionKind, u *unstructured.Unstructured) ([]Problem, error) {
 	return b.check(gvk, u, true)
 }
 
@@ -73,18 +75,23 @@ func (b *builtinGroup) validate(gvk schema.GroupVersionKind, u *unstructured.Uns
 // server decodes an object before its handwritten validation (which then
 // checks what the OpenAPI schema says of required fields and enums, and
 // more).
-func (b *builtinGroup) check(gvk schema.GroupVersionKind, u *unstructured.Unstructured, openAPI bool) ([]string, error) {
+func (b *builtinGroup) check(gvk schema.GroupVersionKind, u *unstructured.Unstructured, openAPI bool) ([]Problem, error) {
 	sv, err := b.validator(gvk)
 	if err != nil {
 		return nil, err
 	}
-	var msgs []string
+	var msgs []Problem
 	if _, err := b.converter.ObjectToTyped(u); err != nil {
 		// structured-merge-diff writes paths as .spec.replcas; one
 		// error may hold several lines.
 		for _, line := range strings.Split(err.Error(), "\n") {
 			if line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "errors:")); line != "" {
-				msgs = append(msgs, strings.TrimPrefix(line, "."))
+				line = strings.TrimPrefix(line, ".")
+				if path, msg, ok := strings.Cut(line, ": "); ok && !strings.Contains(path, " ") {
+					msgs = append(msgs, Problem{Field: path, Message: msg})
+				} else {
+					msgs = append(msgs, Problem{Message: line})
+				}
 			}
 		}
 	}
@@ -93,7 +100,12 @@ func (b *builtinGroup) check(gvk schema.GroupVersionKind, u *unstructured.Unstru
 	}
 	res := sv.Validate(u.Object)
 	for _, e := range res.Errors {
-		msgs = append(msgs, e.Error())
+		p := Problem{Message: e.Error()}
+		var ve *openapierrors.Validation
+		if errors.As(e, &ve) && ve.Name != "" && ve.Name != "." {
+			p.Field = ve.Name
+		}
+		msgs = append(msgs, p)
 	}
 	return msgs, nil
 }

@@ -17,6 +17,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -157,7 +158,7 @@ func (v *Validator) HasCRD(gk schema.GroupKind) bool {
 // problem found, each with its field path, as the API server words them.
 func (v *Validator) Validate(ctx context.Context, u *unstructured.Unstructured) error {
 	gvk := u.GroupVersionKind()
-	var msgs []string
+	var msgs []Problem
 	if _, ok := v.crds[gvk.GroupKind()]; ok {
 		cv, err := v.crdVersion(gvk)
 		if err != nil {
@@ -166,7 +167,7 @@ func (v *Validator) Validate(ctx context.Context, u *unstructured.Unstructured) 
 			}
 			// Offline, a version the CRD does not serve is the object's
 			// fault, as the server's "no matches for kind" is.
-			msgs = []string{err.Error()}
+			msgs = []Problem{{Message: err.Error()}}
 		} else {
 			msgs = messages(cv.validate(ctx, u))
 		}
@@ -176,7 +177,7 @@ func (v *Validator) Validate(ctx context.Context, u *unstructured.Unstructured) 
 		case err != nil:
 			return err
 		case problem != "":
-			msgs = []string{problem}
+			msgs = []Problem{{Field: "apiVersion", Message: problem}}
 		case !served:
 			return nil // of a group allow-unknown-kinds lets through unchecked
 		default:
@@ -213,30 +214,58 @@ func (v *Validator) Validate(ctx context.Context, u *unstructured.Unstructured) 
 	return &InvalidError{Kind: gvk.Kind, Name: u.GetName(), Problems: msgs}
 }
 
-func messages(errs field.ErrorList) []string {
-	out := make([]string, len(errs))
+func messages(errs field.ErrorList) []Problem {
+	out := make([]Problem, len(errs))
 	for i, fe := range errs {
-		out[i] = fe.Error()
+		out[i] = Problem{Field: fe.Field, Message: fe.ErrorBody()}
+		if fe.Field == "" || fe.Field == "<nil>" {
+			out[i] = Problem{Message: fe.ErrorBody()}
+		}
 	}
 	return out
+}
+
+// Problem is one thing wrong with an object: the field at fault, as the
+// API server writes its path (spec.template.spec.containers[0].image), and
+// what is wrong with it.
+type Problem struct {
+	Field   string
+	Message string
+}
+
+func (p Problem) String() string {
+	// The OpenAPI validator's messages start with their field.
+	if p.Field == "" || strings.HasPrefix(p.Message, p.Field+" ") {
+		return p.Message
+	}
+	return p.Field + ": " + p.Message
 }
 
 // InvalidError is an object that failed offline validation, worded as the
 // API server words an invalid object.
 type InvalidError struct {
 	Kind, Name string
-	// Problems each name a field and what is wrong with it.
-	Problems []string
+	// Problems each name a field and what is wrong with it, once each.
+	Problems []Problem
+}
+
+// Unique is the problems, each once, in the order found.
+func (e *InvalidError) Unique() []Problem {
+	out := make([]Problem, 0, len(e.Problems))
+	seen := map[Problem]bool{}
+	for _, p := range e.Problems {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (e *InvalidError) Error() string {
-	msgs := make([]string, 0, len(e.Problems))
-	seen := map[string]bool{}
-	for _, m := range e.Problems {
-		if !seen[m] {
-			seen[m] = true
-			msgs = append(msgs, m)
-		}
+	var msgs []string
+	for _, p := range e.Unique() {
+		msgs = append(msgs, p.String())
 	}
 	if len(msgs) == 1 {
 		return fmt.Sprintf("%s %q is invalid: %s", e.Kind, e.Name, msgs[0])
@@ -448,12 +477,42 @@ func (v *Validator) builtinKind(gvk schema.GroupVersionKind) (served bool, probl
 	if v.allowUnknown[gvk.Group] {
 		return false, "", nil
 	}
+	meant := ""
+	if best := v.apiVersionOf(gvk); best != "" {
+		meant = "; did you mean apiVersion: " + best + "?"
+	}
 	for _, gv := range r.GroupVersions() {
 		if gv.Group == gvk.Group {
-			return false, fmt.Sprintf("Kubernetes %s does not serve %s (the group %s has other versions); no CRD in the set or in crds defines %s", r.Version, api, groupName(gvk.Group), gvk.Kind), nil
+			return false, fmt.Sprintf("Kubernetes %s does not serve %s (the group %s has other versions); no CRD in the set or in crds defines %s%s", r.Version, api, groupName(gvk.Group), gvk.Kind, meant), nil
 		}
 	}
+	if meant != "" {
+		return false, fmt.Sprintf("Kubernetes %s has no %s%s", r.Version, api, meant), nil
+	}
 	return false, fmt.Sprintf("no CRD in the set or in crds defines %s %s, and it is no built-in kind of Kubernetes %s; to let it through unchecked, list %s in allow-unknown-kinds", api, gvk.Kind, r.Version, groupName(gvk.Group)), nil
+}
+
+// apiVersionOf is the apiVersion, of those that serve gvk's kind (the
+// release's, and the set's CRDs'), nearest to the one gvk names: what a
+// misspelt or outdated apiVersion most likely meant. "" when none serves it.
+func (v *Validator) apiVersionOf(gvk schema.GroupVersionKind) string {
+	var serving []string
+	for _, gv := range v.release.GroupVersions() {
+		if kinds, err := v.release.Kinds(gv); err == nil && slices.Contains(kinds, gvk.Kind) {
+			serving = append(serving, gv.String())
+		}
+	}
+	for gk, crd := range v.crds {
+		if gk.Kind != gvk.Kind {
+			continue
+		}
+		for _, ver := range crd.Spec.Versions {
+			if ver.Served {
+				serving = append(serving, schema.GroupVersion{Group: gk.Group, Version: ver.Name}.String())
+			}
+		}
+	}
+	return suggest.Nearest(gvk.GroupVersion().String(), serving)
 }
 
 // groupName writes the core group as "core", the way allow-unknown-kinds

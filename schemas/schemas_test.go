@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gantry-dev/gantry/schemas/releases"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
@@ -210,5 +211,49 @@ stringData:
 	}
 	if bad.Object["data"].(map[string]any)["password"] != "hunter2-not-base64!" {
 		t.Error("Validate changed the Secret it was given")
+	}
+}
+
+// A misspelt or outdated apiVersion is answered with the one that serves
+// the kind: the release's, or a CRD's of the set.
+func TestMisspeltAPIVersionGetsASuggestion(t *testing.T) {
+	t.Parallel()
+	r, err := releases.Get("1.36")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := object(t, `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {kind: Widget, plural: widgets}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+`)
+	v, err := Offline([]*unstructured.Unstructured{crd}, nil, r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for doc, want := range map[string]string{
+		"apiVersion: app/v1\nkind: Deployment\nmetadata: {name: web, namespace: n}\n":     "did you mean apiVersion: apps/v1?",
+		"apiVersion: apps/v2\nkind: Deployment\nmetadata: {name: web, namespace: n}\n":    "did you mean apiVersion: apps/v1?",
+		"apiVersion: networking/v1\nkind: Ingress\nmetadata: {name: web, namespace: n}\n": "did you mean apiVersion: networking.k8s.io/v1?",
+		"apiVersion: example.org/v1\nkind: Widget\nmetadata: {name: w, namespace: n}\n":   "did you mean apiVersion: example.com/v1?",
+		"apiVersion: example.org/v1\nkind: Gadget\nmetadata: {name: g, namespace: n}\n":   "list example.org in allow-unknown-kinds",
+	} {
+		err := v.Validate(t.Context(), object(t, doc))
+		var invalid *InvalidError
+		if !errors.As(err, &invalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", doc, err, want)
+			continue
+		}
+		if invalid.Problems[0].Field != "apiVersion" {
+			t.Errorf("%s: field %q, want apiVersion", doc, invalid.Problems[0].Field)
+		}
 	}
 }

@@ -36,3 +36,17 @@ func distance(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// Nearest is the candidate nearest to name however far (case ignored),
+// for when every candidate is known to be right in another way (each
+// serves the kind a misspelt apiVersion names). Ties go to the smallest.
+func Nearest(name string, candidates []string) string {
+	best, bestDistance := "", -1
+	for _, c := range candidates {
+		d := distance(strings.ToLower(name), strings.ToLower(c))
+		if bestDistance < 0 || d < bestDistance || (d == bestDistance && c < best) {
+			best, bestDistance = c, d
+		}
+	}
+	return best
+}

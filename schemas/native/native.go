@@ -11,7 +11,10 @@
 package native
 
 import (
+	"encoding/json"
 	"fmt"
+	"reflect"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -208,8 +211,20 @@ func Validate(u *unstructured.Unstructured) (errs field.ErrorList, ok bool) {
 	if err != nil {
 		return nil, false
 	}
+	var unreadable field.ErrorList
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, versioned); err != nil {
-		return field.ErrorList{field.Invalid(nil, nil, fmt.Sprintf("cannot be read as %s: %v", gvk.Kind, err))}, true
+		// The API server stops at the first value it cannot read, with no
+		// field named. Offline, each such value is named by its path and
+		// set aside, so that the rest of the object is still checked.
+		obj := runtime.DeepCopyJSON(u.Object)
+		unreadable = unreadableFields(obj, reflect.TypeOf(versioned).Elem(), nil, gvk.Kind == "Secret" && gvk.Group == "")
+		if len(unreadable) == 0 {
+			return redacted(gvk, field.ErrorList{field.Invalid(nil, nil, fmt.Sprintf("cannot be read as %s: %v", gvk.Kind, err))}), true
+		}
+		versioned, _ = scheme.New(gvk)
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, versioned); err != nil {
+			return redacted(gvk, unreadable), true
+		}
 	}
 	scheme.Default(versioned)
 	internal, err := scheme.New(gvk.GroupKind().WithVersion(runtime.APIVersionInternal))
@@ -224,15 +239,104 @@ func Validate(u *unstructured.Unstructured) (errs field.ErrorList, ok bool) {
 		m.SetUID(offlineUID)
 		m.SetCreationTimestamp(metav1.Now())
 	}
-	errs = validate(internal)
+	return redacted(gvk, append(unreadable, validate(internal)...)), true
+}
+
+// redacted is errs with no value quoted when they are a Secret's: the API
+// server redacts what it quotes of a Secret; offline, nothing of a
+// Secret's values is quoted at all.
+func redacted(gvk schema.GroupVersionKind, errs field.ErrorList) field.ErrorList {
 	if gvk.Kind == "Secret" && gvk.Group == "" {
-		// The API server redacts what it quotes of a Secret; offline,
-		// nothing of a Secret's values is quoted at all.
 		for _, fe := range errs {
 			fe.BadValue = field.OmitValueType{}
 		}
 	}
-	return errs, true
+	return errs
+}
+
+// unreadableFields walks obj beside the Go type t it is read into and
+// names each value that type cannot read (a quantity, an int-or-string, a
+// time), removing it from obj. Values of plain types were checked by the
+// schema already. A Secret's errors say only which type was expected: a
+// parser's error quotes its input.
+func unreadableFields(obj any, t reflect.Type, path *field.Path, secret bool) field.ErrorList {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var errs field.ErrorList
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := obj.(map[string]any)
+		if !ok {
+			return nil
+		}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "-" || !f.IsExported() {
+				continue
+			}
+			if name == "" && (f.Anonymous || strings.Contains(opts, "inline")) {
+				errs = append(errs, unreadableFields(m, f.Type, path, secret)...)
+				continue
+			}
+			v, ok := m[name]
+			if !ok || v == nil {
+				continue
+			}
+			p := path.Child(name)
+			if err := readAs(v, f.Type, secret); err != nil {
+				errs = append(errs, field.Invalid(p, v, err.Error()))
+				delete(m, name)
+				continue
+			}
+			errs = append(errs, unreadableFields(v, f.Type, p, secret)...)
+		}
+	case reflect.Slice:
+		list, ok := obj.([]any)
+		if !ok {
+			return nil
+		}
+		for i, v := range list {
+			errs = append(errs, unreadableFields(v, t.Elem(), path.Index(i), secret)...)
+		}
+	case reflect.Map:
+		m, ok := obj.(map[string]any)
+		if !ok || t.Key().Kind() != reflect.String {
+			return nil
+		}
+		for k, v := range m {
+			p := path.Key(k)
+			if err := readAs(v, t.Elem(), secret); err != nil {
+				errs = append(errs, field.Invalid(p, v, err.Error()))
+				delete(m, k)
+				continue
+			}
+			errs = append(errs, unreadableFields(v, t.Elem(), p, secret)...)
+		}
+	}
+	return errs
+}
+
+// readAs reads v as a value of t when t reads itself from JSON; nil for
+// other types, whose values are walked into instead.
+func readAs(v any, t reflect.Type, secret bool) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	target := reflect.New(t).Interface()
+	u, ok := target.(json.Unmarshaler)
+	if !ok {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err == nil {
+		err = u.UnmarshalJSON(b)
+	}
+	if err != nil && secret {
+		return fmt.Errorf("cannot be read as %s", t.Name())
+	}
+	return err
 }
 
 // offlineUID stands in for the UID the API server gives an object it

@@ -79,3 +79,46 @@ func TestUncoveredKindIsLeftAlone(t *testing.T) {
 		t.Error("a custom resource was validated as a built-in kind")
 	}
 }
+
+// A value its Go type cannot read (a quantity, an int-or-string) stops the
+// API server with no field named. Offline each is named by its path, and
+// the rest of the object is still checked.
+func TestUnreadableValuesNamedAndTheRestChecked(t *testing.T) {
+	doc := strings.Replace(deployment, "replicas: 2", "replicas: -1", 1)
+	doc = strings.Replace(doc, "ports: [{containerPort: 8080}]", "ports: [{containerPort: 8080}]\n        resources: {limits: {cpu: abc, memory: 1Gi}, requests: {memory: lots}}\n        livenessProbe: {httpGet: {port: {a: 1}}}", 1)
+	errs, ok := Validate(object(t, doc))
+	if !ok {
+		t.Fatal("not covered")
+	}
+	got := map[string]string{}
+	for _, e := range errs {
+		got[e.Field] = e.ErrorBody()
+	}
+	for field, want := range map[string]string{
+		"spec.template.spec.containers[0].resources.limits[cpu]":      `Invalid value: "abc": quantities must match`,
+		"spec.template.spec.containers[0].resources.requests[memory]": `Invalid value: "lots"`,
+		"spec.replicas": "must be greater than or equal to 0",
+	} {
+		if !strings.Contains(got[field], want) {
+			t.Errorf("%s: %q, want %q; all: %v", field, got[field], want, errs)
+		}
+	}
+	if _, ok := got["spec.template.spec.containers[0].resources.limits[memory]"]; ok {
+		t.Errorf("a valid quantity is named: %v", errs)
+	}
+}
+
+// What is quoted of a Secret is never its values: an unreadable value of
+// a Secret is named by its field, never quoted.
+func TestUnreadableSecretValueNotQuoted(t *testing.T) {
+	u := object(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: shop, creationTimestamp: hunter2hunter2}\ntype: Opaque\nstringData: {token: x}\n")
+	errs, _ := Validate(u)
+	if len(errs) == 0 || errs[0].Field != "metadata.creationTimestamp" {
+		t.Fatalf("want metadata.creationTimestamp named: %v", errs)
+	}
+	for _, e := range errs {
+		if strings.Contains(e.Error(), "hunter2") {
+			t.Errorf("quoted: %v", e)
+		}
+	}
+}
