@@ -690,7 +690,10 @@ func (in *inputs) verify() *artifact.VerifyOptions {
 // reporting: where the outcome goes, and the revision and source it names.
 func (in *inputs) reporting(c *Config, env map[string]string) {
 	c.DetailedExitcode = in.bool("detailed-exitcode")
-	c.Output = in.oneOf("output", "text", "json", "yaml")
+	c.Output = in.oneOf("output", "text", "json", "yaml", "junit", "sarif")
+	if (c.Output == "junit" || c.Output == "sarif") && c.Command != "validate" && c.Command != "diff" {
+		in.bad("output", "%s is for validate and diff (the objects that failed, each at its file and line); %s prints text, json or yaml", c.Output, c.Command)
+	}
 	c.Format = in.oneOf("format", "github", "tekton", "gitlab")
 	c.Summary = in.oneOf("summary", "auto", "true", "false")
 	c.Color = in.oneOf("color", "auto", "always", "never")

@@ -249,10 +249,15 @@ func addFlags(cmd *cobra.Command, name string) {
 			complete = []string{"true", "false"}
 		case in.Name == "output":
 			complete = []string{"text", "json", "yaml"}
+			if cmd.Name() == "validate" || cmd.Name() == "diff" {
+				complete = append(complete, "junit", "sarif")
+			}
 		case in.Name == "summary" || in.Name == "comment":
 			complete = []string{"auto", "true", "false"}
 		case in.Name == "color":
 			complete = []string{"auto", "always", "never"}
+		case in.Name == "format":
+			complete = []string{"github", "tekton", "gitlab"}
 		case in.Name == "sign" || in.Name == "verify":
 			complete = []string{"cosign"}
 		case in.Name == "path":

@@ -183,7 +183,9 @@ func TestCompletion(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"__complete", "diff", "--output", ""}, "text\njson\nyaml\n:4\n"},
+		{[]string{"__complete", "diff", "--output", ""}, "text\njson\nyaml\njunit\nsarif\n:4\n"},
+		{[]string{"__complete", "apply", "--output", ""}, "text\njson\nyaml\n:4\n"},
+		{[]string{"__complete", "plan", "--format", ""}, "github\ntekton\ngitlab\n:4\n"},
 		{[]string{"__complete", "apply", "--prune="}, "true\nfalse\n:4\n"},
 		{[]string{"__complete", "apply", "--summary", ""}, "auto\ntrue\nfalse\n:4\n"},
 		{[]string{"__complete", "di"}, "diff\tShow what apply would change, validated by the cluster\ndiff-artifact\tCompare an artifact with another artifact or a folder\n:4\n"},
@@ -224,7 +226,7 @@ func TestDiffOutputGolden(t *testing.T) {
 	}}
 	for name, color := range map[string]bool{"plain": false, "color": true} {
 		var b strings.Builder
-		if err := writeDiff(&b, res, "text", false, color, reporters.NewRedactor("hunter2-substituted")); err != nil {
+		if err := writeDiff(&b, res, "text", "", false, color, reporters.NewRedactor("hunter2-substituted")); err != nil {
 			t.Fatal(err)
 		}
 		if strings.Contains(b.String(), "hunter2") {

@@ -20,7 +20,7 @@ import (
 // diffs already; redact masks the rest (decrypted and substituted values).
 // On GitHub the output is fenced so that no line of it runs as a workflow
 // command.
-func writeDiff(w io.Writer, res *result.Result, format string, fenced, color bool, redact *reporters.Redactor) error {
+func writeDiff(w io.Writer, res *result.Result, format, base string, fenced, color bool, redact *reporters.Redactor) error {
 	if fenced {
 		end, err := fence(w)
 		if err != nil {
@@ -29,6 +29,8 @@ func writeDiff(w io.Writer, res *result.Result, format string, fenced, color boo
 		defer end()
 	}
 	switch format {
+	case "junit", "sarif":
+		return writeMachine(w, format, base, []reporters.Suite{{Result: res}}, redact)
 	case "json", "yaml":
 		b, err := marshalAs(format, res)
 		if err != nil {
@@ -108,4 +110,33 @@ func marshalAs(format string, v any) (string, error) {
 		}
 	}
 	return strings.TrimRight(string(b), "\n") + "\n", nil
+}
+
+// writeMachine prints validate's or diff's results as JUnit XML or SARIF.
+// Both mask every string they carry before encoding it.
+func writeMachine(w io.Writer, format, base string, suites []reporters.Suite, redact *reporters.Redactor) error {
+	var b []byte
+	var err error
+	if format == "junit" {
+		b, err = reporters.JUnit(suites, redact)
+	} else {
+		b, err = reporters.SARIF(suites, Version, base, redact)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+// workspace is the folder a CI job checked the repository out in, which
+// SARIF's paths are relative to; "" outside CI (paths stay as reported,
+// relative to the working directory).
+func workspace(env map[string]string) string {
+	for _, k := range []string{"GITHUB_WORKSPACE", "CI_PROJECT_DIR"} {
+		if env[k] != "" {
+			return env[k]
+		}
+	}
+	return ""
 }

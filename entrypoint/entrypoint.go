@@ -150,7 +150,7 @@ func runOne(ctx context.Context, inv *config.Given, p platform, stdout, stderr i
 	res = s.run.Command(ctx, cfg, console)
 	switch {
 	case cfg.Command == "diff" && (res.Reason.Succeeded() || res.Reason == result.ReasonProgressing):
-		if err := writeDiff(stdout, res, cfg.Output, p == githubActions, useColor(cfg.Color, stdout), redact); err != nil {
+		if err := writeDiff(stdout, res, cfg.Output, workspace(env), p == githubActions, useColor(cfg.Color, stdout), redact); err != nil {
 			console.warn("printing the diff: " + err.Error())
 		}
 	case cfg.Command == "release" && res.Succeeded() && cfg.Artifact != "" && cfg.Output == "text":
@@ -160,7 +160,7 @@ func runOne(ctx context.Context, inv *config.Given, p platform, stdout, stderr i
 	case cfg.Output != "text":
 		// The result as the report holds it, for every command that
 		// reports one.
-		if err := writeDiff(stdout, res, cfg.Output, p == githubActions, false, redact); err != nil {
+		if err := writeDiff(stdout, res, cfg.Output, workspace(env), p == githubActions, false, redact); err != nil {
 			console.warn("printing the result: " + err.Error())
 		}
 	}

@@ -253,3 +253,47 @@ spec:
 		t.Errorf("no annotation on the first field's line listing both:\n%s", all)
 	}
 }
+
+// validate and diff print JUnit and SARIF; other commands refuse them as
+// bad input, naming what they print.
+func TestJUnitAndSARIFOutputs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "web.yaml"), []byte("apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop}\nspec:\n  ports:\n  - port: 70000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"HOME=" + t.TempDir(), "GITHUB_WORKSPACE=" + filepath.Dir(dir)}
+	var stdout, stderr strings.Builder
+	if code := Run(t.Context(), []string{"validate", "--offline", dir, "-o", "sarif"}, env, &stdout, &stderr); code != ExitFailed {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	var log struct {
+		Runs []struct {
+			Results []struct {
+				Locations []struct {
+					PhysicalLocation struct {
+						ArtifactLocation struct{ URI string }
+						Region           struct{ StartLine int }
+					}
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout.String()), &log); err != nil || len(log.Runs) != 1 || len(log.Runs[0].Results) == 0 {
+		t.Fatalf("%v\n%s", err, stdout.String())
+	}
+	loc := log.Runs[0].Results[0].Locations[0].PhysicalLocation
+	if loc.ArtifactLocation.URI != filepath.Base(dir)+"/web.yaml" || loc.Region.StartLine != 6 {
+		t.Errorf("at %+v, want %s/web.yaml:6", loc, filepath.Base(dir))
+	}
+
+	stdout.Reset()
+	if code := Run(t.Context(), []string{"validate", "--offline", dir, "-o", "junit"}, env, &stdout, &stderr); code != ExitFailed || !strings.Contains(stdout.String(), `<testcase name="Service/shop/web"`) || !strings.Contains(stdout.String(), "web.yaml:6: spec.ports[0].port") {
+		t.Errorf("exit %d\n%s", code, stdout.String())
+	}
+
+	stderr.Reset()
+	if code := Run(t.Context(), []string{"apply", dir, "--inventory", "x", "-o", "sarif"}, env, &stdout, &stderr); code != ExitInvalid || !strings.Contains(stderr.String(), "sarif is for validate and diff") {
+		t.Errorf("apply -o sarif: exit %d\n%s", code, stderr.String())
+	}
+}

@@ -91,7 +91,7 @@ func runFile(ctx context.Context, inv *config.Given, file string, p platform, st
 	s.console.printf("gantry %s: %s: %s\n", run.Command, run.Reason, run.Message)
 
 	if run.Command == "diff" || runCfg.Output != "text" {
-		if err := writeRunDiff(stdout, run, runCfg.Output, p == githubActions, useColor(runCfg.Color, stdout), s.redact); err != nil {
+		if err := writeRunDiff(stdout, run, runCfg.Output, workspace(env), p == githubActions, useColor(runCfg.Color, stdout), s.redact); err != nil {
 			s.console.warn("printing the result: " + err.Error())
 		}
 	}
@@ -107,7 +107,23 @@ func runFile(ctx context.Context, inv *config.Given, file string, p platform, st
 
 // writeRunDiff prints a diff of every unit: as text, each unit's under a
 // line that names it; as JSON or YAML, the whole run.
-func writeRunDiff(w io.Writer, run *result.Run, format string, fenced, color bool, redact *reporters.Redactor) error {
+func writeRunDiff(w io.Writer, run *result.Run, format, base string, fenced, color bool, redact *reporters.Redactor) error {
+	if format == "junit" || format == "sarif" {
+		if fenced {
+			end, err := fence(w)
+			if err != nil {
+				return err
+			}
+			defer end()
+		}
+		var suites []reporters.Suite
+		for _, u := range run.Units {
+			if u.Result != nil {
+				suites = append(suites, reporters.Suite{Name: u.Name, Result: u.Result})
+			}
+		}
+		return writeMachine(w, format, base, suites, redact)
+	}
 	if format == "json" || format == "yaml" {
 		if fenced {
 			end, err := fence(w)
@@ -130,7 +146,7 @@ func writeRunDiff(w io.Writer, run *result.Run, format string, fenced, color boo
 		if !u.Reason.Succeeded() && u.Reason != result.ReasonProgressing {
 			continue
 		}
-		if err := writeDiff(w, u.Result, "text", fenced, color, redact); err != nil {
+		if err := writeDiff(w, u.Result, "text", "", fenced, color, redact); err != nil {
 			return err
 		}
 	}
