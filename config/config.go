@@ -111,6 +111,9 @@ type Config struct {
 	Units []string
 	// Format is plan's output: github, tekton or gitlab.
 	Format string
+	// Image is the gantry image plan's jobs run; PipelineName, the
+	// name of plan's Tekton Pipeline. Empty for their defaults.
+	Image, PipelineName string
 	// Offline, for validate: no cluster. Release is the Kubernetes
 	// release checked against, CRDs the crds folders, AllowUnknownKinds
 	// the groups let through unchecked.
@@ -695,6 +698,16 @@ func (in *inputs) reporting(c *Config, env map[string]string) {
 		in.bad("output", "%s is for validate and diff (the objects that failed, each at its file and line); %s prints text, json or yaml", c.Output, c.Command)
 	}
 	c.Format = in.oneOf("format", "github", "tekton", "gitlab")
+	if c.Image = in.str("image"); c.Image != "" {
+		if _, err := name.ParseReference(c.Image, name.StrictValidation); err != nil || strings.ContainsAny(c.Image, " \t\n\"'$`\\") {
+			in.bad("image", "%q: want registry/repository:tag or registry/repository@sha256:digest", c.Image)
+		}
+	}
+	if c.PipelineName = in.str("pipeline-name"); c.PipelineName != "" {
+		if errs := validation.IsDNS1123Label(c.PipelineName); len(errs) > 0 {
+			in.bad("pipeline-name", "%q: %s", c.PipelineName, strings.Join(errs, "; "))
+		}
+	}
 	c.Summary = in.oneOf("summary", "auto", "true", "false")
 	c.Color = in.oneOf("color", "auto", "always", "never")
 	c.Quiet = in.bool("quiet")

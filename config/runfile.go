@@ -30,6 +30,9 @@ type Unit struct {
 	Config  *Config
 	// Where is the unit's place in the run file (file:line).
 	Where string
+	// EnvRefs are the variables its inputs (and the defaults') read with
+	// {env: NAME}: what a CI job that runs it alone must be given.
+	EnvRefs []string
 }
 
 // UnitInputs are the inputs a unit of a run file may set: all but those
@@ -61,6 +64,7 @@ type unitSpec struct {
 	// own), raw, each with where it was written.
 	settings map[string]value
 	where    string // file:line, for messages
+	envRefs  []string
 }
 
 // loadRunFile reads a run file: a list of units under units:, and under
@@ -89,7 +93,9 @@ func loadRunFile(path string, env map[string]string, pol *policy, refsOnly bool)
 		k, v := top.Content[i], top.Content[i+1]
 		switch k.Value {
 		case "defaults":
+			r.envRefs = nil
 			defaults = r.settings(v, "defaults")
+			r.defaultRefs = r.envRefs
 		case "units":
 			units = v
 		default:
@@ -125,6 +131,9 @@ type runFileReader struct {
 	// masks are the lines of the values the input being read read
 	// through references.
 	masks []string
+	// envRefs are the variables the settings being read refer to with
+	// {env: NAME}; defaultRefs, those of defaults, which every unit reads.
+	envRefs, defaultRefs []string
 }
 
 func (r *runFileReader) at(n *yaml.Node) string { return fmt.Sprintf("%s:%d", r.path, n.Line) }
@@ -178,9 +187,11 @@ func (r *runFileReader) unit(n *yaml.Node, defaults map[string]value) *unitSpec 
 		r.fail(n, "a unit without a name: every unit has one (name: web)")
 		return nil
 	}
+	r.envRefs = slices.Clone(r.defaultRefs)
 	for k, v := range r.settings(&yaml.Node{Kind: yaml.MappingNode, Content: own}, "unit "+spec.Name) {
 		spec.settings[k] = v
 	}
+	spec.envRefs = r.envRefs
 	return spec
 }
 
@@ -272,6 +283,9 @@ func (r *runFileReader) secret(v *yaml.Node, what string) (string, bool) {
 		return "", false
 	}
 	kind, ref := v.Content[0].Value, v.Content[1].Value
+	if kind == "env" && ref != "" && !slices.Contains(r.envRefs, ref) {
+		r.envRefs = append(r.envRefs, ref)
+	}
 	if r.refsOnly && (kind == "env" || kind == "file") && ref != "" {
 		return "", false
 	}
@@ -425,7 +439,7 @@ func LoadUnits(g Given, file string, refsOnly bool) ([]*Unit, error) {
 	}
 	var units, all []*Unit
 	for _, s := range specs {
-		u := &Unit{Name: s.Name, DependsOn: s.DependsOn, Suspend: s.Suspend, Where: s.where}
+		u := &Unit{Name: s.Name, DependsOn: s.DependsOn, Suspend: s.Suspend, Where: s.where, EnvRefs: s.envRefs}
 		all = append(all, u)
 		ug := g
 		ug.unit = s.settings

@@ -28,7 +28,7 @@ import (
 // lets a run file do. A unit may not set them; the command line and the
 // variables set them for the run.
 var runLevel = map[string]bool{
-	"command": true, "run-file": true, "units-concurrency": true, "unit": true, "format": true,
+	"command": true, "run-file": true, "units-concurrency": true, "unit": true, "format": true, "image": true, "pipeline-name": true,
 	"report": true, "summary": true, "comment": true, "github-token": true, "gitlab-token": true,
 	"dotenv": true, "tekton-results": true, "output": true, "detailed-exitcode": true,
 	"workspace": true, "run-file-env": true, "allow-kubeconfig-exec": true, "registry-hosts": true, "run-file-servers": true,

@@ -1,13 +1,14 @@
 package entrypoint
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
+	yamlv2 "go.yaml.in/yaml/v2"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gantry-dev/gantry/config"
@@ -42,11 +43,11 @@ func runPlan(inv *config.Given, stdout, stderr io.Writer) int {
 	var out []byte
 	switch cfg.Format {
 	case "github":
-		out, err = githubPlan(units)
+		out, err = githubPlan(units, file, cfg.Image)
 	case "tekton":
-		out, err = tektonPlan(units, file)
+		out, err = tektonPlan(units, file, cfg.PipelineName)
 	case "gitlab":
-		out, err = gitlabPlan(units, file)
+		out, err = gitlabPlan(units, file, planImage(cfg.Image))
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "gantry plan: %v\n", err)
@@ -97,32 +98,160 @@ func activeDeps(u *config.Unit, byName map[string]*config.Unit) []string {
 	return deps
 }
 
-// githubPlan is a matrix per dependency level, for fromJSON: a workflow
-// has one job per level, each needing the one before.
-func githubPlan(units []*config.Unit) ([]byte, error) {
-	type entry struct {
-		Unit string `json:"unit"`
+// githubPlan is a reusable workflow (on: workflow_call) with a job per
+// unit, needs from depends-on: a unit starts as soon as those it depends
+// on succeeded, a failed unit stops only its dependents (jobs of a
+// workflow go on when a sibling fails; a matrix would cancel them), and
+// each unit gets the variables its run file reads with {env: NAME}, from
+// the secrets of the same name.
+func githubPlan(units []*config.Unit, file, image string) ([]byte, error) {
+	byName := map[string]*config.Unit{}
+	for _, u := range units {
+		byName[u.Name] = u
 	}
-	type matrix struct {
-		Include []entry `json:"include"`
-	}
-	var levels []matrix
+	file = filepath.ToSlash(file)
+	jobs := yamlv2.MapSlice{}
+	var unnamed []string
 	for _, l := range planLevels(units) {
-		var m matrix
 		for _, u := range l {
-			m.Include = append(m.Include, entry{u.Name})
+			inputs := yamlv2.MapSlice{
+				{Key: "command", Value: "${{ inputs.command }}"},
+				{Key: "run-file", Value: file},
+				{Key: "unit", Value: u.Name},
+			}
+			env := yamlv2.MapSlice{}
+			var refs []string
+			for _, ref := range u.EnvRefs {
+				if !secretName.MatchString(ref) || strings.HasPrefix(strings.ToUpper(ref), "GITHUB_") {
+					unnamed = append(unnamed, ref)
+					continue
+				}
+				refs = append(refs, ref)
+				env = append(env, yamlv2.MapItem{Key: ref, Value: "${{ secrets." + ref + " }}"})
+			}
+			if len(refs) > 0 {
+				inputs = append(inputs, yamlv2.MapItem{Key: "run-file-env", Value: strings.Join(refs, "\n")})
+			}
+			step := yamlv2.MapSlice{}
+			if image == "" {
+				step = append(step, yamlv2.MapItem{Key: "uses", Value: "gantry-dev/gantry@" + release()})
+				step = append(step, yamlv2.MapItem{Key: "with", Value: inputs})
+			} else {
+				// A docker:// step takes no inputs: they go as the
+				// GANTRY_* variables gantry reads on every platform.
+				step = append(step, yamlv2.MapItem{Key: "uses", Value: "docker://" + image})
+				for _, in := range inputs {
+					env = append(env, yamlv2.MapItem{Key: gantryVar(in.Key.(string)), Value: in.Value})
+				}
+			}
+			if len(env) > 0 {
+				step = append(step, yamlv2.MapItem{Key: "env", Value: env})
+			}
+			job := yamlv2.MapSlice{{Key: "name", Value: u.Name}}
+			if deps := activeDeps(u, byName); len(deps) > 0 {
+				var needs []string
+				for _, d := range deps {
+					needs = append(needs, jobID(d))
+				}
+				job = append(job, yamlv2.MapItem{Key: "needs", Value: needs})
+			}
+			job = append(job,
+				yamlv2.MapItem{Key: "runs-on", Value: "ubuntu-latest"},
+				// Two runs never write one unit at once; a newer run
+				// waits rather than cancelling one that is applying.
+				yamlv2.MapItem{Key: "concurrency", Value: yamlv2.MapSlice{
+					{Key: "group", Value: "gantry-" + planName(file) + "-" + u.Name + "-${{ inputs.command }}"},
+					{Key: "cancel-in-progress", Value: false},
+				}},
+				yamlv2.MapItem{Key: "steps", Value: []any{
+					yamlv2.MapSlice{{Key: "uses", Value: "actions/checkout@v4"}, {Key: "with", Value: yamlv2.MapSlice{{Key: "fetch-depth", Value: 0}}}},
+					step,
+				}},
+			)
+			jobs = append(jobs, yamlv2.MapItem{Key: jobID(u.Name), Value: job})
 		}
-		levels = append(levels, m)
 	}
-	b, err := json.Marshal(struct {
-		Levels []matrix `json:"levels"`
-	}{levels})
-	return append(b, '\n'), err
+	wf := yamlv2.MapSlice{
+		{Key: "name", Value: "gantry " + planName(file)},
+		{Key: "on", Value: yamlv2.MapSlice{{Key: "workflow_call", Value: yamlv2.MapSlice{
+			{Key: "inputs", Value: yamlv2.MapSlice{{Key: "command", Value: yamlv2.MapSlice{
+				{Key: "description", Value: "What each unit runs: diff, validate, apply or drift."},
+				{Key: "type", Value: "string"},
+				{Key: "default", Value: "apply"},
+			}}}},
+		}}}},
+		{Key: "permissions", Value: yamlv2.MapSlice{
+			{Key: "contents", Value: "read"},
+			{Key: "pull-requests", Value: "write"},
+			{Key: "issues", Value: "write"},
+		}},
+		{Key: "jobs", Value: jobs},
+	}
+	b, err := yamlv2.Marshal(wf)
+	if err != nil {
+		return nil, err
+	}
+	head := "# The units of " + file + ", a job each, needs from depends-on (written by gantry plan --format github).\n" +
+		"# Keep it as .github/workflows/gantry-" + planName(file) + ".yml and call it from a workflow:\n" +
+		"#   jobs:\n" +
+		"#     deploy:\n" +
+		"#       uses: ./.github/workflows/gantry-" + planName(file) + ".yml\n" +
+		"#       with: {command: apply}   # diff on pull requests\n" +
+		"#       secrets: inherit\n" +
+		"# A unit runs once those it depends on succeeded; a failed unit stops its dependents, not its siblings.\n" +
+		"# To delete, run gantry delete --run-file " + file + " in one job: it deletes in the reverse order.\n"
+	if len(unnamed) > 0 {
+		slices.Sort(unnamed)
+		head += "# Not a secret's name, so not passed: " + strings.Join(slices.Compact(unnamed), ", ") + ". Set them in each job's env.\n"
+	}
+	return append([]byte(head), b...), nil
+}
+
+// secretName is what GitHub allows as a secret's name.
+var secretName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// jobID is a unit's job: unit names are DNS labels, and a job's id must
+// start with a letter or _.
+func jobID(unit string) string {
+	if unit != "" && unit[0] >= '0' && unit[0] <= '9' {
+		return "unit-" + unit
+	}
+	return unit
+}
+
+// gantryVar is an input's GANTRY_* variable.
+func gantryVar(input string) string {
+	return "GANTRY_" + strings.ToUpper(strings.ReplaceAll(input, "-", "_"))
+}
+
+// release is the release plan's jobs run: this gantry's own, or for a
+// build that is no release, the one the templates name.
+func release() string {
+	if releaseVersion.MatchString(Version) {
+		return Version
+	}
+	return PinnedRelease
+}
+
+// PinnedRelease is the release action.yml and the GitLab and Tekton
+// templates name (a test keeps them the same).
+const PinnedRelease = "v0.1.0"
+
+// planImage is the image plan's jobs run: the one given (a mirror), or
+// gantry's own at release().
+func planImage(given string) string {
+	if given != "" {
+		return given
+	}
+	return imageRepository + ":" + release()
 }
 
 // tektonPlan is a Pipeline whose tasks run the gantry Task on one unit
 // each, runAfter the units it depends on.
-func tektonPlan(units []*config.Unit, file string) ([]byte, error) {
+func tektonPlan(units []*config.Unit, file, name string) ([]byte, error) {
+	if name == "" {
+		name = "gantry-" + planName(file)
+	}
 	byName := map[string]*config.Unit{}
 	for _, u := range units {
 		byName[u.Name] = u
@@ -156,7 +285,7 @@ func tektonPlan(units []*config.Unit, file string) ([]byte, error) {
 	pipeline := map[string]any{
 		"apiVersion": "tekton.dev/v1",
 		"kind":       "Pipeline",
-		"metadata":   map[string]any{"name": "gantry-" + planName(file)},
+		"metadata":   map[string]any{"name": name},
 		"spec": map[string]any{
 			"description": "The units of " + filepath.ToSlash(file) + ", one gantry Task each, in dependency order (written by gantry plan).",
 			"params": []any{
@@ -176,46 +305,74 @@ func tektonPlan(units []*config.Unit, file string) ([]byte, error) {
 }
 
 // gitlabPlan is a child pipeline (trigger: include: artifact) with a job
-// per unit in gantry's image, needs from depends-on.
-func gitlabPlan(units []*config.Unit, file string) ([]byte, error) {
+// per unit in gantry's image, needs from depends-on, and the rules of the
+// GitLab template: diff on a merge request, apply on the default branch
+// but never on a schedule, drift on a schedule. A child pipeline's own
+// CI_PIPELINE_SOURCE is parent_pipeline, so the parent's trigger job
+// passes its source on as GANTRY_PIPELINE_SOURCE.
+func gitlabPlan(units []*config.Unit, file, image string) ([]byte, error) {
 	byName := map[string]*config.Unit{}
 	for _, u := range units {
 		byName[u.Name] = u
 	}
-	image := imageRepository + ":latest"
-	if releaseVersion.MatchString(Version) {
-		image = imageRepository + ":" + Version
+	file = filepath.ToSlash(file)
+	command := func(c string) yamlv2.MapSlice {
+		return yamlv2.MapSlice{{Key: "GANTRY_COMMAND", Value: c}}
 	}
-	doc := map[string]any{
-		"stages": []any{"gantry"},
-		".gantry-unit": map[string]any{
-			"stage":     "gantry",
-			"image":     map[string]any{"name": image, "entrypoint": []any{""}},
-			"variables": map[string]any{"GANTRY_RUN_FILE": filepath.ToSlash(file), "GANTRY_COMMAND": "apply"},
-			"script":    []any{"/gantry"},
-			"artifacts": map[string]any{"when": "always", "paths": []any{".gantry/"}, "reports": map[string]any{"dotenv": "gantry.env"}},
-		},
+	doc := yamlv2.MapSlice{
+		{Key: "stages", Value: []string{"gantry"}},
+		{Key: ".gantry-unit", Value: yamlv2.MapSlice{
+			{Key: "stage", Value: "gantry"},
+			{Key: "image", Value: yamlv2.MapSlice{{Key: "name", Value: image}, {Key: "entrypoint", Value: []string{""}}}},
+			{Key: "variables", Value: yamlv2.MapSlice{{Key: "GANTRY_RUN_FILE", Value: file}}},
+			{Key: "rules", Value: []yamlv2.MapSlice{
+				// A command the parent names is its own choice.
+				{{Key: "if", Value: `$GANTRY_COMMAND`}},
+				// A schedule is drift's: an apply beside it would put
+				// back, unreported, what drift is to report.
+				{{Key: "if", Value: `$GANTRY_PIPELINE_SOURCE == "schedule"`}, {Key: "variables", Value: command("drift")}},
+				{{Key: "if", Value: `$GANTRY_PIPELINE_SOURCE == "merge_request_event"`}, {Key: "variables", Value: command("diff")}},
+				{{Key: "if", Value: `$GANTRY_PIPELINE_SOURCE && $CI_COMMIT_REF_NAME == $CI_DEFAULT_BRANCH && $CI_COMMIT_TAG == null`}, {Key: "variables", Value: command("apply")}},
+				{{Key: "when", Value: "never"}},
+			}},
+			{Key: "allow_failure", Value: yamlv2.MapSlice{{Key: "exit_codes", Value: []int{3}}}}, // drift found drift
+			{Key: "script", Value: []string{"/gantry"}},
+			{Key: "artifacts", Value: yamlv2.MapSlice{
+				{Key: "when", Value: "always"},
+				{Key: "paths", Value: []string{".gantry/"}},
+				{Key: "reports", Value: yamlv2.MapSlice{{Key: "dotenv", Value: "gantry.env"}}},
+			}},
+		}},
 	}
 	for _, l := range planLevels(units) {
 		for _, u := range l {
-			needs := []any{}
+			needs := []string{}
 			for _, d := range activeDeps(u, byName) {
 				needs = append(needs, "gantry-"+d)
 			}
-			doc["gantry-"+u.Name] = map[string]any{
-				"extends":        ".gantry-unit",
-				"variables":      map[string]any{"GANTRY_UNIT": u.Name},
-				"needs":          needs,
-				"resource_group": "gantry-" + u.Name,
-			}
+			doc = append(doc, yamlv2.MapItem{Key: "gantry-" + u.Name, Value: yamlv2.MapSlice{
+				{Key: "extends", Value: ".gantry-unit"},
+				{Key: "variables", Value: yamlv2.MapSlice{{Key: "GANTRY_UNIT", Value: u.Name}}},
+				{Key: "needs", Value: needs},
+				{Key: "resource_group", Value: "gantry-" + u.Name},
+			}})
 		}
 	}
-	b, err := yaml.Marshal(doc)
+	b, err := yamlv2.Marshal(doc)
 	if err != nil {
 		return nil, err
 	}
-	return append([]byte("# The units of "+filepath.ToSlash(file)+", one job each, in dependency order (written by gantry plan).\n"+
-		"# GANTRY_COMMAND is apply; set it to diff for a merge request's preview.\n"), b...), nil
+	head := "# The units of " + file + ", a job each, needs from depends-on (written by gantry plan --format gitlab).\n" +
+		"# Trigger it from the parent pipeline, passing the parent's source on:\n" +
+		"#   gantry-units:\n" +
+		"#     trigger:\n" +
+		"#       include: [{artifact: gantry-plan.yml, job: gantry-plan}]\n" +
+		"#       strategy: depend\n" +
+		"#     variables:\n" +
+		"#       GANTRY_PIPELINE_SOURCE: $CI_PIPELINE_SOURCE\n" +
+		"# diff on a merge request, apply on the default branch (never on a schedule), drift on a schedule;\n" +
+		"# a GANTRY_COMMAND the parent sets wins. The variables the run file reads must be CI/CD variables.\n"
+	return append([]byte(head), b...), nil
 }
 
 // planName is a DNS label made of the run file's name, for the Pipeline.
