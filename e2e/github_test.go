@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -108,7 +109,12 @@ func canary(what string) string {
 type runnerRun struct {
 	code           int
 	stdout, stderr string
+	// colored: the log held colour, as the runners render it; stdout
+	// and stderr are without it, as a reader sees the log.
+	colored bool
 }
+
+var ansiColor = regexp.MustCompile("\x1b\\[[0-9;]*m")
 
 // runAsAction runs gantry's binary as GitHub's runner starts a container
 // action: in the workspace, with nothing but vars in its environment.
@@ -136,7 +142,8 @@ func runCommand(t *testing.T, cmd *exec.Cmd, what string) runnerRun {
 		t.Fatal(err)
 	}
 	t.Logf("%s: exit %d\n%s", what, code, stderr.String())
-	return runnerRun{code, stdout.String(), stderr.String()}
+	return runnerRun{code, ansiColor.ReplaceAllString(stdout.String(), ""), ansiColor.ReplaceAllString(stderr.String(), ""),
+		ansiColor.MatchString(stderr.String())}
 }
 
 // githubRunner starts gantry's binary as a GitHub runner starts a container
@@ -256,6 +263,9 @@ func TestGitHubActionRunnerEnvironment(t *testing.T) {
 	if first.code != 0 {
 		t.Fatalf("exit %d\n%s", first.code, first.stderr)
 	}
+	if !first.colored {
+		t.Error("no colour in the runner's log, which renders it")
+	}
 	// Masks come first, for every secret.
 	lines := strings.Split(first.stderr, "\n")
 	masked := map[string]bool{}
@@ -329,7 +339,7 @@ func TestGitHubActionRunnerEnvironment(t *testing.T) {
 	if third.code != 1 {
 		t.Fatalf("third run: exit %d, want 1", third.code)
 	}
-	if !strings.Contains(third.stderr, "::error file=deploy/bad.yaml,line=1,title=Service/"+ns+"/bad failed::") {
+	if !strings.Contains(third.stderr, "::error file=deploy/bad.yaml,line=5,title=Service/"+ns+"/bad failed::line 5: spec.ports[0].port: Invalid value: 99999") {
 		t.Errorf("no annotation on deploy/bad.yaml:\n%s", third.stderr)
 	}
 	if got := strings.Join(gh.Writes(), ", "); got != "POST 1, PATCH 1, PATCH 1, PATCH 1, PATCH 1" {

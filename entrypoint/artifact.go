@@ -112,7 +112,7 @@ func (s *session) diffArtifact(ctx context.Context, cfg *config.Config, client *
 	}
 	sorted := objects
 	changed := len(sorted) - counts["same"]
-	if err := writeArtifactDiff(stdout, cfg, objects, counts, useColor(cfg.Color, stdout)); err != nil {
+	if err := writeArtifactDiff(stdout, cfg, objects, counts, useColor(cfg.Color, stdout, s.env)); err != nil {
 		console.warn("printing the diff: " + err.Error())
 	}
 	console.printf("gantry diff-artifact: %d of %d objects differ between %s and %s\n", changed, len(sorted), cfg.Artifact, cfg.CompareTo)

@@ -392,15 +392,34 @@ func colorTerminal(w io.Writer) bool {
 }
 
 // useColor says whether to colour what goes to w, as the color input
-// asks: always, never, or auto (a terminal, NO_COLOR unset).
-func useColor(mode string, w io.Writer) bool {
+// asks: always, never, or auto: unless NO_COLOR is set, on a terminal,
+// and in the logs of GitHub Actions and GitLab CI, which render colour
+// (when w is the log: a pipe, not a file the output was sent to).
+func useColor(mode string, w io.Writer, env map[string]string) bool {
 	switch mode {
 	case "always":
 		return true
 	case "never":
 		return false
 	}
-	return colorTerminal(w)
+	if env["NO_COLOR"] != "" {
+		return false
+	}
+	if colorTerminal(w) {
+		return true
+	}
+	if env["GITHUB_ACTIONS"] == "true" || env["GITLAB_CI"] == "true" {
+		if g, ok := w.(*commandGuard); ok {
+			w = g.w // the log behind GitHub's guard
+		}
+		f, ok := w.(*os.File)
+		if !ok {
+			return false
+		}
+		info, err := f.Stat()
+		return err == nil && !info.Mode().IsRegular()
+	}
+	return false
 }
 
 // fence stops GitHub's runner from reading what follows on w as workflow

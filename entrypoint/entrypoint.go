@@ -98,7 +98,7 @@ func runOne(ctx context.Context, inv *config.Given, p platform, stdout, stderr i
 	s := newSession(env, p, secrets, stderr)
 	defer s.run.Close()
 	if cfg != nil {
-		s.console.color, s.console.quiet = useColor(cfg.Color, stderr), cfg.Quiet
+		s.console.color, s.console.quiet = useColor(cfg.Color, stderr, env), cfg.Quiet
 	}
 	redact, gha, console := s.redact, s.gha, s.console
 
@@ -150,7 +150,7 @@ func runOne(ctx context.Context, inv *config.Given, p platform, stdout, stderr i
 	res = s.run.Command(ctx, cfg, console)
 	switch {
 	case cfg.Command == "diff" && (res.Reason.Succeeded() || res.Reason == result.ReasonProgressing):
-		if err := writeDiff(stdout, res, cfg.Output, workspace(env), p == githubActions, useColor(cfg.Color, stdout), redact); err != nil {
+		if err := writeDiff(stdout, res, cfg.Output, workspace(env), p == githubActions, useColor(cfg.Color, stdout, env), redact); err != nil {
 			console.warn("printing the diff: " + err.Error())
 		}
 	case cfg.Command == "release" && res.Succeeded() && cfg.Artifact != "" && cfg.Output == "text":

@@ -2,6 +2,7 @@ package entrypoint
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -295,5 +296,53 @@ func TestJUnitAndSARIFOutputs(t *testing.T) {
 	stderr.Reset()
 	if code := Run(t.Context(), []string{"apply", dir, "--inventory", "x", "-o", "sarif"}, env, &stdout, &stderr); code != ExitInvalid || !strings.Contains(stderr.String(), "sarif is for validate and diff") {
 		t.Errorf("apply -o sarif: exit %d\n%s", code, stderr.String())
+	}
+}
+
+// In the logs of GitHub Actions and GitLab CI, which render colour, auto
+// colours; not into a file the output was sent to, nor under NO_COLOR.
+func TestColorInCILogs(t *testing.T) {
+	t.Parallel()
+	example := filepath.Join("..", "examples", "hello")
+	run := func(env []string, toFile bool) string {
+		t.Helper()
+		var w *os.File
+		var read func() string
+		if toFile {
+			f, err := os.Create(filepath.Join(t.TempDir(), "log"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, read = f, func() string { b, _ := os.ReadFile(f.Name()); return string(b) }
+		} else {
+			r, pw, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan string)
+			go func() { b, _ := io.ReadAll(r); done <- string(b) }()
+			w, read = pw, func() string { return <-done }
+		}
+		if code := Run(t.Context(), []string{"validate", "--offline", example}, append(env, "HOME="+t.TempDir()), io.Discard, w); code != ExitOK {
+			t.Fatalf("exit %d", code)
+		}
+		w.Close()
+		return read()
+	}
+	for _, tc := range []struct {
+		env    []string
+		toFile bool
+		color  bool
+	}{
+		{[]string{"GITLAB_CI=true"}, false, true},
+		{[]string{"GITHUB_ACTIONS=true"}, false, true},
+		{[]string{"GITLAB_CI=true"}, true, false},
+		{[]string{"GITLAB_CI=true", "NO_COLOR=1"}, false, false},
+		{nil, false, false},
+	} {
+		out := run(tc.env, tc.toFile)
+		if got := strings.Contains(out, "\x1b[32m"); got != tc.color {
+			t.Errorf("%v, to a file %v: coloured %v, want %v\n%q", tc.env, tc.toFile, got, tc.color, out)
+		}
 	}
 }

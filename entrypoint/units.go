@@ -48,7 +48,7 @@ func runFile(ctx context.Context, inv *config.Given, file string, p platform, st
 	s := newSession(env, p, secrets, stderr)
 	defer s.run.Close()
 	if runCfg != nil {
-		s.console.color, s.console.quiet = useColor(runCfg.Color, stderr), runCfg.Quiet
+		s.console.color, s.console.quiet = useColor(runCfg.Color, stderr, env), runCfg.Quiet
 	}
 	run := &result.Run{Schema: result.RunSchemaVersion, Command: inv.Command, Version: Version, RunFile: file,
 		Started: time.Now(), Units: []result.Unit{}}
@@ -91,7 +91,7 @@ func runFile(ctx context.Context, inv *config.Given, file string, p platform, st
 	s.console.printf("gantry %s: %s: %s\n", run.Command, run.Reason, run.Message)
 
 	if run.Command == "diff" || runCfg.Output != "text" {
-		if err := writeRunDiff(stdout, run, runCfg.Output, workspace(env), p == githubActions, useColor(runCfg.Color, stdout), s.redact); err != nil {
+		if err := writeRunDiff(stdout, run, runCfg.Output, workspace(env), p == githubActions, useColor(runCfg.Color, stdout, env), s.redact); err != nil {
 			s.console.warn("printing the result: " + err.Error())
 		}
 	}
