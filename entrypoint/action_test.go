@@ -3,7 +3,6 @@ package entrypoint
 import (
 	"os"
 	"sort"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -78,23 +77,5 @@ func TestActionYAMLOutputs(t *testing.T) {
 	sort.Strings(want)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("action.yml outputs (-written +declared):\n%s", diff)
-	}
-}
-
-// The README's input table lists every input with its default (make docs).
-func TestReadmeListsEveryInput(t *testing.T) {
-	t.Parallel()
-	b, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, in := range config.Inputs {
-		d := " "
-		if in.Default != "" {
-			d = "`" + in.Default + "`"
-		}
-		if row := "| `" + in.Name + "` | " + d + " |"; !strings.Contains(string(b), row) {
-			t.Errorf("README lacks %q (run make docs)", row)
-		}
 	}
 }

@@ -1,5 +1,6 @@
-// Command gendocs writes the inputs of action.yml and the README's input
-// table from the entrypoint's input table, so the three never disagree.
+// Command gendocs writes the inputs of action.yml, docs/reference.md,
+// docs/cli.md and the run file's schema from the entrypoint's input table,
+// so that they never disagree.
 // Run it with `make docs`; entrypoint's tests fail when they do.
 package main
 
@@ -27,9 +28,6 @@ func main() {
 
 func run() error {
 	if err := replace("action.yml", "inputs:\n", "outputs:\n", actionInputs()); err != nil {
-		return err
-	}
-	if err := replace("README.md", "| input | default | what it does |\n", "\n\n", readmeTable()); err != nil {
 		return err
 	}
 	if err := os.WriteFile("docs/reference.md", []byte(Reference()), 0o644); err != nil {
@@ -241,17 +239,4 @@ func actionInputs() string {
 		}
 	}
 	return b.String()
-}
-
-func readmeTable() string {
-	var b strings.Builder
-	b.WriteString("| input | default | what it does |\n|---|---|---|\n")
-	for _, in := range config.Inputs {
-		d := " "
-		if in.Default != "" {
-			d = "`" + in.Default + "`"
-		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", in.Name, d, strings.ReplaceAll(in.Description, "|", "\\|"))
-	}
-	return strings.TrimSuffix(b.String(), "\n")
 }
