@@ -346,3 +346,27 @@ func TestColorInCILogs(t *testing.T) {
 		}
 	}
 }
+
+// With no cluster to talk to (KUBECONFIG naming a file that is not there,
+// or nothing named and no ~/.kube/config), a command that needs one is
+// refused as bad input, exit 2, saying what to give.
+func TestNoClusterIsBadInput(t *testing.T) {
+	// Not parallel: client-go reads KUBECONFIG and HOME from the process.
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	example := filepath.Join("..", "examples", "hello")
+	for _, tc := range []struct {
+		kubeconfig, want string
+	}{
+		{"/nonexistent/kubeconfig", "KUBECONFIG names /nonexistent/kubeconfig, which holds no kubeconfig"},
+		{"", "no cluster to talk to: no kubeconfig given"},
+	} {
+		home := t.TempDir()
+		t.Setenv("KUBECONFIG", tc.kubeconfig)
+		t.Setenv("HOME", home)
+		var stdout, stderr strings.Builder
+		code := Run(t.Context(), []string{"diff", example}, []string{"HOME=" + home, "KUBECONFIG=" + tc.kubeconfig}, &stdout, &stderr)
+		if code != ExitInvalid || !strings.Contains(stderr.String(), tc.want) || !strings.Contains(stderr.String(), "InvalidInput") {
+			t.Errorf("KUBECONFIG=%q: exit %d\n%s", tc.kubeconfig, code, stderr.String())
+		}
+	}
+}

@@ -80,6 +80,9 @@ func RESTConfig(opts Options) (*rest.Config, error) {
 	} else {
 		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
 	}
+	if clientcmd.IsEmptyConfig(err) {
+		return nil, noConfig(opts)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
@@ -182,4 +185,17 @@ func (c *Clients) OpenAPIV3(gv schema.GroupVersion) ([]byte, error) {
 		return nil, fmt.Errorf("the cluster publishes no OpenAPI v3 schema for %s", gv)
 	}
 	return doc.Schema(runtime.ContentTypeJSON)
+}
+
+// NoConfigError is a run with no cluster to talk to: no kubeconfig was
+// given or found, and gantry is not in a pod. It is the input's fault.
+type NoConfigError struct{ msg string }
+
+func (e *NoConfigError) Error() string { return e.msg }
+
+func noConfig(opts Options) error {
+	if list := os.Getenv("KUBECONFIG"); list != "" && opts.Kubeconfig == "" {
+		return &NoConfigError{fmt.Sprintf("no cluster to talk to: KUBECONFIG names %s, which holds no kubeconfig (a file that does not exist, or an empty one)", list)}
+	}
+	return &NoConfigError{"no cluster to talk to: no kubeconfig given, KUBECONFIG is not set, there is no ~/.kube/config and gantry is not in a pod; give kubeconfig, or check without a cluster: validate --offline, diff --offline --base"}
 }

@@ -293,6 +293,10 @@ func (r *run) execute(parent context.Context, stages []stage) *result.Result {
 			failures = append(failures, err)
 			if r.res.Reason == "" {
 				r.res.Reason = s.reason
+				var noConfig *kube.NoConfigError
+				if errors.As(err, &noConfig) {
+					r.res.Reason = result.ReasonInvalidInput
+				}
 				if parent.Err() != nil {
 					// The run itself was cancelled (SIGTERM, Ctrl-C),
 					// not failed by its input or the cluster.
