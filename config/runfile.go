@@ -1,12 +1,14 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/gantry-dev/gantry/kube"
@@ -80,7 +82,7 @@ func loadRunFile(path string, env map[string]string, pol *policy, refsOnly bool)
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("run-file %s: %w", path, err)
+		return nil, fmt.Errorf("%s:%d: %s", path, problemLine(data, err), strings.TrimPrefix(yamlLine.ReplaceAllString(err.Error(), ""), "yaml: "))
 	}
 	r := &runFileReader{path: path, dir: filepath.Dir(path), env: env, policy: pol, refsOnly: refsOnly}
 	if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
@@ -645,4 +647,38 @@ func Indent(s string) string {
 		b.WriteString("  - " + l + "\n")
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// yamlLine is the "line N: " the YAML parser puts in its messages.
+var yamlLine = regexp.MustCompile(`line \d+: `)
+
+// problemLine is the line of data a YAML error is about. The parser names
+// the line where the block around the problem starts (an indentation
+// error on line 4 of a list begun on line 1 reads "line 1"); the line
+// after the last one up to which the file still parses is the one at
+// fault (a flow mapping over several lines parses again once closed).
+// Run files are small, so reading prefixes is cheap; past a bound the
+// parser's own line is kept.
+func problemLine(data []byte, err error) int {
+	parserLine := 0
+	if m := regexp.MustCompile(`line (\d+):`).FindStringSubmatch(err.Error()); m != nil {
+		parserLine, _ = strconv.Atoi(m[1])
+	}
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	if len(lines) > 2000 {
+		return parserLine
+	}
+	lastGood := 0
+	var prefix []byte
+	for i, l := range lines {
+		prefix = append(prefix, l...)
+		var n yaml.Node
+		if yaml.Unmarshal(prefix, &n) == nil {
+			lastGood = i + 1
+		}
+	}
+	if lastGood >= len(lines) {
+		return parserLine
+	}
+	return lastGood + 1
 }

@@ -166,7 +166,9 @@ func TestRunFileRefusals(t *testing.T) {
 		{"unset variable", "units:\n- name: a\n  path: x\n  registry-password: {env: NOT_SET_ANYWHERE}\n", []string{"gantry.yaml:4", "NOT_SET_ANYWHERE is not set"}},
 		{"not a boolean", "units:\n- name: a\n  path: x\n  prune: maybe\n", []string{"gantry.yaml:4", `"maybe" is not true or false`}},
 		{"name in defaults", "defaults:\n  depends-on: [a]\nunits:\n- name: a\n  path: x\n", []string{"gantry.yaml:2", "depends-on is a unit's own"}},
-		{"not yaml", "units: [\n", []string{"run-file"}},
+		{"not yaml", "units: [\n", []string{"gantry.yaml:1", "did not find expected node content"}},
+		{"indentation", "units:\n  - name: a\n    path: x\n   inventory: a\n", []string{"gantry.yaml:4: did not find expected '-' indicator"}},
+		{"flow mapping over lines, then a bad line", "units:\n  - {name: a,\n     path: x}\n  - name: b\n    path: x\n   inventory: y\n", []string{"gantry.yaml:6:"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
