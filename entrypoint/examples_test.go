@@ -140,12 +140,12 @@ func TestColorFlags(t *testing.T) {
 func TestMisspeltKindGetsASuggestion(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "web.yaml"), []byte("apiVersion: apps/v1\nkind: Deploymnet\nmetadata: {name: web, namespace: shop}\nspec: {}\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "web.yaml"), []byte("# the web front end\napiVersion: apps/v1\nkind: Deploymnet\nmetadata: {name: web, namespace: shop}\nspec: {}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var stdout, stderr strings.Builder
 	code := Run(t.Context(), []string{"validate", "--offline", dir}, []string{"HOME=" + t.TempDir()}, &stdout, &stderr)
-	if code != ExitFailed || !strings.Contains(stderr.String(), "has no kind Deploymnet") || !strings.Contains(stderr.String(), "did you mean Deployment?") {
+	if code != ExitFailed || !strings.Contains(stderr.String(), "web.yaml:3: kind: apps/v1 has no kind Deploymnet") || !strings.Contains(stderr.String(), "did you mean Deployment?") {
 		t.Errorf("exit %d\n%s", code, stderr.String())
 	}
 }

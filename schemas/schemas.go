@@ -177,7 +177,13 @@ func (v *Validator) Validate(ctx context.Context, u *unstructured.Unstructured) 
 		case err != nil:
 			return err
 		case problem != "":
-			msgs = []Problem{{Field: "apiVersion", Message: problem}}
+			// A kind its group version does not have is the kind's
+			// fault; anything else, the apiVersion's.
+			field := "apiVersion"
+			if v.release.Serves(gvk.GroupVersion()) {
+				field = "kind"
+			}
+			msgs = []Problem{{Field: field, Message: problem}}
 		case !served:
 			return nil // of a group allow-unknown-kinds lets through unchecked
 		default:
