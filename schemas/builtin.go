@@ -149,9 +149,21 @@ func gvksOf(s *spec.Schema) []schema.GroupVersionKind {
 // far less deeply, and a recursive type stops being checked below it.
 const maxInlineDepth = 24
 
+// maxRecursion is how many times one definition may be inlined inside
+// itself: a recursive type (a CRD's JSONSchemaProps refers to itself from
+// some twenty fields) is checked one level down, not expanded twenty to
+// the power of the depth.
+const maxRecursion = 2
+
 // inline returns s with every $ref (and every single-element allOf around
 // one, as the API server writes them) replaced by the schema it names.
 func inline(s *spec.Schema, defs map[string]*spec.Schema, depth int) *spec.Schema {
+	return inlineWithin(s, defs, depth, map[string]int{})
+}
+
+// inlineWithin is inline, open tells how many times each definition is
+// being inlined around s.
+func inlineWithin(s *spec.Schema, defs map[string]*spec.Schema, depth int, open map[string]int) *spec.Schema {
 	if s == nil {
 		return nil
 	}
@@ -163,11 +175,14 @@ func inline(s *spec.Schema, defs map[string]*spec.Schema, depth int) *spec.Schem
 		ref = s.AllOf[0].Ref.String()
 	}
 	if ref != "" {
-		target, ok := defs[refName(ref)]
-		if !ok {
+		name := refName(ref)
+		target, ok := defs[name]
+		if !ok || open[name] >= maxRecursion {
 			return &spec.Schema{}
 		}
-		return inline(target, defs, depth+1)
+		open[name]++
+		defer func() { open[name]-- }()
+		return inlineWithin(target, defs, depth+1, open)
 	}
 	out := *s
 	if out.Format != "" && !strfmt.Default.ContainsName(out.Format) {
@@ -178,19 +193,19 @@ func inline(s *spec.Schema, defs map[string]*spec.Schema, depth int) *spec.Schem
 	if len(s.Properties) > 0 {
 		out.Properties = make(map[string]spec.Schema, len(s.Properties))
 		for k, p := range s.Properties {
-			out.Properties[k] = *inline(&p, defs, depth+1)
+			out.Properties[k] = *inlineWithin(&p, defs, depth+1, open)
 		}
 	}
 	if s.Items != nil && s.Items.Schema != nil {
-		out.Items = &spec.SchemaOrArray{Schema: inline(s.Items.Schema, defs, depth+1)}
+		out.Items = &spec.SchemaOrArray{Schema: inlineWithin(s.Items.Schema, defs, depth+1, open)}
 	}
 	if s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil {
-		out.AdditionalProperties = &spec.SchemaOrBool{Allows: true, Schema: inline(s.AdditionalProperties.Schema, defs, depth+1)}
+		out.AdditionalProperties = &spec.SchemaOrBool{Allows: true, Schema: inlineWithin(s.AdditionalProperties.Schema, defs, depth+1, open)}
 	}
 	if len(s.AllOf) > 0 {
 		out.AllOf = make([]spec.Schema, len(s.AllOf))
 		for i := range s.AllOf {
-			out.AllOf[i] = *inline(&s.AllOf[i], defs, depth+1)
+			out.AllOf[i] = *inlineWithin(&s.AllOf[i], defs, depth+1, open)
 		}
 	}
 	return &out

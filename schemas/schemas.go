@@ -194,7 +194,7 @@ func (v *Validator) Validate(ctx context.Context, u *unstructured.Unstructured) 
 			// A kind whose handwritten validation gantry runs is checked
 			// as the API server checks it: typed, then that validation.
 			// Others are checked against their OpenAPI schema too.
-			if msgs, err = b.check(gvk, withoutSecretValues(u), !native.Covers(gvk)); err != nil {
+			if msgs, err = b.check(gvk, withoutNulls(withoutSecretValues(u)), !native.Covers(gvk)); err != nil {
 				return err
 			}
 			// The kind's handwritten rules, once the object reads as its
@@ -277,6 +277,56 @@ func (e *InvalidError) Error() string {
 		return fmt.Sprintf("%s %q is invalid: %s", e.Kind, e.Name, msgs[0])
 	}
 	return fmt.Sprintf("%s %q is invalid: [%s]", e.Kind, e.Name, strings.Join(msgs, ", "))
+}
+
+// withoutNulls is u without the fields whose value is null: the API
+// server decodes a built-in kind into its Go type, where a null is a field
+// left out (a chart's empty "annotations:"), before anything checks it.
+// u itself is returned when it holds no null.
+func withoutNulls(u *unstructured.Unstructured) *unstructured.Unstructured {
+	if !hasNull(u.Object) {
+		return u
+	}
+	c := u.DeepCopy()
+	dropNulls(c.Object)
+	return c
+}
+
+func hasNull(v any) bool {
+	switch t := v.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		for _, e := range t {
+			if hasNull(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range t {
+			if hasNull(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func dropNulls(v any) {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			if e == nil {
+				delete(t, k)
+				continue
+			}
+			dropNulls(e)
+		}
+	case []any:
+		for _, e := range t {
+			dropNulls(e)
+		}
+	}
 }
 
 // withoutSecretValues returns a Secret whose data and stringData values are
@@ -421,6 +471,9 @@ func newCRDVersion(crd *apiextensionsv1.CustomResourceDefinition, version string
 // the schema, list types, embedded object metadata and the CEL rules.
 func (cv *crdVersion) validate(ctx context.Context, u *unstructured.Unstructured) field.ErrorList {
 	obj := runtime.DeepCopyJSON(u.Object)
+	// As the API server decodes a custom resource: a null where the
+	// schema allows none and gives no default is a field left out.
+	structuraldefaulting.PruneNonNullableNullsWithoutDefaults(obj, cv.structural)
 	structuraldefaulting.Default(obj, cv.structural)
 	var errs field.ErrorList
 	unknown := pruning.PruneWithOptions(runtime.DeepCopyJSON(obj), cv.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})

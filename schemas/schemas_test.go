@@ -9,6 +9,7 @@ import (
 	"github.com/gantry-dev/gantry/schemas/releases"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 	"sigs.k8s.io/yaml"
 )
 
@@ -255,5 +256,110 @@ spec:
 		if invalid.Problems[0].Field != "apiVersion" {
 			t.Errorf("%s: field %q, want apiVersion", doc, invalid.Problems[0].Field)
 		}
+	}
+}
+
+// A type that refers to itself from many fields (a CRD's JSONSchemaProps,
+// from some twenty) is inlined one level down, not once per path to the
+// depth bound: the schema stays small, and a mistake one level down is
+// still caught.
+func TestSelfReferringTypeInlinesOneLevel(t *testing.T) {
+	t.Parallel()
+	r, err := releases.Get("1.36")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := Offline(nil, nil, r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := v.builtin(schema.GroupVersion{Group: "apiextensions.k8s.io", Version: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := 0
+	var count func(s *spec.Schema)
+	count = func(s *spec.Schema) {
+		if s == nil {
+			return
+		}
+		nodes++
+		for _, p := range s.Properties {
+			count(&p)
+		}
+		if s.Items != nil {
+			count(s.Items.Schema)
+		}
+		if s.AdditionalProperties != nil {
+			count(s.AdditionalProperties.Schema)
+		}
+		for i := range s.AllOf {
+			count(&s.AllOf[i])
+		}
+	}
+	count(inline(b.byKind["CustomResourceDefinition"], b.defs, 0))
+	if nodes > 100_000 {
+		t.Errorf("the CustomResourceDefinition schema inlines to %d nodes", nodes)
+	}
+	crd := func(fieldType string) string {
+		return `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {kind: Widget, plural: widgets}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, properties: {size: {type: ` + fieldType + `}}}}
+`
+	}
+	if err := v.Validate(t.Context(), object(t, crd("integer"))); err != nil {
+		t.Errorf("valid CRD: %v", err)
+	}
+	if err := v.Validate(t.Context(), object(t, crd("[integer]"))); err == nil || !strings.Contains(err.Error(), "properties[size].type") && !strings.Contains(err.Error(), "properties.size.type") {
+		t.Errorf("a list for a type one level down: %v, want it named", err)
+	}
+}
+
+// A null is a field left out, as the API server decodes it: a chart's
+// empty "annotations:" on a built-in kind, a null field of a custom
+// resource whose schema does not make it nullable.
+func TestNullIsAFieldLeftOut(t *testing.T) {
+	t.Parallel()
+	r, err := releases.Get("1.36")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := object(t, `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {kind: Widget, plural: widgets}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, properties: {spec: {type: object, properties: {size: {type: integer}, tags: {type: array, items: {type: string}}}}}}}
+`)
+	v, err := Offline([]*unstructured.Unstructured{crd}, nil, r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range []string{
+		"apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata:\n  name: admission\n  annotations:\n  labels:\nwebhooks:\n",
+		"apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop, annotations: null}\nspec:\n  selector:\n  ports: [{port: 80}]\n",
+		"apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: shop}\nspec:\n  size:\n  tags:\n",
+	} {
+		if err := v.Validate(t.Context(), object(t, doc)); err != nil {
+			t.Errorf("%s: %v", doc, err)
+		}
+	}
+	if err := v.Validate(t.Context(), object(t, "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: shop}\nspec: {size: big}\n")); err == nil {
+		t.Error("a string for an integer passed")
 	}
 }
