@@ -209,8 +209,16 @@ func (v *Validator) Validate(ctx context.Context, u *unstructured.Unstructured) 
 		if err != nil {
 			return err
 		}
-		if msgs, err = b.validate(gvk, withoutSecretValues(u)); err != nil {
+		if msgs, err = b.validate(gvk, withoutNulls(withoutSecretValues(u))); err != nil {
 			return err
+		}
+		// The kind's handwritten rules too, for an object in a namespace
+		// (one the set brings, checked before it exists): a mistake they
+		// catch is named with the rest, before anything is created for a
+		// dry-run that would refuse it.
+		if len(msgs) == 0 && u.GetNamespace() != "" {
+			errs, _ := native.Validate(u)
+			msgs = messages(errs)
 		}
 	}
 	msgs = append(msgs, messages(validateMeta(u))...)
