@@ -8,7 +8,8 @@
 //	go run ./e2e/bench -objects 1000 -reps 3 -kubectl-reps 1
 //	go run ./e2e/bench -only apply,prune   # some scenarios only
 //
-// Scenarios: apply (first apply, no-op, one change, diff), newset (first
+// Scenarios: apply (first apply, no-op, one change, diff), far (the same
+// through a proxy that adds -rtts of round-trip time), newset (first
 // apply of a Namespace with its objects, and of a CRD with its custom
 // resources), prune, wait, build, memory, operator, tenants, units (a run
 // file of 20 units over three control planes), offline, drift, startup.
@@ -55,6 +56,8 @@ type bench struct {
 	http    *http.Client
 	work    string
 	nsSeq   int
+	// rtts are the far scenario's round-trip times.
+	rtts []time.Duration
 }
 
 func main() {
@@ -68,8 +71,17 @@ func main() {
 	flag.IntVar(&b.memoryObjects, "memory-objects", 10000, "ConfigMaps of the memory scenario")
 	flag.IntVar(&b.offlineObjects, "offline-objects", 5000, "objects of the offline scenario's set (its memory row validates twice as many)")
 	flag.IntVar(&b.otherCRDs, "other-crds", 40, "CRDs of 285 KB the cluster serves in the operator scenario")
-	only := flag.String("only", "apply,newset,prune,wait,build,components,memory,operator,tenants,units,offline,drift,startup", "scenarios to run, comma-separated")
+	only := flag.String("only", "apply,far,newset,prune,wait,build,components,memory,operator,tenants,units,offline,drift,startup", "scenarios to run, comma-separated")
+	rtts := flag.String("rtts", "20ms,50ms", "round-trip times of the far scenario's proxy, comma-separated")
 	flag.Parse()
+	for _, r := range strings.Split(*rtts, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(r))
+		if err != nil || d <= 0 {
+			fmt.Fprintf(os.Stderr, "bench: -rtts: %q is not a round-trip time\n", r)
+			os.Exit(2)
+		}
+		b.rtts = append(b.rtts, d)
+	}
 	b.only = map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
 		b.only[strings.TrimSpace(s)] = true
@@ -114,6 +126,9 @@ func (b *bench) run() error {
 	var rows []row
 	if b.only["apply"] {
 		rows = append(rows, b.applyScenarios(ctx)...)
+	}
+	if b.only["far"] {
+		rows = append(rows, b.farScenario(ctx, b.rtts)...)
 	}
 	if b.only["newset"] {
 		rows = append(rows, b.newSetScenarios(ctx)...)
