@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -64,7 +65,7 @@ func (b *bench) through(addr string) (restore func()) {
 	for _, c := range raw.Clusters {
 		c.Server = "https://" + addr
 	}
-	file := filepath.Join(b.work, "far-kubeconfig-"+addr)
+	file := filepath.Join(b.work, "far-kubeconfig-"+strings.NewReplacer(":", "-", ".", "-").Replace(addr)) // KUBECONFIG is a list: no colon
 	b.must(clientcmd.WriteToFile(*raw, file))
 	cfg, err := clientcmd.BuildConfigFromFlags("", file)
 	b.must(err)
