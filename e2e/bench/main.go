@@ -58,6 +58,8 @@ type bench struct {
 	nsSeq   int
 	// rtts are the far scenario's round-trip times.
 	rtts []time.Duration
+	// gantryArgs are added to gantry's runs of the apply scenarios.
+	gantryArgs []string
 }
 
 func main() {
@@ -72,8 +74,10 @@ func main() {
 	flag.IntVar(&b.offlineObjects, "offline-objects", 5000, "objects of the offline scenario's set (its memory row validates twice as many)")
 	flag.IntVar(&b.otherCRDs, "other-crds", 40, "CRDs of 285 KB the cluster serves in the operator scenario")
 	only := flag.String("only", "apply,far,newset,prune,wait,build,components,memory,operator,tenants,units,offline,drift,startup", "scenarios to run, comma-separated")
+	gantryArgs := flag.String("gantry-args", "", "extra flags for gantry's runs of the apply and far scenarios, space-separated (--concurrency=64)")
 	rtts := flag.String("rtts", "20ms,50ms", "round-trip times of the far scenario's proxy, comma-separated")
 	flag.Parse()
+	b.gantryArgs = strings.Fields(*gantryArgs)
 	for _, r := range strings.Split(*rtts, ",") {
 		d, err := time.ParseDuration(strings.TrimSpace(r))
 		if err != nil || d <= 0 {
@@ -333,7 +337,7 @@ func (b *bench) applyScenarios(ctx context.Context) []row {
 			if cmd == "apply" {
 				a = append(a, "--wait=false")
 			}
-			return a
+			return append(a, b.gantryArgs...)
 		}
 		d, err = timed(func() error { return b.exec(b.gantry, args("apply", dir)...) })
 		must(err)
