@@ -55,7 +55,10 @@ func TestStalledAndSlowAPIServerEndAtTheTimeout(t *testing.T) {
 				want[fmt.Sprintf("cm-%03d", i)] = "a"
 			}
 			writeFile(t, filepath.Join(dir, "set.yaml"), b.String())
-			args := []string{"apply", "--path=" + dir, "--inventory=stalled", "--inventory-namespace=" + ns}
+			// 16 requests in flight: the slow server's 800 requests
+			// (a dry-run and an apply each) then take about 6 s, past
+			// the timeout.
+			args := []string{"apply", "--path=" + dir, "--inventory=stalled", "--inventory-namespace=" + ns, "--concurrency=16"}
 			proxy.setHook(tc.hook())
 			const timeout = 5 * time.Second
 			r := gantryWith(t, proxy.kubeconfig, append(args, "--timeout="+timeout.String())...)

@@ -61,9 +61,20 @@ func (s *Store) Lock(ctx context.Context, namespace, name, holder string, opts L
 	waited := false
 	var lastHeld *HeldError
 
+	// A run gives its Lease back when it ends, so the Lease is usually
+	// not there: it is created first, without the read before that costs
+	// a round trip; one that is there is then read as below.
+	tryCreate := true
 	for {
 		now := metav1.NewMicroTime(time.Now())
-		lease, err := leases.Get(ctx, leaseName, metav1.GetOptions{})
+		var lease *coordinationv1.Lease
+		var err error
+		if tryCreate {
+			tryCreate = false
+			err = apierrors.NewNotFound(coordinationv1.Resource("leases"), leaseName)
+		} else {
+			lease, err = leases.Get(ctx, leaseName, metav1.GetOptions{})
+		}
 		switch {
 		case apierrors.IsNotFound(err):
 			lease = &coordinationv1.Lease{
@@ -86,6 +97,9 @@ func (s *Store) Lock(ctx context.Context, namespace, name, holder string, opts L
 			// was created: the next look finds it ours.
 			if !apierrors.IsAlreadyExists(err) && !kube.Unanswered(err) {
 				return nil, fmt.Errorf("locking inventory %s/%s: %w", namespace, name, err)
+			}
+			if apierrors.IsAlreadyExists(err) && !waited && lastHeld == nil {
+				continue // there is one: read it now, with no pause
 			}
 		case err != nil:
 			if ctx.Err() != nil {

@@ -693,10 +693,12 @@ func (r *run) connectEarly() {
 		defer close(done)
 		c, err := r.connect()
 		if err == nil {
+			// The version and the discovery side by side: against a
+			// cluster far away each is a round trip.
+			var wg sync.WaitGroup
+			wg.Go(func() { _, _ = c.Mapper.RESTMapping(schema.GroupKind{Kind: "ConfigMap"}, "v1") })
 			err = reachable(c)
-		}
-		if err == nil {
-			_, _ = c.Mapper.RESTMapping(schema.GroupKind{Kind: "ConfigMap"}, "v1")
+			wg.Wait()
 		}
 		r.early, r.earlyErr = c, err
 	}()

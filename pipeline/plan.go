@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"github.com/fluxcd/cli-utils/pkg/object"
 	"github.com/fluxcd/pkg/ssa"
 	ssaerrors "github.com/fluxcd/pkg/ssa/errors"
@@ -125,6 +126,10 @@ type plan struct {
 	// once more under the lock, so that a run that raced for the lock
 	// cannot leave its version behind.
 	again bool
+	// current: an unchanged object whose live state, as read for the
+	// plan, was already ready (kstatus Current); the wait does not poll
+	// it again.
+	current bool
 	// dryRun is what the apply would make of the object, kept (with
 	// existing) only for drift.
 	dryRun *unstructured.Unstructured
@@ -533,6 +538,7 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 	if !dryRunSent {
 		if pl.existing != nil && len(extra) == 0 && unchangedOnServer(appliedObject(o.Unstructured), pl.existing) {
 			p.fast.Add(1)
+			pl.current = currentNow(pl.existing)
 			if !p.keepLive {
 				pl.existing = nil
 			}
@@ -1175,4 +1181,10 @@ func problemsOf(err error) []result.Problem {
 		return out
 	}
 	return nil
+}
+
+// currentNow says whether kstatus finds live ready as it is.
+func currentNow(live *unstructured.Unstructured) bool {
+	res, err := status.Compute(live)
+	return err == nil && res.Status == status.CurrentStatus
 }

@@ -69,11 +69,33 @@ func (r *run) healthTargets() (object.ObjMetadataSet, error) {
 // progress any more (some Failed), or until the deadline; then it says, for
 // each object that is not ready, why.
 func (r *run) wait(ctx context.Context) error {
-	set, err := r.healthTargets()
+	targets, err := r.healthTargets()
 	if err != nil {
 		return err
 	}
+	// An object the run left unchanged and found ready when it read it
+	// for the plan, moments ago, is not polled again: a no-op waits for
+	// nothing and sends nothing.
+	ready := map[object.ObjMetadata]bool{}
+	for _, pl := range r.plans {
+		if pl.kind == planUnchanged && pl.current {
+			ready[object.UnstructuredToObjMetadata(pl.obj.Unstructured)] = true
+		}
+	}
+	var set object.ObjMetadataSet
+	for _, id := range targets {
+		if ready[id] {
+			if i, ok := r.byID[id.String()]; ok {
+				r.res.Objects[i].Health = &result.Health{Status: status.CurrentStatus.String()}
+			}
+			continue
+		}
+		set = append(set, id)
+	}
 	if len(set) == 0 {
+		if len(targets) > 0 {
+			r.obs.Info(readyMessage(len(targets)))
+		}
 		return nil
 	}
 	last, timedOut := r.poll(ctx, set)
@@ -96,18 +118,21 @@ func (r *run) wait(ctx context.Context) error {
 		}
 	}
 	if len(errs) == 0 {
-		if len(set) == 1 {
-			r.obs.Info("1 object ready")
-		} else {
-			r.obs.Info(fmt.Sprintf("%d objects ready", len(set)))
-		}
+		r.obs.Info(readyMessage(len(targets)))
 		return nil
 	}
 	what := "not ready"
 	if timedOut {
 		what = fmt.Sprintf("not ready within the timeout (%s)", r.opts.Timeout)
 	}
-	return fmt.Errorf("%d of %d objects %s: %w", len(errs), len(set), what, errors.Join(errs...))
+	return fmt.Errorf("%d of %d objects %s: %w", len(errs), len(targets), what, errors.Join(errs...))
+}
+
+func readyMessage(n int) string {
+	if n == 1 {
+		return "1 object ready"
+	}
+	return fmt.Sprintf("%d objects ready", n)
 }
 
 // poll returns the last status seen per object, and whether the deadline
