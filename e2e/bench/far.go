@@ -15,7 +15,8 @@ import (
 	"github.com/gantry-dev/gantry/e2e/latency"
 )
 
-// farScenario times the apply scenarios against the cluster as if it were
+// farScenario times the apply scenarios (and the operator's bundle and
+// drift, as -far-scenarios says) against the cluster as if it were
 // in another region: behind a proxy that delays each direction by half
 // of each round-trip time given, with no bandwidth limit. What a tool pays
 // there is the requests it sends one after another, so each time is also
@@ -28,7 +29,16 @@ func (b *bench) farScenario(ctx context.Context, rtts []time.Duration) []row {
 		b.must(p.Start())
 		restore := b.through(p.Addr)
 		b.logf("far: %s round trip, through %s", rtt, p.Addr)
-		applied := b.applyScenarios(ctx)
+		var applied []row
+		if b.farScenarios["apply"] {
+			applied = append(applied, b.applyScenarios(ctx)...)
+		}
+		if b.farScenarios["operator"] {
+			applied = append(applied, b.operatorScenario(ctx)...)
+		}
+		if b.farScenarios["drift"] {
+			applied = append(applied, b.driftScenario(ctx)...)
+		}
 		restore()
 		_ = p.Close()
 		for _, r := range applied {

@@ -60,6 +60,8 @@ type bench struct {
 	rtts []time.Duration
 	// gantryArgs are added to gantry's runs of the apply scenarios.
 	gantryArgs []string
+	// farScenarios are those the far scenario runs through its proxy.
+	farScenarios map[string]bool
 }
 
 func main() {
@@ -75,9 +77,14 @@ func main() {
 	flag.IntVar(&b.otherCRDs, "other-crds", 40, "CRDs of 285 KB the cluster serves in the operator scenario")
 	only := flag.String("only", "apply,far,newset,prune,wait,build,components,memory,operator,tenants,units,offline,drift,startup", "scenarios to run, comma-separated")
 	gantryArgs := flag.String("gantry-args", "", "extra flags for gantry's runs of the apply and far scenarios, space-separated (--concurrency=64)")
+	farScenarios := flag.String("far-scenarios", "apply,operator,drift", "what the far scenario times through its proxy, comma-separated")
 	rtts := flag.String("rtts", "20ms,50ms", "round-trip times of the far scenario's proxy, comma-separated")
 	flag.Parse()
 	b.gantryArgs = strings.Fields(*gantryArgs)
+	b.farScenarios = map[string]bool{}
+	for _, s := range strings.Split(*farScenarios, ",") {
+		b.farScenarios[strings.TrimSpace(s)] = true
+	}
 	for _, r := range strings.Split(*rtts, ",") {
 		d, err := time.ParseDuration(strings.TrimSpace(r))
 		if err != nil || d <= 0 {
