@@ -154,7 +154,11 @@ func TestSpreadKindIsReadByItsInventoryLabels(t *testing.T) {
 		}
 	}()
 
-	run("--wait=false")
+	// The wait reads what it waits for the same way.
+	run()
+	if lists, gets := reads(); lists < 2 || len(gets) != 0 {
+		t.Errorf("first apply with wait: %d labelled LISTs of ConfigMaps, want 2 or more; GETs of %v, want none", lists, gets)
+	}
 	r := run("--wait=false")
 	if c := r.res.Counts(); c["unchanged"] != 20 {
 		t.Errorf("no-op: counts %v, want 20 unchanged", c)
@@ -162,10 +166,16 @@ func TestSpreadKindIsReadByItsInventoryLabels(t *testing.T) {
 	if lists, gets := reads(); lists != 1 || len(gets) != 0 {
 		t.Errorf("no-op: %d labelled LISTs of ConfigMaps, want 1; GETs of %v, want none", lists, gets)
 	}
-	// The wait reads them the same way.
-	run()
-	if lists, gets := reads(); lists < 2 || len(gets) != 0 {
-		t.Errorf("no-op with wait: %d labelled LISTs of ConfigMaps, want 2 or more; GETs of %v, want none", lists, gets)
+	// A no-op with the wait reads nothing more: what it found unchanged
+	// and ready when it read it, it does not poll again.
+	r = run()
+	if lists, gets := reads(); lists != 1 || len(gets) != 0 {
+		t.Errorf("no-op with wait: %d labelled LISTs of ConfigMaps, want 1; GETs of %v, want none", lists, gets)
+	}
+	for _, o := range r.res.Objects {
+		if o.Health == nil || o.Health.Status != "Current" {
+			t.Errorf("no-op with wait: %s health %+v, want Current", o.Ref(), o.Health)
+		}
 	}
 
 	ctx := context.Background()

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/e2e/cluster"
+	"github.com/gantry-dev/gantry/e2e/latency"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // The units scenario: a platform team's run file of 20 units over three
@@ -34,10 +36,47 @@ func (b *bench) unitsScenario(ctx context.Context) []row {
 		kubeconfigs = append(kubeconfigs, c.Kubeconfig)
 		b.servers = append(b.servers, c.RESTConfig.Host)
 	}
+	rows := b.unitsOver(kubeconfigs, "")
+	if b.only["far"] {
+		// Each cluster behind a proxy of its own, as clusters in
+		// other regions are.
+		for _, rtt := range b.rtts {
+			var far []string
+			for i, kc := range kubeconfigs {
+				raw, err := clientcmd.LoadFromFile(kc)
+				b.must(err)
+				var server string
+				for _, c := range raw.Clusters {
+					server = c.Server
+				}
+				p := &latency.Proxy{Target: hostPort(server), RTT: rtt}
+				b.must(p.Start())
+				defer p.Close()
+				for _, c := range raw.Clusters {
+					c.Server = "https://" + p.Addr
+				}
+				file := filepath.Join(b.work, fmt.Sprintf("units-far-%d-%d.kubeconfig", rtt.Milliseconds(), i))
+				b.must(clientcmd.WriteToFile(*raw, file))
+				far = append(far, file)
+				b.servers = append(b.servers, "https://"+p.Addr)
+			}
+			for _, r := range b.unitsOver(far, fmt.Sprintf("f%d", rtt.Milliseconds())) {
+				r.name = fmt.Sprintf("%d ms RTT: %s", rtt.Milliseconds(), r.name)
+				r.target += fmt.Sprintf("; round trips: graph %s, baseline %s", trips(r.gantry, rtt), trips(r.flr, rtt))
+				rows = append(rows, r)
+			}
+		}
+	}
+	return rows
+}
+
+// unitsOver times the units scenario against the clusters kubeconfigs
+// reach; prefix keeps the names of one call's units apart from another's.
+func (b *bench) unitsOver(kubeconfigs []string, prefix string) []row {
 	var graph, loop, graphNoop, slowestNoop []time.Duration
 	for rep := range b.reps {
-		graphFile := b.unitsRunFile(fmt.Sprintf("g%d", rep), kubeconfigs)
-		loopFile := b.unitsRunFile(fmt.Sprintf("l%d", rep), kubeconfigs)
+		graphFile := b.unitsRunFile(fmt.Sprintf("%sg%d", prefix, rep), kubeconfigs)
+		loopFile := b.unitsRunFile(fmt.Sprintf("%sl%d", prefix, rep), kubeconfigs)
 
 		d, err := timed(func() error { return b.exec(b.gantry, "apply", "--run-file", graphFile) })
 		b.must(err)
