@@ -284,6 +284,7 @@ func TestOfflineAcceptsWhatTheServerAccepts(t *testing.T) {
 		{"overlay with a component", filepath.Join("testdata", "offline", "shapes", "web", "overlays", "prod"), nil},
 		{"operator", filepath.Join("testdata", "offline", "shapes", "operator"), nil},
 		{"stateful", filepath.Join("testdata", "offline", "shapes", "stateful"), nil},
+		{"null values", filepath.Join("testdata", "offline", "shapes", "nulls"), nil},
 		{"example", filepath.Join("..", "examples", "hello"), map[string]string{}}, // as shipped, no input
 		{"e2e app", appDir, map[string]string{"NS": appNS}},
 	}
