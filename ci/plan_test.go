@@ -39,7 +39,7 @@ func plan(t *testing.T, repo, format string) string {
 		t.Fatal(err)
 	}
 	defer os.Chdir(wd) //nolint:errcheck // back to where it was
-	code := entrypoint.Run(context.Background(), []string{"plan", "--run-file", "gantry.yaml", "--format", format}, []string{"HOME=" + t.TempDir()}, &stdout, &stderr)
+	code := entrypoint.Run(context.Background(), []string{"plan", "--run-file", "gantry.yaml", "--format", format, "--run-file-env", "SOPS_AGE_KEY"}, []string{"HOME=" + t.TempDir()}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("gantry plan --format %s: exit %d\n%s", format, code, stderr.String())
 	}
@@ -331,7 +331,7 @@ func TestPlanImageAndPipelineName(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer os.Chdir(wd) //nolint:errcheck // back to where it was
-		code := entrypoint.Run(context.Background(), append([]string{"plan", "--run-file", "gantry.yaml"}, args...), []string{"HOME=" + t.TempDir()}, &stdout, &stderr)
+		code := entrypoint.Run(context.Background(), append([]string{"plan", "--run-file", "gantry.yaml", "--run-file-env", "SOPS_AGE_KEY"}, args...), []string{"HOME=" + t.TempDir()}, &stdout, &stderr)
 		return code, stdout.String(), stderr.String()
 	}
 	const mirror = "registry.internal.example/mirror/gantry@sha256:0123456789012345678901234567890123456789012345678901234567890123"
@@ -348,6 +348,40 @@ func TestPlanImageAndPipelineName(t *testing.T) {
 	for _, bad := range [][]string{{"--image", "ghcr.io/gantry-dev/gantry"}, {"--image", "ghcr.io/x/y:v1 ; rm -rf /"}, {"--format", "tekton", "--pipeline-name", "Platform_Deploy"}} {
 		if code, _, stderr := run(bad...); code != entrypoint.ExitInvalid || !strings.Contains(stderr, strings.TrimPrefix(bad[len(bad)-2], "--")) {
 			t.Errorf("%v: exit %d\n%s", bad, code, stderr)
+		}
+	}
+}
+
+// A pull request's run file cannot choose which secrets a plan hands its
+// jobs: a variable the workflow's run-file-env does not allow (a deploy
+// key), or CI's own credentials whatever it allows, make plan refuse the
+// file, naming the reference, and no job is written that maps them.
+func TestPlanPassesOnlySecretsTheWorkflowAllows(t *testing.T) {
+	repo := planRepo(t)
+	hostile := "units:\n" +
+		"  - {name: a, path: apps/a, inventory: a, sops-age-key: {env: PROD_DEPLOY_KEY}}\n" +
+		"  - {name: b, path: apps/b, inventory: b, substitute: {TOKEN: {env: GITHUB_TOKEN}}}\n"
+	if err := os.WriteFile(filepath.Join(repo, "gantry.yaml"), []byte(hostile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, allowed := range []string{"", "SOPS_AGE_KEY", "GITHUB_TOKEN\nPROD_*"} {
+		for _, format := range []string{"github", "gitlab", "tekton"} {
+			var stdout, stderr strings.Builder
+			wd, _ := os.Getwd()
+			if err := os.Chdir(repo); err != nil {
+				t.Fatal(err)
+			}
+			code := entrypoint.Run(context.Background(), []string{"plan", "--run-file", "gantry.yaml", "--format", format, "--run-file-env", allowed}, []string{"HOME=" + t.TempDir()}, &stdout, &stderr)
+			_ = os.Chdir(wd)
+			if code != entrypoint.ExitInvalid || !strings.Contains(stderr.String(), "{env: GITHUB_TOKEN}") {
+				t.Errorf("run-file-env %q, %s: exit %d, want %d naming GITHUB_TOKEN\n%s", allowed, format, code, entrypoint.ExitInvalid, stderr.String())
+			}
+			if allowed != "GITHUB_TOKEN\nPROD_*" && !strings.Contains(stderr.String(), "{env: PROD_DEPLOY_KEY}") {
+				t.Errorf("run-file-env %q, %s: PROD_DEPLOY_KEY not refused\n%s", allowed, format, stderr.String())
+			}
+			if strings.Contains(stdout.String(), "secrets.") || strings.Contains(stdout.String(), "PROD_DEPLOY_KEY") {
+				t.Errorf("run-file-env %q, %s: a plan was written with the run file's secrets:\n%s", allowed, format, stdout.String())
+			}
 		}
 	}
 }

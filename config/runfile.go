@@ -285,8 +285,16 @@ func (r *runFileReader) secret(v *yaml.Node, what string) (string, bool) {
 		return "", false
 	}
 	kind, ref := v.Content[0].Value, v.Content[1].Value
-	if kind == "env" && ref != "" && !slices.Contains(r.envRefs, ref) {
-		r.envRefs = append(r.envRefs, ref)
+	if kind == "env" {
+		// The workflow's run-file-env decides what may be read, for a
+		// plan too: a plan passes its jobs only what it allows.
+		if err := r.policy.mayRead(ref); err != nil {
+			r.fail(v, "%s: {env: %s}: %v", what, ref, err)
+			return "", false
+		}
+		if !slices.Contains(r.envRefs, ref) {
+			r.envRefs = append(r.envRefs, ref)
+		}
 	}
 	if r.refsOnly && (kind == "env" || kind == "file") && ref != "" {
 		return "", false
@@ -294,10 +302,6 @@ func (r *runFileReader) secret(v *yaml.Node, what string) (string, bool) {
 	var s string
 	switch kind {
 	case "env":
-		if err := r.policy.mayRead(ref); err != nil {
-			r.fail(v, "%s: {env: %s}: %v", what, ref, err)
-			return "", false
-		}
 		var ok bool
 		if s, ok = r.env[ref]; !ok || s == "" {
 			r.fail(v, "%s: the variable %s is not set", what, ref)
@@ -650,7 +654,7 @@ func Indent(s string) string {
 }
 
 // yamlLine is the "line N: " the YAML parser puts in its messages.
-var yamlLine = regexp.MustCompile(`line \d+: `)
+var yamlLine = regexp.MustCompile(`line (\d+): `)
 
 // problemLine is the line of data a YAML error is about. The parser names
 // the line where the block around the problem starts (an indentation
@@ -661,7 +665,7 @@ var yamlLine = regexp.MustCompile(`line \d+: `)
 // parser's own line is kept.
 func problemLine(data []byte, err error) int {
 	parserLine := 0
-	if m := regexp.MustCompile(`line (\d+):`).FindStringSubmatch(err.Error()); m != nil {
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 		parserLine, _ = strconv.Atoi(m[1])
 	}
 	lines := bytes.SplitAfter(data, []byte("\n"))

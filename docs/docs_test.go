@@ -32,7 +32,8 @@ var (
 	link = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	// A section cited by name in prose: section "Offline validation",
 	// see "Exit codes".
-	cited = regexp.MustCompile(`(?i)(?:section|see) ["“]([^"”]+)["”]|README:? \*([^*]+)\*`)
+	codeSpan = regexp.MustCompile("`[^`]*`")
+	cited    = regexp.MustCompile(`(?i)(?:section|see) ["“]([^"”]+)["”]|README:? \*([^*]+)\*`)
 )
 
 // outsideCode is a page's text without its fenced blocks and code spans,
@@ -46,7 +47,7 @@ func outsideCode(text string) string {
 			continue
 		}
 		if !fenced {
-			b.WriteString(regexp.MustCompile("`[^`]*`").ReplaceAllString(line, "") + "\n")
+			b.WriteString(codeSpan.ReplaceAllString(line, "") + "\n")
 		}
 	}
 	return b.String()

@@ -154,11 +154,7 @@ func (c *console) ObjectDone(o result.Object) {
 	if len(o.Problems) > 0 && o.Action == result.Failed {
 		// One entry per object, each field at fault on a line of its own.
 		for _, p := range o.Problems {
-			line += "\n    "
-			if p.Line > 0 && o.Source != "" {
-				line += fmt.Sprintf("%s:%d: ", o.Source, p.Line)
-			}
-			line += p.String()
+			line += "\n    " + p.At(o.Source)
 		}
 	} else if o.Error != "" {
 		line += ": " + o.Error

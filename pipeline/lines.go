@@ -198,8 +198,10 @@ func (s fieldStep) find(n *yaml.Node) (*yaml.Node, int) {
 	return nil, 0
 }
 
-// pathSteps splits a field path: dots between keys, brackets around an
-// index, a map key (which may hold dots) or a selector.
+// pathSteps splits a field path, in any of the forms the API server, its
+// server-side apply and the OpenAPI validator write: dots between keys,
+// brackets around an index, a map key (which may hold dots) or a
+// selector. Lines and values are both found by it.
 func pathSteps(path string) []fieldStep {
 	var steps []fieldStep
 	path = strings.TrimPrefix(path, ".")

@@ -624,9 +624,7 @@ func failedObject(obj *Object, oe *ObjectError, stage string) result.Object {
 	o := resultObject(obj.Unstructured, oe.Source, stage, result.Failed)
 	o.Line = oe.Line
 	setError(&o, oe.Err, oe.Err.Error())
-	if o.Problems != nil {
-		o.Problems = oe.Problems
-	}
+	o.Problems = oe.Problems // the same, with their lines
 	return o
 }
 

@@ -194,6 +194,9 @@ type planner struct {
 	// keepLive keeps every plan's live object and dry-run result, which
 	// drift compares.
 	keepLive bool
+	// readiness: a wait follows, which an unchanged object's readiness,
+	// read with it, spares a poll.
+	readiness bool
 	// takeOver are, by inventory id, field managers whose fields an
 	// object's write takes first, so that the apply can remove them.
 	takeOver map[string][]ssa.FieldManager
@@ -234,6 +237,7 @@ func (r *run) newPlanner() *planner {
 	p.takeOver = r.opts.takeOver
 	p.onDryRun = r.findSources
 	p.mask = r.opts.Mask
+	p.readiness = r.opts.Wait
 	return p
 }
 
@@ -538,7 +542,7 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 	if !dryRunSent {
 		if pl.existing != nil && len(extra) == 0 && unchangedOnServer(appliedObject(o.Unstructured), pl.existing) {
 			p.fast.Add(1)
-			pl.current = currentNow(pl.existing)
+			pl.current = p.readiness && currentNow(pl.existing)
 			if !p.keepLive {
 				pl.existing = nil
 			}
@@ -720,8 +724,8 @@ func heldBy(err error, u, live *unstructured.Unstructured) bool {
 		if !strings.Contains(c.Message, "already allocated") {
 			return false
 		}
-		wanted := valuesAt(u.Object, fieldSteps(c.Field), false)
-		held := valuesAt(live.Object, fieldSteps(c.Field), true)
+		wanted := valuesAt(u.Object, pathSteps(c.Field), false)
+		held := valuesAt(live.Object, pathSteps(c.Field), true)
 		if len(wanted) == 0 {
 			return false
 		}
@@ -734,16 +738,10 @@ func heldBy(err error, u, live *unstructured.Unstructured) bool {
 	return true
 }
 
-// fieldSteps splits a field path as the API server names it
-// (spec.ports[0].nodePort) into its keys and list indices.
-func fieldSteps(path string) []string {
-	return strings.FieldsFunc(strings.ReplaceAll(path, "[", ".["), func(r rune) bool { return r == '.' || r == ']' })
-}
-
-// valuesAt is what obj holds at steps, as strings: every item of a list
-// at the end; with anyIndex, whatever the indices, as a value may have
-// moved within its list.
-func valuesAt(v any, steps []string, anyIndex bool) []string {
+// valuesAt is what obj holds at the field path's steps, as strings: every
+// item of a list at the end; with anyIndex, whatever the indices, as a
+// value may have moved within its list.
+func valuesAt(v any, steps []fieldStep, anyIndex bool) []string {
 	if len(steps) == 0 {
 		if list, ok := v.([]any); ok {
 			var out []string
@@ -758,8 +756,7 @@ func valuesAt(v any, steps []string, anyIndex bool) []string {
 		return []string{fmt.Sprint(v)}
 	}
 	step, rest := steps[0], steps[1:]
-	if i, ok := strings.CutPrefix(step, "["); ok {
-		list, _ := v.([]any)
+	if list, ok := v.([]any); ok && step.index >= 0 {
 		if anyIndex {
 			var out []string
 			for _, item := range list {
@@ -767,14 +764,13 @@ func valuesAt(v any, steps []string, anyIndex bool) []string {
 			}
 			return out
 		}
-		n, err := strconv.Atoi(i)
-		if err != nil || n < 0 || n >= len(list) {
+		if step.index >= len(list) {
 			return nil
 		}
-		return valuesAt(list[n], rest, anyIndex)
+		return valuesAt(list[step.index], rest, anyIndex)
 	}
 	m, _ := v.(map[string]any)
-	return valuesAt(m[step], rest, anyIndex)
+	return valuesAt(m[step.key], rest, anyIndex)
 }
 
 func (p *planner) describe(err error, o *Object) error {
@@ -1021,11 +1017,7 @@ func (e *ObjectError) Error() string {
 	default:
 		fmt.Fprintf(&b, ": %d problems", len(e.Problems))
 		for _, p := range e.Problems {
-			b.WriteString("\n    ")
-			if p.Line > 0 {
-				fmt.Fprintf(&b, "line %d: ", p.Line)
-			}
-			b.WriteString(p.String())
+			b.WriteString("\n    " + p.At(""))
 		}
 	}
 	return b.String()
@@ -1149,11 +1141,7 @@ func (p *planner) closestAPIVersion(o *Object) string {
 func problemsOf(err error) []result.Problem {
 	var invalid *schemas.InvalidError
 	if errors.As(err, &invalid) {
-		var out []result.Problem
-		for _, p := range invalid.Unique() {
-			out = append(out, result.Problem{Field: p.Field, Message: p.Message})
-		}
-		return out
+		return invalid.Unique()
 	}
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
@@ -1172,10 +1160,9 @@ func problemsOf(err error) []result.Problem {
 	// not declared in schema".
 	if _, rest, ok := strings.Cut(s.Message, "): "); ok {
 		var out []result.Problem
-		for _, line := range strings.Split(rest, "\n") {
-			line = strings.TrimPrefix(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "errors:")), ".")
-			if path, msg, ok := strings.Cut(line, ": "); ok && path != "" && !strings.ContainsAny(path, " ") {
-				out = append(out, result.Problem{Field: path, Message: msg})
+		for _, p := range schemas.TypingProblems(rest) {
+			if p.Field != "" {
+				out = append(out, p)
 			}
 		}
 		return out

@@ -194,17 +194,11 @@ func (a *GitHubAnnotations) Report(_ context.Context, res *result.Result) error 
 			if len(o.Problems) > 0 && o.Action == result.Failed {
 				// One annotation per object, at its first field at
 				// fault, listing every problem with its line.
-				var b strings.Builder
+				lines := make([]string, len(o.Problems))
 				for i, p := range o.Problems {
-					if i > 0 {
-						b.WriteString("\n")
-					}
-					if p.Line > 0 {
-						fmt.Fprintf(&b, "line %d: ", p.Line)
-					}
-					b.WriteString(p.String())
+					lines[i] = p.At("")
 				}
-				msg = b.String()
+				msg = strings.Join(lines, "\n")
 				if o.Problems[0].Line > 0 {
 					line = o.Problems[0].Line
 				}

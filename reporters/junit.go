@@ -151,10 +151,7 @@ func problemLines(o result.Object) string {
 	}
 	var b strings.Builder
 	for _, p := range o.Problems {
-		if o.Source != "" && p.Line > 0 {
-			fmt.Fprintf(&b, "%s:%d: ", o.Source, p.Line)
-		}
-		b.WriteString(p.String() + "\n")
+		b.WriteString(p.At(o.Source) + "\n")
 	}
 	return b.String()
 }

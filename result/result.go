@@ -173,6 +173,19 @@ type Problem struct {
 	Line int `json:"line,omitempty"`
 }
 
+// At is the problem as one line that names where it is: source:line, or
+// "line N" when source is empty, before its field and what is wrong; the
+// line alone when it is not known.
+func (p Problem) At(source string) string {
+	switch {
+	case p.Line == 0:
+		return p.String()
+	case source != "":
+		return fmt.Sprintf("%s:%d: %s", source, p.Line, p.String())
+	}
+	return fmt.Sprintf("line %d: %s", p.Line, p.String())
+}
+
 // String is the problem as one line: its field, then what is wrong.
 func (p Problem) String() string {
 	if p.Field == "" || strings.HasPrefix(p.Message, p.Field+" ") || strings.HasPrefix(p.Message, p.Field+":") {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -82,18 +81,7 @@ func (b *builtinGroup) check(gvk schema.GroupVersionKind, u *unstructured.Unstru
 	}
 	var msgs []Problem
 	if _, err := b.converter.ObjectToTyped(u); err != nil {
-		// structured-merge-diff writes paths as .spec.replcas; one
-		// error may hold several lines.
-		for _, line := range strings.Split(err.Error(), "\n") {
-			if line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "errors:")); line != "" {
-				line = strings.TrimPrefix(line, ".")
-				if path, msg, ok := strings.Cut(line, ": "); ok && !strings.Contains(path, " ") {
-					msgs = append(msgs, Problem{Field: path, Message: msg})
-				} else {
-					msgs = append(msgs, Problem{Message: line})
-				}
-			}
-		}
+		msgs = TypingProblems(err.Error())
 	}
 	if !openAPI {
 		return msgs, nil

@@ -37,6 +37,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 
+	"github.com/gantry-dev/gantry/result"
 	"github.com/gantry-dev/gantry/schemas/native"
 	"github.com/gantry-dev/gantry/schemas/releases"
 	"github.com/gantry-dev/gantry/suggest"
@@ -240,19 +241,28 @@ func messages(errs field.ErrorList) []Problem {
 }
 
 // Problem is one thing wrong with an object: the field at fault, as the
-// API server writes its path (spec.template.spec.containers[0].image), and
-// what is wrong with it.
-type Problem struct {
-	Field   string
-	Message string
-}
+// API server writes its path, and what is wrong with it (its Line is left
+// to whoever knows the file).
+type Problem = result.Problem
 
-func (p Problem) String() string {
-	// The OpenAPI validator's messages start with their field.
-	if p.Field == "" || strings.HasPrefix(p.Message, p.Field+" ") {
-		return p.Message
+// TypingProblems reads structured-merge-diff's typing errors, as the
+// server-side apply of a built-in kind words them ("errors:" and one
+// ".spec.replcas: field not declared in schema" per line), into problems
+// with their field.
+func TypingProblems(msg string) []Problem {
+	var out []Problem
+	for _, line := range strings.Split(msg, "\n") {
+		line = strings.TrimPrefix(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "errors:")), ".")
+		if line == "" {
+			continue
+		}
+		if path, m, ok := strings.Cut(line, ": "); ok && path != "" && !strings.Contains(path, " ") {
+			out = append(out, Problem{Field: path, Message: m})
+		} else {
+			out = append(out, Problem{Message: line})
+		}
 	}
-	return p.Field + ": " + p.Message
+	return out
 }
 
 // InvalidError is an object that failed offline validation, worded as the

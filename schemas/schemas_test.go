@@ -223,19 +223,7 @@ func TestMisspeltAPIVersionGetsASuggestion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd := object(t, `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: widgets.example.com}
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {kind: Widget, plural: widgets}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-`)
+	crd := object(t, widgetCRD("{type: object, x-kubernetes-preserve-unknown-fields: true}"))
 	v, err := Offline([]*unstructured.Unstructured{crd}, nil, r, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -302,19 +290,7 @@ func TestSelfReferringTypeInlinesOneLevel(t *testing.T) {
 		t.Errorf("the CustomResourceDefinition schema inlines to %d nodes", nodes)
 	}
 	crd := func(fieldType string) string {
-		return `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: widgets.example.com}
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {kind: Widget, plural: widgets}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema: {openAPIV3Schema: {type: object, properties: {size: {type: ` + fieldType + `}}}}
-`
+		return widgetCRD("{type: object, properties: {size: {type: " + fieldType + "}}}")
 	}
 	if err := v.Validate(t.Context(), object(t, crd("integer"))); err != nil {
 		t.Errorf("valid CRD: %v", err)
@@ -333,19 +309,7 @@ func TestNullIsAFieldLeftOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd := object(t, `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: widgets.example.com}
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {kind: Widget, plural: widgets}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema: {openAPIV3Schema: {type: object, properties: {spec: {type: object, properties: {size: {type: integer}, tags: {type: array, items: {type: string}}}}}}}
-`)
+	crd := object(t, widgetCRD("{type: object, properties: {spec: {type: object, properties: {size: {type: integer}, tags: {type: array, items: {type: string}}}}}}"))
 	v, err := Offline([]*unstructured.Unstructured{crd}, nil, r, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -362,4 +326,21 @@ spec:
 	if err := v.Validate(t.Context(), object(t, "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: shop}\nspec: {size: big}\n")); err == nil {
 		t.Error("a string for an integer passed")
 	}
+}
+
+// widgetCRD is a CRD of example.com's Widget, v1, with the schema given.
+func widgetCRD(schema string) string {
+	return `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {kind: Widget, plural: widgets}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: ` + schema + `}
+`
 }

@@ -43,20 +43,13 @@ func (b *bench) unitsScenario(ctx context.Context) []row {
 		for _, rtt := range b.rtts {
 			var far []string
 			for i, kc := range kubeconfigs {
-				raw, err := clientcmd.LoadFromFile(kc)
+				cfg, err := clientcmd.BuildConfigFromFlags("", kc)
 				b.must(err)
-				var server string
-				for _, c := range raw.Clusters {
-					server = c.Server
-				}
-				p := &latency.Proxy{Target: hostPort(server), RTT: rtt}
+				p := &latency.Proxy{Target: hostPort(cfg.Host), RTT: rtt}
 				b.must(p.Start())
 				defer p.Close()
-				for _, c := range raw.Clusters {
-					c.Server = "https://" + p.Addr
-				}
 				file := filepath.Join(b.work, fmt.Sprintf("units-far-%d-%d.kubeconfig", rtt.Milliseconds(), i))
-				b.must(clientcmd.WriteToFile(*raw, file))
+				b.must(proxiedKubeconfig(kc, p.Addr, file))
 				far = append(far, file)
 				b.servers = append(b.servers, "https://"+p.Addr)
 			}
