@@ -661,16 +661,16 @@ var yamlLine = regexp.MustCompile(`line (\d+): `)
 // error on line 4 of a list begun on line 1 reads "line 1"); the line
 // after the last one up to which the file still parses is the one at
 // fault (a flow mapping over several lines parses again once closed).
-// Run files are small, so reading prefixes is cheap; past a bound the
-// parser's own line is kept.
+// Run files are small, so reading prefixes is cheap; past a bound (in
+// lines and in bytes) the parser's own line is kept.
 func problemLine(data []byte, err error) int {
 	parserLine := 0
 	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 		parserLine, _ = strconv.Atoi(m[1])
 	}
 	lines := bytes.SplitAfter(data, []byte("\n"))
-	if len(lines) > 2000 {
-		return parserLine
+	if len(lines) > 2000 || len(data) > 128<<10 {
+		return parserLine // reading every prefix would cost a hostile file's square
 	}
 	lastGood := 0
 	var prefix []byte

@@ -3,11 +3,13 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.yaml.in/yaml/v3"
 )
 
 // writeRunFile writes a run file and the folders its units name, and
@@ -268,5 +270,24 @@ units:
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("error does not say %q:\n%v", w, err)
 		}
+	}
+}
+
+// A large run file with a YAML error is answered at once: the line at
+// fault is looked for only in a file small enough to read in prefixes, and
+// a larger one keeps the parser's own line.
+func TestProblemLineOfALargeFileKeepsTheParsersLine(t *testing.T) {
+	t.Parallel()
+	data := []byte("units:\n" + strings.Repeat("  - {name: a, path: x}\n", 10000) + "   bad: [\n")
+	err := yaml.Unmarshal(data, new(yaml.Node))
+	if err == nil {
+		t.Fatal("parsed")
+	}
+	m := yamlLine.FindStringSubmatch(err.Error())
+	if m == nil {
+		t.Fatalf("no line in %v", err)
+	}
+	if got := problemLine(data, err); strconv.Itoa(got) != m[1] {
+		t.Errorf("line %d, want the parser's %s", got, m[1])
 	}
 }
