@@ -136,6 +136,8 @@ type Config struct {
 	// Color is auto, always or never; Quiet prints no progress.
 	Color string
 	Quiet bool
+	// Trace prints every request sent to the cluster when the run ends.
+	Trace bool
 	// HandManagers, for drift, are field managers whose changes are made
 	// by hand, besides kubectl's.
 	HandManagers []string
@@ -711,6 +713,7 @@ func (in *inputs) reporting(c *Config, env map[string]string) {
 	c.Summary = in.oneOf("summary", "auto", "true", "false")
 	c.Color = in.oneOf("color", "auto", "always", "never")
 	c.Quiet = in.bool("quiet")
+	c.Trace = in.bool("trace")
 	c.Comment = in.oneOf("comment", "auto", "true", "false")
 	c.DriftIssue = in.oneOf("drift-issue", "auto", "true", "false")
 	c.Report, c.Dotenv, c.TektonResults = in.str("report"), in.str("dotenv"), in.str("tekton-results")

@@ -20,6 +20,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/gantry-dev/gantry/config"
+	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/reporters"
 	"github.com/gantry-dev/gantry/result"
@@ -97,6 +98,9 @@ func runOne(ctx context.Context, inv *config.Given, p platform, stdout, stderr i
 	}
 	s := newSession(env, p, secrets, stderr)
 	defer s.run.Close()
+	if cfg != nil && cfg.Trace {
+		defer s.startTrace()()
+	}
 	if cfg != nil {
 		s.console.color, s.console.quiet = useColor(cfg.Color, stderr, env), cfg.Quiet
 	}
@@ -203,6 +207,17 @@ func newSession(env map[string]string, p platform, secrets []string, stderr io.W
 	s.run = &runner.Session{Version: Version, Holder: holder(env), Actor: actor(env), Decrypted: s.decrypted, SecretValues: s.secretValues,
 		Secret: func(v string) bool { return s.redact.String(v) != v }, Mask: s.redact.String}
 	return s
+}
+
+// startTrace records every request sent to a cluster from now on; the
+// function it returns prints them.
+func (s *session) startTrace() func() {
+	s.run.Trace = kube.NewTrace()
+	return func() {
+		var b strings.Builder
+		s.run.Trace.Write(&b)
+		s.console.printf("%s", b.String())
+	}
 }
 
 // decrypted masks the values a build decrypts, like any secret, from then on.

@@ -47,6 +47,9 @@ func runFile(ctx context.Context, inv *config.Given, file string, p platform, st
 	}
 	s := newSession(env, p, secrets, stderr)
 	defer s.run.Close()
+	if runCfg != nil && runCfg.Trace {
+		defer s.startTrace()()
+	}
 	if runCfg != nil {
 		s.console.color, s.console.quiet = useColor(runCfg.Color, stderr, env), runCfg.Quiet
 	}

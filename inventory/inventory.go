@@ -115,6 +115,12 @@ type Inventory struct {
 // Exists reports whether the inventory was loaded from the cluster.
 func (inv *Inventory) Exists() bool { return inv.resourceVersion != "" }
 
+// SameVersion reports whether inv and other were read as the same stored
+// version of the inventory (or both found absent).
+func (inv *Inventory) SameVersion(other *Inventory) bool {
+	return inv.resourceVersion == other.resourceVersion
+}
+
 // ConfigMapName is the name of the ConfigMap that stores an inventory.
 func ConfigMapName(name string) string { return ConfigMapPrefix + name }
 

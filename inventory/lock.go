@@ -107,10 +107,8 @@ func (s *Store) Lock(ctx context.Context, namespace, name, holder string, opts L
 			}
 			return nil, fmt.Errorf("locking inventory %s/%s: %w", namespace, name, err)
 		default:
-			h := ptr.Deref(lease.Spec.HolderIdentity, "")
-			expired := lease.Spec.RenewTime == nil ||
-				lease.Spec.RenewTime.Add(time.Duration(ptr.Deref(lease.Spec.LeaseDurationSeconds, 0))*time.Second).Before(now.Time)
-			if h == "" || h == holder || expired {
+			h := validHolder(lease, now.Time)
+			if h == "" || h == holder {
 				lease.Spec.HolderIdentity = ptr.To(holder)
 				lease.Spec.LeaseDurationSeconds = ptr.To(int32(opts.Duration / time.Second))
 				lease.Spec.AcquireTime, lease.Spec.RenewTime = &now, &now
@@ -143,6 +141,29 @@ func (s *Store) Lock(ctx context.Context, namespace, name, holder string, opts L
 		case <-time.After(opts.Retry):
 		}
 	}
+}
+
+// validHolder is who holds lease at now: empty when nobody does, or when
+// its holder let it expire.
+func validHolder(lease *coordinationv1.Lease, now time.Time) string {
+	if lease.Spec.RenewTime == nil ||
+		lease.Spec.RenewTime.Add(time.Duration(ptr.Deref(lease.Spec.LeaseDurationSeconds, 0))*time.Second).Before(now) {
+		return ""
+	}
+	return ptr.Deref(lease.Spec.HolderIdentity, "")
+}
+
+// Holder reads who holds the Lease of an inventory now, without taking
+// it: empty when there is no Lease, or when it expired.
+func (s *Store) Holder(ctx context.Context, namespace, name string) (string, error) {
+	lease, err := s.Client.CoordinationV1().Leases(namespace).Get(ctx, ConfigMapName(name), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the Lease of inventory %s/%s: %w", namespace, name, err)
+	}
+	return validHolder(lease, time.Now()), nil
 }
 
 // Held is a Lease this run holds: renewed in the background until

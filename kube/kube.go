@@ -37,6 +37,8 @@ type Options struct {
 	// Concurrency is the number of requests gantry keeps in flight; the
 	// rate limits are set from it.
 	Concurrency int
+	// Trace, when not nil, records every request sent.
+	Trace *Trace
 }
 
 // Clients are the API clients of one run, sharing one HTTP transport and
@@ -60,6 +62,10 @@ type Clients struct {
 	// asks it twice for every object. A kind it does not serve is not
 	// cached, so a CRD established later is found.
 	mappings sync.Map // schema.GroupVersionKind -> *meta.RESTMapping
+
+	// shared is what these clients share with other runs' on the same
+	// cluster; nil when nothing.
+	shared *Cluster
 }
 
 // RESTConfig loads the configuration that opts describe.
@@ -87,6 +93,11 @@ func RESTConfig(opts Options) (*rest.Config, error) {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	cfg = rest.CopyConfig(cfg)
+	if opts.Trace != nil {
+		// Innermost, below the fence and the retries: what goes on the
+		// wire, each retry as a request of its own.
+		cfg.Wrap(opts.Trace.wrap)
+	}
 	if opts.ServiceAccount != "" {
 		// namespace/name -> system:serviceaccount:namespace:name
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + strings.Replace(opts.ServiceAccount, "/", ":", 1)}
@@ -113,27 +124,74 @@ func Scheme() *runtime.Scheme {
 // Connect builds the clients for cfg, with a write fence of their own
 // that nothing holds yet.
 func Connect(cfg *rest.Config) (*Clients, error) {
-	return connect(cfg, &WriteFence{})
+	return connect(cfg, &WriteFence{}, nil)
 }
 
-// Reconnect builds new clients for the same cluster (a fresh REST mapper
-// learns the kinds that new CRDs serve), behind the same write fence.
+// Cluster is what the runs of one invocation share on one cluster, as
+// one identity sees it: the kinds it serves (the REST mapper, which reads
+// them from discovery as it needs them) and its version. Units on one
+// cluster ask for them once, not once each.
+type Cluster struct {
+	mapperOnce sync.Once
+	mapper     meta.RESTMapper
+	mapperErr  error
+
+	versionOnce sync.Once
+	versionErr  error
+}
+
+// ConnectTo builds the clients for cfg, with a write fence of their own,
+// sharing the REST mapper and the version check of shared.
+func ConnectTo(cfg *rest.Config, shared *Cluster) (*Clients, error) {
+	return connect(cfg, &WriteFence{}, shared)
+}
+
+// Reconnect builds new clients for the same cluster (a fresh REST mapper,
+// not shared, learns the kinds that new CRDs serve), behind the same
+// write fence.
 func (c *Clients) Reconnect() (*Clients, error) {
-	return connect(c.Config, c.Fence)
+	return connect(c.Config, c.Fence, nil)
 }
 
-func connect(cfg *rest.Config, fence *WriteFence) (*Clients, error) {
+// Reachable asks the API server for its version, once per shared cluster:
+// an unreachable cluster fails here, with its address, instead of once per
+// object later.
+func (c *Clients) Reachable() error {
+	ask := func() error {
+		if _, err := c.Kube.Discovery().ServerVersion(); err != nil {
+			return fmt.Errorf("cannot reach the cluster at %s: %w", c.Config.Host, err)
+		}
+		return nil
+	}
+	if c.shared == nil {
+		return ask()
+	}
+	c.shared.versionOnce.Do(func() { c.shared.versionErr = ask() })
+	return c.shared.versionErr
+}
+
+func connect(cfg *rest.Config, fence *WriteFence, shared *Cluster) (*Clients, error) {
 	wrapped := rest.CopyConfig(cfg)
 	wrapped.Wrap(fence.wrap)
 	// An API server that restarts, or a connection that breaks, fails
 	// no request that can be sent again: see WithRetries. The fence is
 	// below the retries, so that each retry of a write is checked too.
 	wrapped.Wrap(func(rt http.RoundTripper) http.RoundTripper { return WithRetries(rt, DefaultRetryPolicy()) })
+	wrapped.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &discoveryTogether{next: rt} })
 	httpClient, err := rest.HTTPClientFor(wrapped)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", cfg.Host, err)
 	}
-	mapper, err := apiutil.NewDynamicRESTMapper(wrapped, httpClient)
+	newMapper := func() (meta.RESTMapper, error) { return apiutil.NewDynamicRESTMapper(wrapped, httpClient) }
+	var mapper meta.RESTMapper
+	if shared != nil {
+		// It only reads: the fence of the run that made it never holds
+		// it up.
+		shared.mapperOnce.Do(func() { shared.mapper, shared.mapperErr = newMapper() })
+		mapper, err = shared.mapper, shared.mapperErr
+	} else {
+		mapper, err = newMapper()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", cfg.Host, err)
 	}
@@ -149,7 +207,7 @@ func connect(cfg *rest.Config, fence *WriteFence) (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Clients{Config: cfg, Client: c, Kube: kc, Metadata: md, Mapper: mapper, Fence: fence}, nil
+	return &Clients{Config: cfg, Client: c, Kube: kc, Metadata: md, Mapper: mapper, Fence: fence, shared: shared}, nil
 }
 
 // DefaultNamespace is the namespace that objects without one get: the

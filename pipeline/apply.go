@@ -38,35 +38,58 @@ func (r *run) validate(ctx context.Context) error {
 	}
 	// The revision is compressed while the cluster is asked.
 	revision := r.prepareRevision()
-	r.planner = r.newPlanner()
-	r.planner.findAbsent(ctx, r.opts.Concurrency)
-	lockLater, err := r.lockUnlessNew(ctx)
+	lockLater, err := r.readAndPlan(ctx, r.mayPlanUnlocked())
 	if err != nil {
-		return err
-	}
-	if err := r.refuseEmpty(); err != nil {
-		return err
-	}
-	if err := r.refuseLargePrune(); err != nil {
-		return err
-	}
-	if err := r.plan(ctx); err != nil {
-		return err
-	}
-	// Again, with the orphans the plan's reads found.
-	if err := r.refuseLargePrune(); err != nil {
-		return err
-	}
-	if err := r.validationFailures("validate"); err != nil {
 		return err
 	}
 	if err := revision(); err != nil {
 		return err
 	}
+	if r.unlocked {
+		again, err := r.settleUnlocked(ctx)
+		if err != nil {
+			return err
+		}
+		if again {
+			if lockLater, err = r.readAndPlan(ctx, false); err != nil {
+				return err
+			}
+		}
+	}
 	if needs := r.provisionNeeds(lockLater); len(needs) > 0 {
 		return r.provision(ctx, needs, lockLater)
 	}
 	return nil
+}
+
+// readAndPlan reads the cluster and plans every object. unlocked plans
+// before the inventory's Lease is taken (see settleUnlocked); otherwise
+// the Lease is taken first, unless the inventory's namespace is still to
+// be created (lockLater).
+func (r *run) readAndPlan(ctx context.Context, unlocked bool) (lockLater bool, err error) {
+	r.planner = r.newPlanner()
+	if unlocked {
+		r.readUnlocked(ctx)
+	} else {
+		r.planner.findAbsent(ctx, r.opts.Concurrency)
+	}
+	if lockLater, err = r.lockUnlessNew(ctx); err != nil {
+		return false, err
+	}
+	if err := r.refuseEmpty(); err != nil {
+		return false, err
+	}
+	if err := r.refuseLargePrune(); err != nil {
+		return false, err
+	}
+	if err := r.plan(ctx); err != nil {
+		return false, err
+	}
+	// Again, with the orphans the plan's reads found.
+	if err := r.refuseLargePrune(); err != nil {
+		return false, err
+	}
+	return lockLater, r.validationFailures("validate")
 }
 
 // refuseEmpty refuses a build with no objects when prune would then delete
@@ -119,6 +142,9 @@ func (r *run) lockUnlessNew(ctx context.Context) (lockLater bool, err error) {
 		r.previous = nil
 		return true, nil
 	}
+	if r.usePeeked() {
+		return false, nil
+	}
 	return false, r.lockAndLoad(ctx)
 }
 
@@ -163,6 +189,16 @@ func (r *run) lockAndLoad(ctx context.Context) error {
 		r.opts.lease = nil
 		return r.hold(ctx, held)
 	}
+	held, err := r.takeLease(ctx)
+	if err != nil {
+		return err
+	}
+	return r.hold(ctx, held)
+}
+
+// takeLease takes the inventory's Lease, waiting while another run holds
+// it, up to the deadline.
+func (r *run) takeLease(ctx context.Context) (*inventory.Held, error) {
 	held, err := r.store.Lock(ctx, r.opts.InventoryNamespace, r.opts.Inventory, r.opts.Holder, inventory.LockOptions{
 		Duration: r.opts.LeaseDuration,
 		OnWait: func(holder string) {
@@ -170,13 +206,13 @@ func (r *run) lockAndLoad(ctx context.Context) error {
 		},
 	})
 	if err != nil {
-		var held *inventory.HeldError
-		if errors.As(err, &held) {
+		var heldErr *inventory.HeldError
+		if errors.As(err, &heldErr) {
 			r.res.Reason = result.ReasonLocked
 		}
-		return err
+		return nil, err
 	}
-	return r.hold(ctx, held)
+	return held, nil
 }
 
 // hold makes held the run's Lease and reads the inventory under it. A
@@ -569,18 +605,27 @@ func (r *run) waitEstablished(ctx context.Context, group []*plan, interval time.
 	return nil
 }
 
-func (r *run) saveInventory(ctx context.Context, entries map[string]inventory.Entry) error {
-	inv := r.prev
+// inventoryAsSaved says whether inv, holding entries, is what this run
+// would save: the same objects, source, revision and gantry.
+func (r *run) inventoryAsSaved(inv *inventory.Inventory, entries map[string]inventory.Entry) bool {
 	source, digest := r.opts.Source, ""
 	if r.res.Artifact != nil {
 		source, digest = r.res.Artifact.URL, r.res.Artifact.Digest
 	}
+	return inv.Exists() && sameEntries(entries, inv.Entries) && inv.Source == source && inv.ArtifactDigest == digest &&
+		inv.Revision == r.res.Revision && inv.GantryVersion == r.opts.Version && !r.recordsChanged
+}
+
+func (r *run) saveInventory(ctx context.Context, entries map[string]inventory.Entry) error {
+	inv := r.prev
 	// A run that changes nothing leaves the inventory as it is: the same
 	// objects, from the same revision, by the same gantry.
 	// It is compared with the stored inventory, not with this run's copy:
 	// another run may have written it meanwhile.
-	if inv.Exists() && sameEntries(entries, inv.Entries) && inv.Source == source && inv.ArtifactDigest == digest &&
-		inv.Revision == r.res.Revision && inv.GantryVersion == r.opts.Version && !r.recordsChanged {
+	if r.inventoryAsSaved(inv, entries) {
+		if r.confirmed {
+			return nil // confirmed when the plan was, with no Lease
+		}
 		sctx, cancel := graceContext(ctx, 5*time.Second)
 		defer cancel()
 		err := r.store.Confirm(sctx, inv)

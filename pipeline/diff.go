@@ -16,7 +16,14 @@ func (r *run) diff(ctx context.Context) error {
 	if err := r.prepare(); err != nil {
 		return err
 	}
-	prev, err := r.store.Load(ctx, r.opts.InventoryNamespace, r.opts.Inventory)
+	// What depends on a Namespace or CRD of the set cannot be dry-run
+	// without creating those, which a diff never does: it is checked
+	// offline, and apply dry-runs it on the server too. The inventory is
+	// read with the namespaces and the LISTs.
+	r.planner = r.newPlanner()
+	var prev *inventory.Inventory
+	var err error
+	r.readAtOnce(ctx, func() { prev, err = r.store.Load(ctx, r.opts.InventoryNamespace, r.opts.Inventory) })
 	if err != nil {
 		return err
 	}
@@ -29,11 +36,6 @@ func (r *run) diff(ctx context.Context) error {
 			return err
 		}
 	}
-	// What depends on a Namespace or CRD of the set cannot be dry-run
-	// without creating those, which a diff never does: it is checked
-	// offline, and apply dry-runs it on the server too.
-	r.planner = r.newPlanner()
-	r.planner.findAbsent(ctx, r.opts.Concurrency)
 	if err := r.plan(ctx); err != nil {
 		return err
 	}

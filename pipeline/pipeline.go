@@ -220,6 +220,15 @@ type run struct {
 	// stops the run (stopRun) and fences every write.
 	lease   *inventory.Held
 	stopRun context.CancelCauseFunc
+	// peeked is the inventory, and who held its Lease, as read before
+	// the Lease was taken; unlocked: the plan was made from it, and is
+	// settled (settleUnlocked) before anything is written; heldBy is that
+	// holder; confirmed: the plan writes nothing, and was confirmed
+	// without taking the Lease.
+	peeked    *peeked
+	unlocked  bool
+	heldBy    string
+	confirmed bool
 	// deadlineCtx carries the one deadline of everything after the build.
 	deadlineCtx context.Context
 	// cleanup runs when the run ends (temporary folders).
@@ -695,7 +704,7 @@ func (r *run) connectEarly() {
 			// cluster far away each is a round trip.
 			var wg sync.WaitGroup
 			wg.Go(func() { _, _ = c.Mapper.RESTMapping(schema.GroupKind{Kind: "ConfigMap"}, "v1") })
-			err = reachable(c)
+			err = c.Reachable()
 			wg.Wait()
 		}
 		r.early, r.earlyErr = c, err
@@ -713,22 +722,13 @@ func (r *run) ensureClients() error {
 		<-r.connecting
 		c, err = r.early, r.earlyErr
 	} else if c, err = r.connect(); err == nil {
-		err = reachable(c)
+		err = c.Reachable()
 	}
 	if err != nil {
 		return err
 	}
 	r.clients = c
 	r.store = &inventory.Store{Client: c.Kube, Metadata: c.Metadata}
-	return nil
-}
-
-// reachable asks the API server for its version: an unreachable cluster
-// fails here once, with its address, instead of once per object later.
-func reachable(c *kube.Clients) error {
-	if _, err := c.Kube.Discovery().ServerVersion(); err != nil {
-		return fmt.Errorf("cannot reach the cluster at %s: %w", c.Config.Host, err)
-	}
 	return nil
 }
 

@@ -200,6 +200,13 @@ type planner struct {
 	// takeOver are, by inventory id, field managers whose fields an
 	// object's write takes first, so that the apply can remove them.
 	takeOver map[string][]ssa.FieldManager
+	// prefetching: the LISTs were sent before the plan (startPrefetch).
+	prefetching bool
+	// seen is the resourceVersion of each live object the plan read
+	// ("" for one it found absent): a plan made before the Lease was
+	// taken holds only while they are unchanged (changedSince).
+	seenMu sync.Mutex
+	seen   map[objectKey]string
 }
 
 // inventoryRef names an inventory: its ConfigMap's namespace and name.
@@ -276,9 +283,14 @@ func keyOf(o *unstructured.Unstructured) objectKey {
 // serve; a namespace it may not read counts as present, and its objects'
 // dry-runs say what is wrong.
 func (p *planner) findAbsent(ctx context.Context, concurrency int) {
+	p.absentKinds = p.unservedKinds()
+	p.findAbsentNamespaces(ctx, concurrency)
+}
+
+// findAbsentNamespaces reads which of the set's namespaces do not exist.
+func (p *planner) findAbsentNamespaces(ctx context.Context, concurrency int) {
 	var mu sync.Mutex
 	p.absent = map[string]bool{}
-	p.absentKinds = p.unservedKinds()
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(concurrency, 1))
 	for ns := range p.namespaces {
@@ -383,6 +395,19 @@ func (p *planner) prefetch(ctx context.Context, keys []objectKey, concurrency in
 // get reads the live object of k from what a LIST found, else (and when
 // its group was listed whole, the object does not exist) from the cluster.
 func (p *planner) get(ctx context.Context, k objectKey, into *unstructured.Unstructured) error {
+	err := p.read(ctx, k, into)
+	if err == nil || apierrors.IsNotFound(err) {
+		p.seenMu.Lock()
+		if p.seen == nil {
+			p.seen = map[objectKey]string{}
+		}
+		p.seen[k] = into.GetResourceVersion() // "" when absent
+		p.seenMu.Unlock()
+	}
+	return err
+}
+
+func (p *planner) read(ctx context.Context, k objectKey, into *unstructured.Unstructured) error {
 	if !p.forgotten[k] {
 		if live, ok := p.live[k]; ok {
 			live.DeepCopyInto(into)
@@ -415,14 +440,11 @@ func (p *planner) planAll(ctx context.Context, objects []*Object, concurrency in
 	for i, o := range objects {
 		keys[i] = keyOf(o.Unstructured)
 	}
-	// The LISTs run beside the dry-runs; plan waits for them before it
-	// reads a live object.
-	ready := make(chan struct{})
-	p.ready = ready
-	go func() {
-		defer close(ready)
-		p.prefetch(ctx, keys, concurrency)
-	}()
+	// The LISTs run beside the dry-runs (unless they were sent before);
+	// plan waits for them before it reads a live object.
+	if !p.prefetching {
+		p.startPrefetch(ctx, keys, concurrency)
+	}
 	plans := make([]*plan, len(objects))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(concurrency, 1))
@@ -433,9 +455,20 @@ func (p *planner) planAll(ctx context.Context, objects []*Object, concurrency in
 		})
 	}
 	_ = g.Wait()
-	<-ready
+	<-p.ready
 	p.forget(keys)
 	return plans
+}
+
+// startPrefetch sends the LISTs of the keys' groups now; ready closes
+// when they have answered.
+func (p *planner) startPrefetch(ctx context.Context, keys []objectKey, concurrency int) {
+	ready := make(chan struct{})
+	p.ready, p.prefetching = ready, true
+	go func() {
+		defer close(ready)
+		p.prefetch(ctx, keys, concurrency)
+	}()
 }
 
 // forget drops what the LISTs read of the set's own objects, keeping the

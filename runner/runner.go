@@ -51,6 +51,29 @@ type Session struct {
 	// written once per run; treesOnce sets their limits.
 	trees     gitsource.Trees
 	treesOnce sync.Once
+
+	// Trace, when not nil, records every request sent to a cluster.
+	Trace *kube.Trace
+
+	// clusters are what units on one cluster, as one identity, share:
+	// its discovery and version, asked once.
+	clustersMu sync.Mutex
+	clusters   map[kube.Options]*kube.Cluster
+}
+
+// cluster is what the units connecting with opts share.
+func (s *Session) cluster(opts kube.Options) *kube.Cluster {
+	s.clustersMu.Lock()
+	defer s.clustersMu.Unlock()
+	if s.clusters == nil {
+		s.clusters = map[kube.Options]*kube.Cluster{}
+	}
+	c, ok := s.clusters[opts]
+	if !ok {
+		c = &kube.Cluster{}
+		s.clusters[opts] = c
+	}
+	return c
 }
 
 // Close removes what the session wrote: the base revisions' trees.
@@ -69,16 +92,25 @@ func kubeOptions(cfg *config.Config) kube.Options {
 	return kube.Options{Kubeconfig: cfg.Kubeconfig, Context: cfg.Context, ServiceAccount: cfg.ServiceAccount, Concurrency: cfg.Concurrency}
 }
 
+// kubeOptions are cfg's, with the session's trace.
+func (s *Session) kubeOptions(cfg *config.Config) kube.Options {
+	o := kubeOptions(cfg)
+	o.Trace = s.Trace
+	return o
+}
+
 // Connect connects to cfg's cluster when the pipeline first needs it;
 // the API server's warnings print on warnings.
 func (s *Session) Connect(cfg *config.Config, warnings io.Writer) pipeline.Connector {
 	return func() (*kube.Clients, error) {
-		rc, err := kube.RESTConfig(kubeOptions(cfg))
+		opts := s.kubeOptions(cfg)
+		rc, err := kube.RESTConfig(opts)
 		if err != nil {
 			return nil, err
 		}
 		rc.WarningHandler = rest.NewWarningWriter(warnings, rest.WarningWriterOptions{Deduplicate: true})
-		return kube.Connect(rc)
+		opts.Concurrency = 0 // not part of what is shared
+		return kube.ConnectTo(rc, s.cluster(opts))
 	}
 }
 

@@ -71,7 +71,7 @@ func hostPort(server string) string {
 // proxy) until the returned function puts them back.
 func (b *bench) through(addr string) (restore func()) {
 	file := filepath.Join(b.work, "far-kubeconfig-"+strings.NewReplacer(":", "-", ".", "-").Replace(addr)) // KUBECONFIG is a list: no colon
-	b.must(proxiedKubeconfig(b.kubeconfig, addr, file))
+	b.must(latency.Kubeconfig(b.kubeconfig, addr, file))
 	cfg, err := clientcmd.BuildConfigFromFlags("", file)
 	b.must(err)
 	cfg.QPS, cfg.Burst = -1, 0
@@ -85,17 +85,4 @@ func (b *bench) through(addr string) (restore func()) {
 		b.kubeconfig, b.client, b.http = kubeconfig, oldClient, oldHTTP
 		_ = os.Remove(file)
 	}
-}
-
-// proxiedKubeconfig writes to file the kubeconfig at from with its
-// clusters' server at addr (a proxy).
-func proxiedKubeconfig(from, addr, file string) error {
-	raw, err := clientcmd.LoadFromFile(from)
-	if err != nil {
-		return err
-	}
-	for _, c := range raw.Clusters {
-		c.Server = "https://" + addr
-	}
-	return clientcmd.WriteToFile(*raw, file)
 }

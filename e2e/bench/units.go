@@ -49,7 +49,7 @@ func (b *bench) unitsScenario(ctx context.Context) []row {
 				b.must(p.Start())
 				defer p.Close()
 				file := filepath.Join(b.work, fmt.Sprintf("units-far-%d-%d.kubeconfig", rtt.Milliseconds(), i))
-				b.must(proxiedKubeconfig(kc, p.Addr, file))
+				b.must(latency.Kubeconfig(kc, p.Addr, file))
 				far = append(far, file)
 				b.servers = append(b.servers, "https://"+p.Addr)
 			}

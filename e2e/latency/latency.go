@@ -7,6 +7,8 @@ package latency
 
 import (
 	"net"
+
+	"k8s.io/client-go/tools/clientcmd"
 	"sync"
 	"time"
 )
@@ -122,4 +124,18 @@ func pipe(dst, src net.Conn, delay time.Duration) {
 	} else {
 		dst.Close()
 	}
+}
+
+// Kubeconfig writes to file the kubeconfig at from with every cluster's
+// server at addr (a proxy). The certificates stay: the API server's is
+// valid for the loopback address the proxy listens on.
+func Kubeconfig(from, addr, file string) error {
+	raw, err := clientcmd.LoadFromFile(from)
+	if err != nil {
+		return err
+	}
+	for _, c := range raw.Clusters {
+		c.Server = "https://" + addr
+	}
+	return clientcmd.WriteToFile(*raw, file)
 }

@@ -1,0 +1,171 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+)
+
+// slowServer answers every request after delay, recording when each
+// arrived and how many were in flight at most.
+type slowServer struct {
+	*httptest.Server
+	mu       sync.Mutex
+	arrived  map[string][]time.Time
+	inFlight int
+	most     int
+}
+
+func newSlowServer(t *testing.T, delay time.Duration, answer func(w http.ResponseWriter, r *http.Request, n int)) *slowServer {
+	s := &slowServer{arrived: map[string][]time.Time{}}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.arrived[r.URL.Path] = append(s.arrived[r.URL.Path], time.Now())
+		n := len(s.arrived[r.URL.Path])
+		s.inFlight++
+		s.most = max(s.most, s.inFlight)
+		s.mu.Unlock()
+		time.Sleep(delay)
+		s.mu.Lock()
+		s.inFlight--
+		s.mu.Unlock()
+		answer(w, r, n)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func discoveryAnswer(w http.ResponseWriter, r *http.Request, _ int) {
+	w.Header().Set("Content-Type", "application/json")
+	switch r.URL.Path {
+	case "/api":
+		fmt.Fprint(w, `{"kind":"APIVersions","versions":["v1"]}`)
+	case "/apis":
+		fmt.Fprint(w, `{"kind":"APIGroupList","apiVersion":"v1","groups":[{"name":"apps","versions":[{"groupVersion":"apps/v1","version":"v1"}],"preferredVersion":{"groupVersion":"apps/v1","version":"v1"}}]}`)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// client-go reads /api, then /apis: gantry asks for both at once, so
+// that a cluster far away costs one round trip for them, not two, and
+// each is still asked once.
+func TestDiscoveryAsksForBothDocumentsAtOnce(t *testing.T) {
+	t.Parallel()
+	srv := newSlowServer(t, 200*time.Millisecond, discoveryAnswer)
+	c, err := Connect(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, err := c.Kube.Discovery().ServerGroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, g := range groups.Groups {
+		names = append(names, g.Name)
+	}
+	if got := strings.Join(names, ","); got != ",apps" {
+		t.Errorf("groups = %q, want the core group and apps", got)
+	}
+	srv.mu.Lock()
+	apis, apiss, most := len(srv.arrived["/api"]), len(srv.arrived["/apis"]), srv.most
+	srv.mu.Unlock()
+	if apis != 1 || apiss != 1 {
+		t.Fatalf("asked /api %d times and /apis %d times, want once each", apis, apiss)
+	}
+	if most != 2 {
+		t.Errorf("at most %d requests were in flight, want /api and /apis together", most)
+	}
+	// A later /apis (the groups read again) goes to the server.
+	if _, err := c.Kube.Discovery().ServerGroups(); err != nil {
+		t.Fatal(err)
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if n := len(srv.arrived["/apis"]); n != 2 {
+		t.Errorf("a second discovery asked /apis %d times in all, want 2", n)
+	}
+}
+
+// A 429 with Retry-After is waited for, then sent again; not sent again at
+// once, and not given up.
+func TestTooManyRequestsWaitsForRetryAfter(t *testing.T) {
+	t.Parallel()
+	srv := newSlowServer(t, 0, func(w http.ResponseWriter, r *http.Request, n int) {
+		w.Header().Set("Content-Type", "application/json")
+		if n == 1 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"TooManyRequests","code":429}`)
+			return
+		}
+		fmt.Fprint(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x","namespace":"default"}}`)
+	})
+	c, err := Connect(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := c.Kube.CoreV1().ConfigMaps("default").Get(context.Background(), "x", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm.Name != "x" {
+		t.Errorf("read %q", cm.Name)
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	at := srv.arrived["/api/v1/namespaces/default/configmaps/x"]
+	if len(at) != 2 {
+		t.Fatalf("the request was sent %d times, want twice", len(at))
+	}
+	if waited := at[1].Sub(at[0]); waited < time.Second {
+		t.Errorf("sent again after %s, before the Retry-After of 1s", waited)
+	}
+}
+
+// The trace lists each request once, in the order sent, with the depth of
+// the chain of answers it waited for.
+func TestTraceDepth(t *testing.T) {
+	t.Parallel()
+	srv := newSlowServer(t, 30*time.Millisecond, func(w http.ResponseWriter, r *http.Request, _ int) {})
+	trace := NewTrace()
+	client := &http.Client{Transport: trace.wrap(http.DefaultTransport)}
+	get := func(path string) {
+		res, err := client.Get(srv.URL + path)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		res.Body.Close()
+	}
+	get("/a")
+	var wg sync.WaitGroup
+	wg.Go(func() { get("/b") })
+	wg.Go(func() { get("/c") })
+	wg.Wait()
+	get("/d")
+	depths := map[string]int{}
+	for _, r := range trace.Requests() {
+		depths[r.Path] = r.Depth
+	}
+	want := map[string]int{"/a": 1, "/b": 2, "/c": 2, "/d": 3}
+	for p, d := range want {
+		if depths[p] != d {
+			t.Errorf("%s: depth %d, want %d (all: %v)", p, depths[p], d, depths)
+		}
+	}
+	var b strings.Builder
+	trace.Write(&b)
+	if !strings.Contains(b.String(), "4 requests over") || !strings.Contains(b.String(), "is 3\n") {
+		t.Errorf("trace:\n%s", b.String())
+	}
+}
