@@ -202,6 +202,8 @@ type planner struct {
 	takeOver map[string][]ssa.FieldManager
 	// prefetching: the LISTs were sent before the plan (startPrefetch).
 	prefetching bool
+	// metadataOnly: the LISTs read the objects' metadata alone.
+	metadataOnly bool
 	// seen is the resourceVersion of each live object the plan read
 	// ("" for one it found absent): a plan made before the Lease was
 	// taken holds only while they are unchanged (changedSince).
@@ -382,7 +384,7 @@ func (p *planner) prefetch(ctx context.Context, keys []objectKey, concurrency in
 	if !p.keepOwnerLabels {
 		selector = p.owner.labelled()
 	}
-	found := listGroups(ctx, p.clients.Client, groups, selector, concurrency)
+	found := listGroupsBy(ctx, p.clients.Client, groups, selector, concurrency, p.metadataOnly)
 	for k, items := range found.whole {
 		p.listed[k] = true
 		for i := range items {

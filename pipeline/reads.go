@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"golang.org/x/sync/errgroup"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -51,6 +52,13 @@ type lists struct {
 // account that may get but not list): an object is taken for absent only
 // when its group was listed whole.
 func listGroups(ctx context.Context, c client.Reader, groups map[groupKey]int, selector client.MatchingLabels, concurrency int) lists {
+	return listGroupsBy(ctx, c, groups, selector, concurrency, false)
+}
+
+// listGroupsBy is listGroups; with metadataOnly, the objects read hold
+// their metadata alone (names, labels, resourceVersion), which the API
+// server sends and gantry decodes for a fraction of the cost.
+func listGroupsBy(ctx context.Context, c client.Reader, groups map[groupKey]int, selector client.MatchingLabels, concurrency int, metadataOnly bool) lists {
 	found := lists{whole: map[groupKey][]unstructured.Unstructured{}, labelled: map[objectKey]*unstructured.Unstructured{}, failed: map[groupKey]error{}}
 	byGets := func(k groupKey) bool { n, ok := groups[k]; return ok && !readsByList(k.gvk.GroupKind(), n) }
 	spread := map[schema.GroupVersionKind]int{}
@@ -65,7 +73,7 @@ func listGroups(ctx context.Context, c client.Reader, groups map[groupKey]int, s
 			continue
 		}
 		g.Go(func() error {
-			items, err := listKind(ctx, c, k.gvk, k.namespace)
+			items, err := listKind(ctx, c, k.gvk, k.namespace, metadataOnly)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -78,7 +86,7 @@ func listGroups(ctx context.Context, c client.Reader, groups map[groupKey]int, s
 	}
 	labelled := func(gvk schema.GroupVersionKind, namespace string) {
 		g.Go(func() error {
-			items, err := listKind(ctx, c, gvk, namespace, selector)
+			items, err := listKind(ctx, c, gvk, namespace, metadataOnly, selector)
 			if err != nil {
 				return nil
 			}
@@ -114,12 +122,28 @@ func listGroups(ctx context.Context, c client.Reader, groups map[groupKey]int, s
 
 // listKind lists the objects of kind gvk in namespace (everywhere, or the
 // cluster-scoped ones, when it is empty), each with its kind set.
-func listKind(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, namespace string, opts ...client.ListOption) ([]unstructured.Unstructured, error) {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+func listKind(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, namespace string, metadataOnly bool, opts ...client.ListOption) ([]unstructured.Unstructured, error) {
 	if namespace != "" {
 		opts = append(opts, client.InNamespace(namespace))
 	}
+	if metadataOnly {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := c.List(ctx, list, opts...); err != nil {
+			return nil, err
+		}
+		items := make([]unstructured.Unstructured, len(list.Items))
+		for i, m := range list.Items {
+			items[i].SetGroupVersionKind(gvk)
+			items[i].SetNamespace(m.Namespace)
+			items[i].SetName(m.Name)
+			items[i].SetLabels(m.Labels)
+			items[i].SetResourceVersion(m.ResourceVersion)
+		}
+		return items, nil
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	if err := c.List(ctx, list, opts...); err != nil {
 		return nil, err
 	}

@@ -178,7 +178,8 @@ func (p *planner) changedSince(ctx context.Context, concurrency int) (bool, erro
 	p.seenMu.Lock()
 	seen := maps.Clone(p.seen)
 	p.seenMu.Unlock()
-	fresh := &planner{clients: p.clients, owner: p.owner, keepOwnerLabels: p.keepOwnerLabels,
+	// Only their versions are compared: the LISTs read metadata alone.
+	fresh := &planner{clients: p.clients, owner: p.owner, keepOwnerLabels: p.keepOwnerLabels, metadataOnly: true,
 		live: map[objectKey]*unstructured.Unstructured{}, listed: map[groupKey]bool{}}
 	keys := slices.Collect(maps.Keys(seen))
 	fresh.prefetch(ctx, keys, concurrency)
