@@ -96,11 +96,14 @@ $(BIN)/busybox:
 bench: tools build bench-peers
 	$(GO) run ./e2e/bench $(BENCH_FLAGS)
 
-## bench-peers: kapp, which make bench times beside gantry and kubectl (the tests do not need it)
-bench-peers: $(BIN)/kapp
+## bench-peers: kapp and kubectl-validate, which make bench times beside gantry and kubectl (the tests do not need them)
+bench-peers: $(BIN)/kapp $(BIN)/kubectl-validate
 
 $(BIN)/kapp: hack/tools/kapp/go.mod hack/tools/kapp/go.sum
 	cd hack/tools/kapp && $(GO) build -trimpath -ldflags '-s -w' -o $@ carvel.dev/kapp/cmd/kapp
+
+$(BIN)/kubectl-validate: hack/tools/kubectl-validate/go.mod hack/tools/kubectl-validate/go.sum
+	cd hack/tools/kubectl-validate && $(GO) build -trimpath -ldflags '-s -w' -o $@ sigs.k8s.io/kubectl-validate
 
 ## test: every test, the cluster tests against the local control plane, four seeded kill points and interleavings; prints the reliability figures
 test: tools
