@@ -40,7 +40,14 @@ func (d *discoveryTogether) RoundTrip(req *http.Request) (*http.Response, error)
 	}
 	switch req.URL.Path {
 	case "/api":
-		d.prefetch(req)
+		p := d.prefetch(req)
+		res, err := d.next.RoundTrip(req)
+		if err != nil || res.StatusCode != http.StatusOK {
+			// client-go does not go on to /apis: the answer is
+			// not kept for a later request.
+			d.drop(p)
+		}
+		return res, err
 	case "/apis":
 		if res, ok := d.take(req); ok {
 			return res, nil
@@ -51,7 +58,7 @@ func (d *discoveryTogether) RoundTrip(req *http.Request) (*http.Response, error)
 
 // prefetch sends the request for /apis that client-go sends next, with
 // the same headers.
-func (d *discoveryTogether) prefetch(apiReq *http.Request) {
+func (d *discoveryTogether) prefetch(apiReq *http.Request) *prefetched {
 	req := apiReq.Clone(apiReq.Context())
 	req.URL.Path = "/apis"
 	req.Body, req.GetBody, req.ContentLength = nil, nil, 0
@@ -70,6 +77,16 @@ func (d *discoveryTogether) prefetch(apiReq *http.Request) {
 		p.body, p.err = io.ReadAll(res.Body)
 		p.res = res
 	}()
+	return p
+}
+
+// drop forgets p, unless a later prefetch replaced it.
+func (d *discoveryTogether) drop(p *prefetched) {
+	d.mu.Lock()
+	if d.pending == p {
+		d.pending = nil
+	}
+	d.mu.Unlock()
 }
 
 // take answers req with the prefetched /apis, when there is one, asked

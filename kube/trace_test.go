@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -167,5 +168,49 @@ func TestTraceDepth(t *testing.T) {
 	trace.Write(&b)
 	if !strings.Contains(b.String(), "4 requests over") || !strings.Contains(b.String(), "is 3\n") {
 		t.Errorf("trace:\n%s", b.String())
+	}
+}
+
+// When /api fails, client-go does not go on to /apis: the /apis read
+// beside it is dropped, and a later /apis is asked afresh, never answered
+// with the older one.
+func TestDiscoveryDropsWhatFollowsAFailure(t *testing.T) {
+	t.Parallel()
+	srv := newSlowServer(t, 0, func(w http.ResponseWriter, r *http.Request, n int) {
+		if r.URL.Path == "/api" && n == 1 {
+			http.Error(w, "unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintf(w, "%s answer %d", r.URL.Path, n)
+	})
+	client := &http.Client{Transport: &discoveryTogether{next: http.DefaultTransport}}
+	get := func(path string) string {
+		res, err := client.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return string(b)
+	}
+	get("/api") // fails; /apis 1 went beside it
+	// Wait until the server has seen /apis 1, so that it cannot be
+	// taken for a later one.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		srv.mu.Lock()
+		n := len(srv.arrived["/apis"])
+		srv.mu.Unlock()
+		if n == 1 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if got := get("/apis"); got != "/apis answer 2" {
+		t.Errorf("/apis after a failed /api: %q, want the server's second answer", got)
+	}
+	if got := get("/api"); got != "/api answer 2" {
+		t.Fatalf("/api: %q", got)
+	}
+	if got := get("/apis"); got != "/apis answer 3" {
+		t.Errorf("/apis after /api: %q, want the one read beside it", got)
 	}
 }
