@@ -98,6 +98,20 @@ func RESTConfig(opts Options) (*rest.Config, error) {
 		// wire, each retry as a request of its own.
 		cfg.Wrap(opts.Trace.wrap)
 	}
+	if opts.Concurrency > 0 {
+		// One bound for the run, its clients made again after new CRDs
+		// included (they copy this configuration).
+		var mu sync.Mutex
+		var limit *inFlight
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			mu.Lock()
+			defer mu.Unlock()
+			if limit == nil {
+				limit = newInFlight(rt, opts.Concurrency)
+			}
+			return limit
+		})
+	}
 	if opts.ServiceAccount != "" {
 		// namespace/name -> system:serviceaccount:namespace:name
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + strings.Replace(opts.ServiceAccount, "/", ":", 1)}

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -212,5 +213,95 @@ func TestDiscoveryDropsWhatFollowsAFailure(t *testing.T) {
 	}
 	if got := get("/apis"); got != "/apis answer 3" {
 		t.Errorf("/apis after /api: %q, want the one read beside it", got)
+	}
+}
+
+// An overloaded server's 429s halve the requests in flight; answers
+// without one raise the bound again, back to the concurrency asked for.
+// The Lease's requests pass however many are in flight.
+func TestInFlightFollowsTheServersLoad(t *testing.T) {
+	t.Parallel()
+	var overloadedNow atomic.Bool
+	overloadedNow.Store(true)
+	srv := newSlowServer(t, 20*time.Millisecond, func(w http.ResponseWriter, r *http.Request, _ int) {
+		if overloadedNow.Load() && r.URL.Path == "/work" {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	})
+	l := newInFlight(http.DefaultTransport, 16)
+	client := &http.Client{Transport: l}
+	get := func(ctx context.Context, path string) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
+		res, err := client.Do(req)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		res.Body.Close()
+	}
+	burst := func(n int) int {
+		srv.mu.Lock()
+		srv.most = 0
+		srv.mu.Unlock()
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() { get(context.Background(), "/work") })
+		}
+		wg.Wait()
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		return srv.most
+	}
+	burst(32)
+	if b := l.bound(); b != minInFlight {
+		t.Fatalf("after 32 answers of 429 the bound is %d, want %d", b, minInFlight)
+	}
+	if most := burst(32); most > minInFlight {
+		t.Errorf("%d requests in flight at once while the bound is %d", most, minInFlight)
+	}
+	// Full, with requests the server holds: a Lease request passes.
+	release := make(chan struct{})
+	held := newSlowServer(t, 0, func(w http.ResponseWriter, r *http.Request, _ int) {
+		if r.URL.Path == "/held" {
+			<-release
+		}
+	})
+	var wg sync.WaitGroup
+	for range minInFlight {
+		wg.Go(func() {
+			res, err := client.Get(held.URL + "/held")
+			if err == nil {
+				res.Body.Close()
+			}
+		})
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		held.mu.Lock()
+		n := len(held.arrived["/held"])
+		held.mu.Unlock()
+		if n == minInFlight || time.Now().After(deadline) {
+			break
+		}
+	}
+	ctx, cancel := context.WithTimeout(Unfenced(context.Background()), 2*time.Second)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, held.URL+"/lease", nil)
+	if res, err := client.Do(req); err != nil {
+		t.Errorf("a Lease request while the bound is full: %v", err)
+	} else {
+		res.Body.Close()
+	}
+	cancel()
+	close(release)
+	wg.Wait()
+
+	overloadedNow.Store(false)
+	for range 20 {
+		burst(64)
+	}
+	if b := l.bound(); b != 16 {
+		t.Errorf("after answers without 429 the bound is %d, want it back at 16", b)
+	}
+	if most := burst(64); most > 16 {
+		t.Errorf("%d requests in flight at once, over the concurrency of 16", most)
 	}
 }
