@@ -92,7 +92,7 @@ func (r *run) drift(ctx context.Context) error {
 	}
 	r.planner = r.newPlanner()
 	r.planner.keepLive = true
-	r.planner.findAbsent(ctx, r.opts.Concurrency)
+	r.readAtOnce(ctx) // the namespaces and the LISTs together
 	if err := r.plan(ctx); err != nil {
 		return err
 	}
