@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -142,5 +143,73 @@ func TestUnitsOnOneClusterDiscoverOnce(t *testing.T) {
 	}
 	if n := count["/api/v1/namespaces/"+ns+"/configmaps/"+inventory.ConfigMapName("app1")]; n == 0 {
 		t.Errorf("the trace misses the units' own reads: %v", count)
+	}
+}
+
+// A plan made before the Lease is made again when what it read changed
+// before the run took the Lease: here another holder keeps the Lease while
+// an object the plan found unchanged is edited by hand. Planned from its
+// first reads, the run would leave the edit; planned again, it takes it
+// back.
+func TestPlanIsMadeAgainWhenItsReadsChanged(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	dir := t.TempDir()
+	set := func(first string) string {
+		var b strings.Builder
+		for i := range 10 {
+			v := "v"
+			if i == 0 {
+				v = first
+			}
+			fmt.Fprintf(&b, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-%d\n  namespace: %s\ndata:\n  k: %s\n", i, ns, v)
+		}
+		return b.String()
+	}
+	writeFile(t, filepath.Join(dir, "cms.yaml"), set("v"))
+	args := []string{"apply", "--path=" + dir, "--inventory=replan", "--inventory-namespace=" + ns}
+	if r := gantry(t, args...); r.code != 0 {
+		t.Fatalf("first apply: exit %d", r.code)
+	}
+	writeFile(t, filepath.Join(dir, "cms.yaml"), set("v2"))
+
+	ctx := context.Background()
+	store := &inventory.Store{Client: env.Client}
+	held, err := store.Lock(ctx, ns, "replan", "another run", inventory.LockOptions{Duration: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan gantryRun)
+	go func() { done <- gantry(t, args...) }()
+	// The run plans (cm-5 unchanged), then waits for the Lease.
+	time.Sleep(3 * time.Second)
+	cms := env.Client.CoreV1().ConfigMaps(ns)
+	cm, err := cms.Get(ctx, "cm-5", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["k"] = "by hand"
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	held.Release()
+	r := <-done
+	if r.code != 0 {
+		t.Fatalf("apply: exit %d", r.code)
+	}
+	if !strings.Contains(r.stderr, "is locked by another run; waiting") {
+		t.Errorf("the run did not wait for the Lease:\n%s", r.stderr)
+	}
+	// On a machine slow enough that the run had not planned within the
+	// pause, its first plan already saw the edit: the counts below hold
+	// either way, and without the second plan they do not.
+	if !strings.Contains(r.stderr, "planning again under its Lease") {
+		t.Logf("the run planned after the edit, not again")
+	}
+	if c := r.res.Counts(); c["configured"] != 2 {
+		t.Errorf("counts %v, want cm-0 and cm-5 configured", c)
+	}
+	if cm, err := cms.Get(ctx, "cm-5", metav1.GetOptions{}); err != nil || cm.Data["k"] != "v" {
+		t.Errorf("cm-5 holds %q (%v), want the edit by hand taken back", cm.Data["k"], err)
 	}
 }
