@@ -10,10 +10,13 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/gantry-dev/gantry/inventory"
+	"github.com/gantry-dev/gantry/result"
 )
 
 // traced is one request of a --trace: its method and its path.
@@ -211,5 +214,46 @@ func TestPlanIsMadeAgainWhenItsReadsChanged(t *testing.T) {
 	}
 	if cm, err := cms.Get(ctx, "cm-5", metav1.GetOptions{}); err != nil || cm.Data["k"] != "v" {
 		t.Errorf("cm-5 holds %q (%v), want the edit by hand taken back", cm.Data["k"], err)
+	}
+}
+
+// A Lease planted by someone else, valid and never given back, is not
+// passed by the reads before the Lease: a no-op waits for it like any run,
+// fails InventoryLocked at its timeout, and leaves the planted Lease and
+// the inventory as they were.
+func TestPlantedLeaseIsNotPassed(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "cm.yaml"), fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  namespace: %s\ndata:\n  k: v\n", ns))
+	args := []string{"apply", "--path=" + dir, "--inventory=planted", "--inventory-namespace=" + ns}
+	if r := gantry(t, args...); r.code != 0 {
+		t.Fatalf("first apply: exit %d", r.code)
+	}
+	ctx := context.Background()
+	now := metav1.NewMicroTime(time.Now())
+	planted := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: inventory.ConfigMapName("planted"), Namespace: ns},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("someone else"), LeaseDurationSeconds: ptr.To(int32(3600)), AcquireTime: &now, RenewTime: &now},
+	}
+	leases := env.Client.CoordinationV1().Leases(ns)
+	planted, err := leases.Create(ctx, planted, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, inventory.ConfigMapName("planted"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	r := gantry(t, append(args, "--timeout=3s")...)
+	if r.code != 1 || r.res.Reason != result.ReasonLocked || !strings.Contains(r.stderr, "someone else") {
+		t.Errorf("no-op beside a planted Lease: exit %d, reason %s\n%s", r.code, r.res.Reason, r.stderr)
+	}
+	if l, err := leases.Get(ctx, planted.Name, metav1.GetOptions{}); err != nil || l.ResourceVersion != planted.ResourceVersion {
+		t.Errorf("the planted Lease was changed: %v", err)
+	}
+	if now, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, inv.Name, metav1.GetOptions{}); err != nil || now.ResourceVersion != inv.ResourceVersion {
+		t.Errorf("the inventory was written: %v", err)
 	}
 }

@@ -138,7 +138,7 @@ func Scheme() *runtime.Scheme {
 // Connect builds the clients for cfg, with a write fence of their own
 // that nothing holds yet.
 func Connect(cfg *rest.Config) (*Clients, error) {
-	return connect(cfg, &WriteFence{}, nil)
+	return ConnectTo(cfg, nil)
 }
 
 // Cluster is what the runs of one invocation share on one cluster, as

@@ -45,7 +45,7 @@ func (r *run) validate(ctx context.Context) error {
 	if err := revision(); err != nil {
 		return err
 	}
-	if r.unlocked {
+	if r.unlocked != nil {
 		again, err := r.settleUnlocked(ctx)
 		if err != nil {
 			return err
@@ -68,12 +68,13 @@ func (r *run) validate(ctx context.Context) error {
 // be created (lockLater).
 func (r *run) readAndPlan(ctx context.Context, unlocked bool) (lockLater bool, err error) {
 	r.planner = r.newPlanner()
+	var pk *peeked
 	if unlocked {
-		r.readUnlocked(ctx)
+		pk = r.readUnlocked(ctx)
 	} else {
 		r.planner.findAbsent(ctx, r.opts.Concurrency)
 	}
-	if lockLater, err = r.lockUnlessNew(ctx); err != nil {
+	if lockLater, err = r.lockUnlessNew(ctx, pk); err != nil {
 		return false, err
 	}
 	if err := r.refuseEmpty(); err != nil {
@@ -132,8 +133,9 @@ func (r *run) validationFailures(stage string) error {
 // lockUnlessNew takes the inventory's lock and loads it, unless the
 // inventory's namespace is one the set brings and that does not exist yet
 // (the planner found it absent): then there is nothing to load, and the
-// lock is taken once that namespace has been created (lockLater).
-func (r *run) lockUnlessNew(ctx context.Context) (lockLater bool, err error) {
+// lock is taken once that namespace has been created (lockLater). A plan
+// made before the Lease (pk read) takes it later, in settleUnlocked.
+func (r *run) lockUnlessNew(ctx context.Context, pk *peeked) (lockLater bool, err error) {
 	if r.lease != nil {
 		return false, nil // a rollback chose its revision under it
 	}
@@ -142,7 +144,7 @@ func (r *run) lockUnlessNew(ctx context.Context) (lockLater bool, err error) {
 		r.previous = nil
 		return true, nil
 	}
-	if r.usePeeked() {
+	if r.usePeeked(pk) {
 		return false, nil
 	}
 	return false, r.lockAndLoad(ctx)

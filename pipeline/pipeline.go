@@ -220,14 +220,12 @@ type run struct {
 	// stops the run (stopRun) and fences every write.
 	lease   *inventory.Held
 	stopRun context.CancelCauseFunc
-	// peeked is the inventory, and who held its Lease, as read before
-	// the Lease was taken; unlocked: the plan was made from it, and is
-	// settled (settleUnlocked) before anything is written; heldBy is that
-	// holder; confirmed: the plan writes nothing, and was confirmed
-	// without taking the Lease.
-	peeked    *peeked
-	unlocked  bool
-	heldBy    string
+	// unlocked, when not nil, is the inventory (and who held its Lease)
+	// as read before the Lease was taken, which the plan was made from:
+	// it is settled (settleUnlocked) before anything is written.
+	// confirmed: the plan writes nothing, and was confirmed without
+	// taking the Lease.
+	unlocked  *peeked
 	confirmed bool
 	// deadlineCtx carries the one deadline of everything after the build.
 	deadlineCtx context.Context

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -51,7 +52,7 @@ func (r *run) mayPlanUnlocked() bool {
 
 // readUnlocked reads at once what the plan needs: which namespaces exist,
 // the inventory and who holds its Lease, and the LISTs of the set's kinds.
-func (r *run) readUnlocked(ctx context.Context) {
+func (r *run) readUnlocked(ctx context.Context) *peeked {
 	pk := &peeked{}
 	r.readAtOnce(ctx,
 		func() { pk.inv, pk.err = r.store.Load(ctx, r.opts.InventoryNamespace, r.opts.Inventory) },
@@ -62,7 +63,7 @@ func (r *run) readUnlocked(ctx context.Context) {
 				pk.holder = "unknown"
 			}
 		})
-	r.peeked = pk
+	return pk
 }
 
 // readAtOnce sends together the reads a plan starts with (which of the
@@ -87,18 +88,16 @@ func (r *run) readAtOnce(ctx context.Context, reads ...func()) {
 	wg.Wait()
 }
 
-// usePeeked makes the inventory read before the Lease the run's, to plan
-// with; false when it could not be read (the Lease is then taken first,
-// and the read reports why).
-func (r *run) usePeeked() bool {
-	pk := r.peeked
-	r.peeked = nil
+// usePeeked makes the inventory read before the Lease (pk) the run's, to
+// plan with; false when there is none or it could not be read (the Lease
+// is then taken first, and the read reports why).
+func (r *run) usePeeked(pk *peeked) bool {
 	if pk == nil || pk.err != nil {
 		return false
 	}
 	r.prev = pk.inv
 	r.previous = append([]inventory.Entry(nil), pk.inv.Entries...)
-	r.unlocked, r.heldBy = true, pk.holder
+	r.unlocked = pk
 	return true
 }
 
@@ -107,9 +106,10 @@ func (r *run) usePeeked() bool {
 // checks that what it read is still so. again says it is not: plan again,
 // under the Lease.
 func (r *run) settleUnlocked(ctx context.Context) (again bool, err error) {
-	r.unlocked = false
+	heldBy := r.unlocked.holder
+	r.unlocked = nil
 	ns, name := r.opts.InventoryNamespace, r.opts.Inventory
-	if r.heldBy == "" && r.writesNothing() {
+	if heldBy == "" && r.writesNothing() {
 		var holder string
 		var holderErr, confirmErr error
 		var wg sync.WaitGroup
@@ -183,8 +183,7 @@ func (p *planner) changedSince(ctx context.Context, concurrency int) (bool, erro
 		live: map[objectKey]*unstructured.Unstructured{}, listed: map[groupKey]bool{}}
 	keys := slices.Collect(maps.Keys(seen))
 	fresh.prefetch(ctx, keys, concurrency)
-	var mu sync.Mutex
-	changed := false
+	var changed atomic.Bool
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(concurrency, 1))
 	for _, k := range keys {
@@ -201,20 +200,16 @@ func (p *planner) changedSince(ctx context.Context, concurrency int) (bool, erro
 					return err
 				}
 				if u.GetResourceVersion() != seen[k] {
-					mu.Lock()
-					changed = true
-					mu.Unlock()
+					changed.Store(true)
 				}
 				return nil
 			})
 			continue
 		}
 		if now != seen[k] {
-			mu.Lock()
-			changed = true
-			mu.Unlock()
+			changed.Store(true)
 		}
 	}
 	err := g.Wait()
-	return changed, err
+	return changed.Load(), err
 }
