@@ -73,10 +73,14 @@ type Config struct {
 	Context        string
 	ServiceAccount string
 	HealthChecks   []pipeline.ObjectRef
-	Concurrency    int
-	Report         string
-	Revision       string
-	Source         string
+	// Concurrency is the most requests in flight, and the workers each
+	// stage keeps; ConcurrencyStart the bound a run starts at, less when
+	// concurrency is auto (the bound then grows far from the cluster).
+	Concurrency      int
+	ConcurrencyStart int
+	Report           string
+	Revision         string
+	Source           string
 	// Summary and Comment are auto, true or false.
 	Summary, Comment         string
 	GitHubToken, GitLabToken string
@@ -479,9 +483,23 @@ func (in *inputs) behaviour(c *Config) {
 	c.UnitsConcurrency = int(in.number("units-concurrency", 1, 64, "a whole number from 1 to 64"))
 }
 
+// With concurrency auto, a run starts with AutoConcurrencyStart requests
+// in flight, as many as a nearby API server answers at once without
+// queueing them, and may grow to AutoConcurrencyMost where answers wait
+// on the wire (kube-apiserver serves up to 1000 streams per connection).
+const (
+	AutoConcurrencyStart = 64
+	AutoConcurrencyMost  = 1024
+)
+
 // limits bound what one run reads and sends at once.
 func (in *inputs) limits(c *Config) {
-	c.Concurrency = int(in.number("concurrency", 1, 256, "a whole number from 1 to 256"))
+	if in.str("concurrency") == "auto" {
+		c.Concurrency, c.ConcurrencyStart = AutoConcurrencyMost, AutoConcurrencyStart
+	} else {
+		c.Concurrency = int(in.number("concurrency", 1, AutoConcurrencyMost, fmt.Sprintf("auto or a whole number from 1 to %d", AutoConcurrencyMost)))
+		c.ConcurrencyStart = c.Concurrency
+	}
 	c.MaxFileBytes = in.number("max-file-bytes", 1, math.MaxInt64, "a positive whole number of bytes")
 	c.MaxObjects = int(in.number("max-objects", 1, math.MaxInt32, "a positive whole number"))
 	c.MaxArtifactBytes = in.number("max-artifact-bytes", 1, math.MaxInt64, "a positive whole number of bytes")

@@ -249,3 +249,41 @@ func TestAgeKeysAsFiles(t *testing.T) {
 		t.Errorf("a value that is neither a key nor a file: %v", err)
 	}
 }
+
+// concurrency is auto by default (start at 64, grow to 1024 far away) or a
+// fixed bound; anything else is refused, naming the input.
+func TestConcurrencyAutoOrFixed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		value       string
+		most, start int
+		bad         bool
+	}{
+		{"", 1024, 64, false},
+		{"auto", 1024, 64, false},
+		{"8", 8, 8, false},
+		{"1024", 1024, 1024, false},
+		{"0", 0, 0, true},
+		{"1025", 0, 0, true},
+		{"fast", 0, 0, true},
+	} {
+		env := map[string]string{"INPUT_PATH": t.TempDir()}
+		if tc.value != "" {
+			env["GANTRY_CONCURRENCY"] = tc.value
+		}
+		c, err := Load([]string{"apply", "--inventory=web"}, env, io.Discard)
+		if tc.bad {
+			if err == nil || !strings.Contains(err.Error(), "concurrency") || !strings.Contains(err.Error(), "auto or a whole number from 1 to 1024") {
+				t.Errorf("concurrency %q: error %v, want one naming the input and what it takes", tc.value, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("concurrency %q: %v", tc.value, err)
+			continue
+		}
+		if c.Concurrency != tc.most || c.ConcurrencyStart != tc.start {
+			t.Errorf("concurrency %q: most %d, start %d; want %d, %d", tc.value, c.Concurrency, c.ConcurrencyStart, tc.most, tc.start)
+		}
+	}
+}

@@ -37,6 +37,10 @@ type Options struct {
 	// Concurrency is the number of requests gantry keeps in flight; the
 	// rate limits are set from it.
 	Concurrency int
+	// MaxConcurrency, when more than Concurrency, is the most the bound
+	// may grow to while answers show that they wait on the wire, not on
+	// the server (a cluster in another region); see inFlight.
+	MaxConcurrency int
 	// Trace, when not nil, records every request sent.
 	Trace *Trace
 }
@@ -107,7 +111,7 @@ func RESTConfig(opts Options) (*rest.Config, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if limit == nil {
-				limit = newInFlight(rt, opts.Concurrency)
+				limit = newInFlight(rt, opts.Concurrency, opts.MaxConcurrency)
 			}
 			return limit
 		})

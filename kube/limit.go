@@ -3,7 +3,9 @@ package kube
 import (
 	"context"
 	"net/http"
+	"slices"
 	"sync"
+	"time"
 )
 
 // minInFlight is the fewest requests a run keeps in flight however
@@ -11,30 +13,46 @@ import (
 const minInFlight = 2
 
 // inFlight bounds the requests a run has in flight to its API server. It
-// starts at the concurrency asked for and follows what the server says:
-// an answer that it is overloaded (429 Too Many Requests, which API
-// Priority and Fairness sends when a priority level's queues are full, or
-// 503 with Retry-After) halves the bound, down to minInFlight; each run of
-// as many answers as the bound, none of them such, raises it by one, back
-// up to the concurrency asked for. The request that was refused is sent
-// again by the retries above, after its Retry-After.
+// starts at start and follows what the server says:
+//
+//   - an answer that it is overloaded (429 Too Many Requests, which API
+//     Priority and Fairness sends when a priority level's queues are full,
+//     or 503 with Retry-After) halves the bound, down to minInFlight; each
+//     run of as many answers as the bound, none of them such, raises it by
+//     one, back up to start. The request that was refused is sent again by
+//     the retries above, after its Retry-After;
+//   - when most may be more than start, the time answers take moves it
+//     between the two. A far cluster's answers take a round trip however
+//     few are in flight: while requests wait for room and the median
+//     answer of a bound's worth takes at most twice the fastest answer
+//     seen (the wire, not the server's queues), the bound grows by half,
+//     up to most. When the median takes more than four times the fastest
+//     (the server queues them: a cluster on the runner's own cores, or
+//     one that is busy), it shrinks by a quarter, never below start.
 //
 // The Lease's own requests (Unfenced) are never held: its renewal must not
 // wait behind the objects' writes.
 type inFlight struct {
-	next http.RoundTripper
-	max  int
+	next        http.RoundTripper
+	start, most int
 
-	mu    sync.Mutex
-	limit int
-	n     int // in flight
-	ok    int // answers since the bound last changed
-	wake  chan struct{}
+	mu      sync.Mutex
+	limit   int
+	n       int // in flight
+	ok      int // answers since the bound last changed, while below start
+	waited  bool
+	fastest time.Duration
+	window  []time.Duration // answers' times since the bound was last weighed
+	// waiting are the requests waiting for room, first come first
+	// served: a room given is a channel closed.
+	waiting []chan struct{}
 }
 
-func newInFlight(next http.RoundTripper, concurrency int) *inFlight {
-	concurrency = max(concurrency, minInFlight)
-	return &inFlight{next: next, max: concurrency, limit: concurrency, wake: make(chan struct{})}
+// newInFlight bounds next at concurrency requests in flight, adapting to
+// the time answers take up to most when most is more.
+func newInFlight(next http.RoundTripper, concurrency, most int) *inFlight {
+	start := max(concurrency, minInFlight)
+	return &inFlight{next: next, start: start, most: max(most, start), limit: start}
 }
 
 func (l *inFlight) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -44,8 +62,9 @@ func (l *inFlight) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := l.acquire(req.Context()); err != nil {
 		return nil, err
 	}
+	sent := time.Now()
 	res, err := l.next.RoundTrip(req)
-	l.release(err == nil && overloaded(res))
+	l.release(time.Since(sent), err == nil && overloaded(res), err == nil)
 	return res, err
 }
 
@@ -56,37 +75,82 @@ func overloaded(res *http.Response) bool {
 }
 
 func (l *inFlight) acquire(ctx context.Context) error {
-	for {
-		l.mu.Lock()
-		if l.n < l.limit {
-			l.n++
-			l.mu.Unlock()
-			return nil
-		}
-		wake := l.wake
+	l.mu.Lock()
+	if l.n < l.limit && len(l.waiting) == 0 {
+		l.n++
 		l.mu.Unlock()
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return ctx.Err()
+		return nil
+	}
+	l.waited = true
+	room := make(chan struct{})
+	l.waiting = append(l.waiting, room)
+	l.mu.Unlock()
+	select {
+	case <-room:
+		return nil
+	case <-ctx.Done():
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if i := slices.Index(l.waiting, room); i >= 0 {
+			l.waiting = slices.Delete(l.waiting, i, i+1)
+		} else {
+			// Given room as ctx ended: give it on.
+			l.n--
+			l.admit()
 		}
+		return ctx.Err()
 	}
 }
 
-func (l *inFlight) release(overloaded bool) {
+// admit gives room to the requests waiting, first come first served, as
+// far as the bound allows.
+func (l *inFlight) admit() {
+	for l.n < l.limit && len(l.waiting) > 0 {
+		l.n++
+		close(l.waiting[0])
+		l.waiting = l.waiting[1:]
+	}
+}
+
+// release gives back a request's room; took is the time its answer took
+// (answered: it came, with no error).
+func (l *inFlight) release(took time.Duration, overloaded, answered bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.n--
 	switch {
 	case overloaded:
 		l.limit, l.ok = max(minInFlight, l.limit/2), 0
-	case l.limit < l.max:
+		l.window, l.waited = l.window[:0], false
+	case l.limit < l.start:
 		if l.ok++; l.ok >= l.limit {
 			l.limit, l.ok = l.limit+1, 0
 		}
+	case l.most > l.start && answered:
+		l.weigh(took)
 	}
-	close(l.wake)
-	l.wake = make(chan struct{})
+	l.admit()
+}
+
+// weigh records an answer's time and, once a bound's worth of answers
+// came, moves the bound as their median says.
+func (l *inFlight) weigh(took time.Duration) {
+	if l.fastest == 0 || took < l.fastest {
+		l.fastest = took
+	}
+	l.window = append(l.window, took)
+	if len(l.window) < l.limit {
+		return
+	}
+	slices.Sort(l.window)
+	median := l.window[len(l.window)/2]
+	switch {
+	case l.waited && median <= 2*l.fastest:
+		l.limit = min(l.most, l.limit+l.limit/2)
+	case median > 4*l.fastest:
+		l.limit = max(l.start, l.limit-l.limit/4)
+	}
+	l.window, l.waited = l.window[:0], false
 }
 
 // bound is the number of requests allowed in flight now.

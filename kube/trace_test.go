@@ -228,7 +228,7 @@ func TestInFlightFollowsTheServersLoad(t *testing.T) {
 			w.WriteHeader(http.StatusTooManyRequests)
 		}
 	})
-	l := newInFlight(http.DefaultTransport, 16)
+	l := newInFlight(http.DefaultTransport, 16, 0)
 	client := &http.Client{Transport: l}
 	get := func(ctx context.Context, path string) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)

@@ -89,7 +89,8 @@ func (s *Session) baseTrees(cfg *config.Config) *gitsource.Trees {
 }
 
 func kubeOptions(cfg *config.Config) kube.Options {
-	return kube.Options{Kubeconfig: cfg.Kubeconfig, Context: cfg.Context, ServiceAccount: cfg.ServiceAccount, Concurrency: cfg.Concurrency}
+	return kube.Options{Kubeconfig: cfg.Kubeconfig, Context: cfg.Context, ServiceAccount: cfg.ServiceAccount,
+		Concurrency: cfg.ConcurrencyStart, MaxConcurrency: cfg.Concurrency}
 }
 
 // kubeOptions are cfg's, with the session's trace.
@@ -109,7 +110,7 @@ func (s *Session) Connect(cfg *config.Config, warnings io.Writer) pipeline.Conne
 			return nil, err
 		}
 		rc.WarningHandler = rest.NewWarningWriter(warnings, rest.WarningWriterOptions{Deduplicate: true})
-		opts.Concurrency = 0 // not part of what is shared
+		opts.Concurrency, opts.MaxConcurrency = 0, 0 // not part of what is shared
 		return kube.ConnectTo(rc, s.cluster(opts))
 	}
 }

@@ -1,0 +1,127 @@
+package kube
+
+import (
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// requests sends n GETs to url through l from workers goroutines, as a
+// stage's workers do, and returns the most the server had at once.
+func requests(t *testing.T, l *inFlight, srv *slowServer, n, workers int) int {
+	t.Helper()
+	srv.mu.Lock()
+	srv.most = 0
+	srv.mu.Unlock()
+	client := &http.Client{Transport: l}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				res, err := client.Get(srv.URL + "/work")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				res.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return srv.most
+}
+
+func newTransport() *http.Transport {
+	return &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 0}
+}
+
+// A far cluster: every answer takes the same round trip however many
+// are in flight. The bound grows past its start, up to its most.
+func TestInFlightGrowsWhereAnswersWaitOnTheWire(t *testing.T) {
+	t.Parallel()
+	srv := newSlowServer(t, 20*time.Millisecond, func(http.ResponseWriter, *http.Request, int) {})
+	l := newInFlight(newTransport(), 4, 64)
+	most := requests(t, l, srv, 600, 128)
+	if b := l.bound(); b < 32 {
+		t.Errorf("after 600 answers of 20 ms each the bound is %d, want it grown from 4 toward 64", b)
+	}
+	if b := l.bound(); b > 64 {
+		t.Errorf("the bound is %d, past its most of 64", b)
+	}
+	if most <= 4 || most > 64 {
+		t.Errorf("the server had %d requests at once, want more than the start (4) and at most 64", most)
+	}
+}
+
+// A server that queues: it answers one request at a time, so that each
+// answer takes longer the more are in flight (a cluster on the runner's
+// own cores). The bound stays at its start.
+func TestInFlightDoesNotGrowWhereTheServerQueues(t *testing.T) {
+	t.Parallel()
+	var one sync.Mutex
+	var in, most atomic.Int64
+	srv := newSlowServer(t, 0, func(http.ResponseWriter, *http.Request, int) {
+		n := in.Add(1)
+		defer in.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		one.Lock()
+		time.Sleep(2 * time.Millisecond)
+		one.Unlock()
+	})
+	l := newInFlight(newTransport(), 8, 256)
+	requests(t, l, srv, 400, 128)
+	if m := most.Load(); m > 8 {
+		t.Errorf("the server had %d requests at once, want at most the start, 8", m)
+	}
+	if b := l.bound(); b != 8 {
+		t.Errorf("the bound is %d, want it kept at its start, 8", b)
+	}
+}
+
+// Grown far away, the bound comes back to its start once the server
+// starts queueing, and not below it.
+func TestInFlightShrinksBackWhenTheServerQueues(t *testing.T) {
+	t.Parallel()
+	var queueing atomic.Bool
+	var one sync.Mutex
+	srv := newSlowServer(t, 0, func(http.ResponseWriter, *http.Request, int) {
+		if queueing.Load() {
+			one.Lock()
+			time.Sleep(2 * time.Millisecond)
+			one.Unlock()
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	})
+	l := newInFlight(newTransport(), 4, 64)
+	requests(t, l, srv, 600, 128)
+	grown := l.bound()
+	if grown <= 4 {
+		t.Fatalf("the bound did not grow: %d", grown)
+	}
+	queueing.Store(true)
+	requests(t, l, srv, 600, 128)
+	if b := l.bound(); b != 4 {
+		t.Errorf("after the server queued 600 answers the bound is %d (it had grown to %d), want its start, 4", b, grown)
+	}
+}
+
+// A fixed bound (most no more than the start) never grows, however the
+// answers come.
+func TestInFlightFixedStaysFixed(t *testing.T) {
+	t.Parallel()
+	srv := newSlowServer(t, 20*time.Millisecond, func(http.ResponseWriter, *http.Request, int) {})
+	l := newInFlight(newTransport(), 4, 4)
+	if most := requests(t, l, srv, 200, 64); most > 4 {
+		t.Errorf("the server had %d requests at once, want at most 4", most)
+	}
+	if b := l.bound(); b != 4 {
+		t.Errorf("the bound is %d, want 4", b)
+	}
+}
