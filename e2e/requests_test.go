@@ -111,8 +111,8 @@ func TestNoopSendsNoWrite(t *testing.T) {
 	}
 }
 
-// Units on one cluster read its discovery and its version once between
-// them, not once each.
+// Units on one cluster read its discovery, its version and the schemas of
+// its built-in kinds once between them, not once each.
 func TestUnitsOnOneClusterDiscoverOnce(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
@@ -123,8 +123,12 @@ func TestUnitsOnOneClusterDiscoverOnce(t *testing.T) {
 		if err := os.MkdirAll(filepath.Join(root, fmt.Sprint("app", i)), 0o755); err != nil {
 			t.Fatal(err)
 		}
+		// Each unit brings a Namespace of its own, so that its ConfigMap
+		// is checked offline against the cluster's /openapi/v3 first.
+		own := fmt.Sprintf("%s-u%d", ns, i)
+		t.Cleanup(func() { _ = env.Client.CoreV1().Namespaces().Delete(context.Background(), own, metav1.DeleteOptions{}) })
 		writeFile(t, filepath.Join(root, fmt.Sprint("app", i), "cm.yaml"),
-			fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-%d\n  namespace: %s\ndata:\n  k: v\n", i, ns))
+			fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %[2]s\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-%[1]d\n  namespace: %[2]s\ndata:\n  k: v\n", i, own))
 		fmt.Fprintf(&units, "  - {name: app%d, path: app%d, inventory: app%d, kubeconfig: %s}\n", i, i, i, kc)
 	}
 	runFile := filepath.Join(root, "gantry.yaml")
@@ -139,7 +143,7 @@ func TestUnitsOnOneClusterDiscoverOnce(t *testing.T) {
 			count[strings.SplitN(q.path, "?", 2)[0]]++
 		}
 	}
-	for _, p := range []string{"/api", "/apis", "/version"} {
+	for _, p := range []string{"/api", "/apis", "/version", "/openapi/v3", "/openapi/v3/api/v1"} {
 		if count[p] != 1 {
 			t.Errorf("GET %s sent %d times by 3 units on one cluster, want once", p, count[p])
 		}

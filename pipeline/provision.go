@@ -127,7 +127,7 @@ func (r *run) prepareOffline() {
 	}
 	go func() {
 		defer close(o.ready)
-		if o.v, o.err = schemas.New(set, r.clients); o.err != nil {
+		if o.v, o.err = schemas.WithBuiltins(set, r.clients.Builtins()); o.err != nil {
 			return
 		}
 		for gv := range gvs {

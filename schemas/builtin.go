@@ -28,16 +28,38 @@ type builtinGroup struct {
 	validators map[string]*validate.SchemaValidator
 }
 
+// Builtins are the schemas of built-in kinds that one source publishes,
+// read and parsed once per group version however many Validators use
+// them: the units of a run on one cluster share them. Safe for concurrent
+// use.
+type Builtins struct {
+	src    OpenAPISource
+	mu     sync.Mutex
+	groups map[schema.GroupVersion]*builtinGroup
+}
+
+// NewBuiltins reads the schemas of built-in kinds from src when first
+// asked for each group version; src may be nil when none is.
+func NewBuiltins(src OpenAPISource) *Builtins {
+	return &Builtins{src: src, groups: map[schema.GroupVersion]*builtinGroup{}}
+}
+
 func (v *Validator) builtin(gv schema.GroupVersion) (*builtinGroup, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if b, ok := v.builtins[gv]; ok {
+	return v.builtins.group(gv)
+}
+
+// group reads and parses gv's schemas, once: a failure is not kept, so
+// that the next use asks again.
+func (bs *Builtins) group(gv schema.GroupVersion) (*builtinGroup, error) {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	if b, ok := bs.groups[gv]; ok {
 		return b, nil
 	}
-	if v.openapi == nil {
+	if bs.src == nil {
 		return nil, ErrNoSchema
 	}
-	raw, err := v.openapi.OpenAPIV3(gv)
+	raw, err := bs.src.OpenAPIV3(gv)
 	if err != nil {
 		return nil, fmt.Errorf("reading the cluster's schema of %s: %w", gv, err)
 	}
@@ -59,7 +81,7 @@ func (v *Validator) builtin(gv schema.GroupVersion) (*builtinGroup, error) {
 			}
 		}
 	}
-	v.builtins[gv] = b
+	bs.groups[gv] = b
 	return b, nil
 }
 

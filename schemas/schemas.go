@@ -53,7 +53,7 @@ type OpenAPISource interface {
 type Validator struct {
 	crds      map[schema.GroupKind]*apiextensionsv1.CustomResourceDefinition
 	crdGroups map[string]bool
-	openapi   OpenAPISource
+	builtins  *Builtins
 
 	// release, offline: the Kubernetes release whose built-in kinds are
 	// checked, with no cluster. Any kind that neither it nor a CRD defines
@@ -63,19 +63,23 @@ type Validator struct {
 
 	mu       sync.Mutex
 	versions map[schema.GroupVersionKind]*crdVersion
-	builtins map[schema.GroupVersion]*builtinGroup
 }
 
 // New returns a Validator for the CRDs of a set (objects of any other kind
 // are ignored) and the cluster's published schemas; openapi may be nil when
 // no built-in kind needs checking.
 func New(set []*unstructured.Unstructured, openapi OpenAPISource) (*Validator, error) {
+	return WithBuiltins(set, NewBuiltins(openapi))
+}
+
+// WithBuiltins is New with built-in kinds' schemas that other Validators
+// may share.
+func WithBuiltins(set []*unstructured.Unstructured, builtins *Builtins) (*Validator, error) {
 	v := &Validator{
 		crds:      map[schema.GroupKind]*apiextensionsv1.CustomResourceDefinition{},
 		crdGroups: map[string]bool{},
-		openapi:   openapi,
+		builtins:  builtins,
 		versions:  map[schema.GroupVersionKind]*crdVersion{},
-		builtins:  map[schema.GroupVersion]*builtinGroup{},
 	}
 	if err := v.addCRDs(set); err != nil {
 		return nil, err
@@ -92,11 +96,10 @@ func Offline(set, crds []*unstructured.Unstructured, release *releases.Release, 
 	v := &Validator{
 		crds:         map[schema.GroupKind]*apiextensionsv1.CustomResourceDefinition{},
 		crdGroups:    map[string]bool{},
-		openapi:      release,
+		builtins:     NewBuiltins(release),
 		release:      release,
 		allowUnknown: map[string]bool{},
 		versions:     map[schema.GroupVersionKind]*crdVersion{},
-		builtins:     map[schema.GroupVersion]*builtinGroup{},
 	}
 	for _, g := range allowUnknown {
 		v.allowUnknown[g] = true
