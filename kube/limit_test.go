@@ -99,16 +99,16 @@ func TestInFlightShrinksBackWhenTheServerQueues(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	})
-	l := newInFlight(newTransport(), 4, 64)
+	l := newInFlight(newTransport(), 8, 64)
 	requests(t, l, srv, 600, 128)
 	grown := l.bound()
-	if grown <= 4 {
+	if grown <= 8 {
 		t.Fatalf("the bound did not grow: %d", grown)
 	}
 	queueing.Store(true)
 	requests(t, l, srv, 600, 128)
-	if b := l.bound(); b != 4 {
-		t.Errorf("after the server queued 600 answers the bound is %d (it had grown to %d), want its start, 4", b, grown)
+	if b := l.bound(); b != 8 {
+		t.Errorf("after the server queued 600 answers the bound is %d (it had grown to %d), want its start, 8", b, grown)
 	}
 }
 

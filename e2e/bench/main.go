@@ -30,6 +30,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -64,6 +65,10 @@ type bench struct {
 	gantryArgs []string
 	// farScenarios are those the far scenario runs through its proxy.
 	farScenarios map[string]bool
+	// pids are the processes of the bench's clusters, whose CPU the
+	// units scenario counts; gantryCPU, the CPU of gantry's runs so far.
+	pids      []int
+	gantryCPU time.Duration
 }
 
 func main() {
@@ -122,6 +127,7 @@ func (b *bench) run() error {
 	defer func() { _ = c.Stop(context.Background()) }()
 	b.kubeconfig = c.Kubeconfig
 	b.servers = append(b.servers, c.RESTConfig.Host)
+	b.addPIDs(c)
 	cfg := rest.CopyConfig(c.RESTConfig)
 	cfg.QPS, cfg.Burst = -1, 0 // the floor is not rate limited on the client
 	if b.http, err = rest.HTTPClientFor(cfg); err != nil {
@@ -248,6 +254,44 @@ func (b *bench) namespace(ctx context.Context, tool string) (string, error) {
 	return ns, err
 }
 
+func (b *bench) addPIDs(c *cluster.Cluster) {
+	for _, p := range c.Processes {
+		b.pids = append(b.pids, p.PID)
+	}
+}
+
+// cpu is the CPU time, user and system, that the clusters' processes
+// (etcd, the API servers, their controllers and kwok), the bench itself
+// (the latency proxies run in it) and gantry's runs have used so far.
+func (b *bench) cpu() (clusters, bench, gantry time.Duration) {
+	for _, pid := range b.pids {
+		clusters += procCPU(fmt.Sprintf("/proc/%d/stat", pid))
+	}
+	return clusters, procCPU("/proc/self/stat"), b.gantryCPU
+}
+
+// procCPU reads utime and stime from a /proc stat file, in clock ticks of
+// 10 ms (USER_HZ is 100 on Linux); 0 when it cannot.
+func procCPU(file string) time.Duration {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	// The command name, in parentheses, may hold spaces: fields count
+	// from after its closing parenthesis.
+	rest := string(data)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
 func timed(f func() error) (time.Duration, error) {
 	start := time.Now()
 	err := f()
@@ -265,6 +309,9 @@ func (b *bench) exec(name string, args ...string) error {
 		}
 	}
 	out, err := cmd.CombinedOutput()
+	if name == b.gantry && cmd.ProcessState != nil {
+		b.gantryCPU += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
 	if err != nil {
 		// diff exits 1 (kubectl) or 3 (gantry) when there are changes.
 		var ee *exec.ExitError
