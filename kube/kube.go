@@ -43,6 +43,9 @@ type Options struct {
 	// may grow to while answers show that they wait on the wire, not on
 	// the server (a cluster in another region); see inFlight.
 	MaxConcurrency int
+	// Bound, when not nil, is shared with the other runs given it: their
+	// requests count against one bound. Nil: the run's own.
+	Bound *Bound
 	// Trace, when not nil, records every request sent.
 	Trace *Trace
 }
@@ -109,16 +112,14 @@ func RESTConfig(opts Options) (*rest.Config, error) {
 	}
 	if opts.Concurrency > 0 {
 		// One bound for the run, its clients made again after new CRDs
-		// included (they copy this configuration).
-		var mu sync.Mutex
-		var limit *inFlight
+		// included (they copy this configuration), and for the other runs
+		// given the same Bound.
+		bound := opts.Bound
+		if bound == nil {
+			bound = &Bound{}
+		}
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-			mu.Lock()
-			defer mu.Unlock()
-			if limit == nil {
-				limit = newInFlight(rt, opts.Concurrency, opts.MaxConcurrency)
-			}
-			return limit
+			return bound.wrap(rt, opts.Concurrency, opts.MaxConcurrency)
 		})
 	}
 	if opts.ServiceAccount != "" {

@@ -48,6 +48,25 @@ type inFlight struct {
 	waiting []chan struct{}
 }
 
+// Bound is a bound on requests in flight that runs share: those of one
+// invocation on one cluster, as one identity, with the same concurrency,
+// so that units running at once ask no more of the server than one run
+// would, and learn its latency together. Its zero value is ready; the
+// first run to connect sets it up.
+type Bound struct {
+	mu sync.Mutex
+	l  *inFlight
+}
+
+func (b *Bound) wrap(rt http.RoundTripper, concurrency, most int) http.RoundTripper {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.l == nil {
+		b.l = newInFlight(rt, concurrency, most)
+	}
+	return b.l
+}
+
 // newInFlight bounds next at concurrency requests in flight, adapting to
 // the time answers take up to most when most is more.
 func newInFlight(next http.RoundTripper, concurrency, most int) *inFlight {

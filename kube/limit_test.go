@@ -2,10 +2,14 @@ package kube
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
 )
 
 // requests sends n GETs to url through l from workers goroutines, as a
@@ -123,5 +127,66 @@ func TestInFlightFixedStaysFixed(t *testing.T) {
 	}
 	if b := l.bound(); b != 4 {
 		t.Errorf("the bound is %d, want 4", b)
+	}
+}
+
+// Runs given one Bound share it: two runs on one cluster with a bound of 3
+// each have at most 3 requests in flight between them, not 6.
+func TestRunsShareTheirBound(t *testing.T) {
+	t.Parallel()
+	srv := newSlowServer(t, 20*time.Millisecond, func(http.ResponseWriter, *http.Request, int) {})
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "`+srv.URL+`"}}]
+users: [{name: u, user: {}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	send := func(bound *Bound) func() {
+		cfg, err := RESTConfig(Options{Kubeconfig: kubeconfig, Concurrency: 3, Bound: bound})
+		if err != nil {
+			t.Fatal(err)
+		}
+		client, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return func() {
+			var wg sync.WaitGroup
+			for range 12 {
+				wg.Go(func() {
+					res, err := client.Get(srv.URL + "/work")
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					res.Body.Close()
+				})
+			}
+			wg.Wait()
+		}
+	}
+	most := func(runs ...func()) int {
+		srv.mu.Lock()
+		srv.most = 0
+		srv.mu.Unlock()
+		var wg sync.WaitGroup
+		for _, run := range runs {
+			wg.Go(run)
+		}
+		wg.Wait()
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		return srv.most
+	}
+	shared := &Bound{}
+	if n := most(send(shared), send(shared)); n > 3 {
+		t.Errorf("two runs sharing a bound of 3 had %d requests in flight", n)
+	}
+	if n := most(send(nil), send(nil)); n <= 3 {
+		t.Errorf("two runs with bounds of their own had %d requests in flight, want more than 3 (the test would not see sharing)", n)
 	}
 }

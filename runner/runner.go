@@ -59,6 +59,26 @@ type Session struct {
 	// its discovery and version, asked once.
 	clustersMu sync.Mutex
 	clusters   map[kube.Options]*kube.Cluster
+	// bounds are the bounds on requests in flight that units on one
+	// cluster, as one identity, with the same concurrency share.
+	bounds map[kube.Options]*kube.Bound
+}
+
+// bound is the bound on requests in flight that the units connecting with
+// opts share.
+func (s *Session) bound(opts kube.Options) *kube.Bound {
+	s.clustersMu.Lock()
+	defer s.clustersMu.Unlock()
+	if s.bounds == nil {
+		s.bounds = map[kube.Options]*kube.Bound{}
+	}
+	opts.Bound = nil
+	b, ok := s.bounds[opts]
+	if !ok {
+		b = &kube.Bound{}
+		s.bounds[opts] = b
+	}
+	return b
 }
 
 // cluster is what the units connecting with opts share.
@@ -105,12 +125,13 @@ func (s *Session) kubeOptions(cfg *config.Config) kube.Options {
 func (s *Session) Connect(cfg *config.Config, warnings io.Writer) pipeline.Connector {
 	return func() (*kube.Clients, error) {
 		opts := s.kubeOptions(cfg)
+		opts.Bound = s.bound(opts)
 		rc, err := kube.RESTConfig(opts)
 		if err != nil {
 			return nil, err
 		}
 		rc.WarningHandler = rest.NewWarningWriter(warnings, rest.WarningWriterOptions{Deduplicate: true})
-		opts.Concurrency, opts.MaxConcurrency = 0, 0 // not part of what is shared
+		opts.Concurrency, opts.MaxConcurrency, opts.Bound = 0, 0, nil // not part of what is shared
 		return kube.ConnectTo(rc, s.cluster(opts))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/config"
+	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -181,5 +182,26 @@ func TestRunUnitsCancelled(t *testing.T) {
 	}
 	if slices.Contains(r.called, "second") {
 		t.Errorf("second was started after the cancel")
+	}
+}
+
+// Units on one cluster, as one identity, with the same concurrency share a
+// bound on requests in flight; another concurrency, context or identity
+// has one of its own.
+func TestUnitsShareABoundWhereTheirSettingsMatch(t *testing.T) {
+	t.Parallel()
+	s := &Session{}
+	base := kube.Options{Kubeconfig: "kc", Context: "a", Concurrency: 64, MaxConcurrency: 1024}
+	if s.bound(base) != s.bound(base) {
+		t.Error("two units with the same settings have bounds of their own")
+	}
+	for _, other := range []kube.Options{
+		{Kubeconfig: "kc", Context: "a", Concurrency: 8, MaxConcurrency: 8},
+		{Kubeconfig: "kc", Context: "b", Concurrency: 64, MaxConcurrency: 1024},
+		{Kubeconfig: "kc", Context: "a", ServiceAccount: "ns/deployer", Concurrency: 64, MaxConcurrency: 1024},
+	} {
+		if s.bound(other) == s.bound(base) {
+			t.Errorf("%+v shares the bound of %+v", other, base)
+		}
 	}
 }
