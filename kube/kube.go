@@ -137,13 +137,16 @@ func RESTConfig(opts Options) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// Scheme knows the built-in types and CRDs, for typed reads.
-func Scheme() *runtime.Scheme {
+// Scheme knows the built-in types and CRDs, for typed reads. It is made
+// once and shared by every client of the process (building it takes
+// about 2 ms of CPU, once per unit of a run file before); nothing adds to
+// it.
+var Scheme = sync.OnceValue(func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(s)
 	_ = apiextensionsv1.AddToScheme(s)
 	return s
-}
+})
 
 // Connect builds the clients for cfg, with a write fence of their own
 // that nothing holds yet.
