@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -259,5 +260,30 @@ func TestPlantedLeaseIsNotPassed(t *testing.T) {
 	}
 	if now, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, inv.Name, metav1.GetOptions{}); err != nil || now.ResourceVersion != inv.ResourceVersion {
 		t.Errorf("the inventory was written: %v", err)
+	}
+}
+
+// A set that brings its own Namespace creates it to dry-run the rest in
+// it; the answer to that write already says the Namespace is ready, so no
+// poll follows it: the next request is the Lease.
+func TestNewNamespaceIsNotPolled(t *testing.T) {
+	t.Parallel()
+	own := env.Namespace(t) + "-own"
+	t.Cleanup(func() { _ = env.Client.CoreV1().Namespaces().Delete(context.Background(), own, metav1.DeleteOptions{}) })
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "set.yaml"), fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %[1]s\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  namespace: %[1]s\ndata:\n  k: v\n", own))
+	r := gantry(t, "apply", "--path="+dir, "--inventory=own", "--inventory-namespace="+own, "--trace")
+	if r.code != 0 {
+		t.Fatalf("exit %d", r.code)
+	}
+	reqs := requestsOf(t, r.stderr)
+	created := slices.IndexFunc(reqs, func(q traced) bool {
+		return q.method == "PATCH" && strings.HasPrefix(q.path, "/api/v1/namespaces/"+own+"?") && !strings.Contains(q.path, "dryRun")
+	})
+	if created < 0 || created+1 >= len(reqs) {
+		t.Fatalf("no write of the Namespace among %v", reqs)
+	}
+	if next := reqs[created+1]; next.method != "POST" || !strings.Contains(next.path, "/leases") {
+		t.Errorf("after the Namespace was created the run sent %s %s, want the Lease's POST (no poll of the Namespace)", next.method, next.path)
 	}
 }

@@ -201,8 +201,10 @@ func (r *run) provision(ctx context.Context, needs []*plan, lockLater bool) erro
 	}
 	_ = g.Wait()
 	err := errs.err()
-	if err == nil {
-		// A few objects, usually ready at once: poll often.
+	// A new Namespace is ready in the answer to its write: no poll then,
+	// a round trip saved. A CRD is established a moment after: a few
+	// objects, soon ready, so poll often.
+	if err == nil && slices.ContainsFunc(created, func(u *unstructured.Unstructured) bool { return !currentNow(u) }) {
 		err = r.waitEstablished(ctx, written, 25*time.Millisecond)
 	}
 	for _, pl := range written {
