@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,10 +21,14 @@ import (
 	"github.com/gantry-dev/gantry/result"
 )
 
-// traced is one request of a --trace: its method and its path.
-type traced struct{ method, path string }
+// traced is one request of a --trace: its method, its path and the depth
+// of the chain of answers it waited for.
+type traced struct {
+	method, path string
+	depth        int
+}
 
-var traceLine = regexp.MustCompile(`^\s+\S+\s+\S+\s+\d+\s+(GET|POST|PUT|PATCH|DELETE) [^/\s]+(/\S*) ->`)
+var traceLine = regexp.MustCompile(`^\s+\S+\s+\S+\s+(\d+)\s+(GET|POST|PUT|PATCH|DELETE) [^/\s]+(/\S*) ->`)
 
 // requestsOf reads the requests a --trace printed.
 func requestsOf(t *testing.T, stderr string) []traced {
@@ -31,7 +36,8 @@ func requestsOf(t *testing.T, stderr string) []traced {
 	var out []traced
 	for line := range strings.SplitSeq(stderr, "\n") {
 		if m := traceLine.FindStringSubmatch(line); m != nil {
-			out = append(out, traced{m[1], m[2]})
+			depth, _ := strconv.Atoi(m[1])
+			out = append(out, traced{m[2], m[3], depth})
 		}
 	}
 	if len(out) == 0 {
@@ -285,5 +291,39 @@ func TestNewNamespaceIsNotPolled(t *testing.T) {
 	}
 	if next := reqs[created+1]; next.method != "POST" || !strings.Contains(next.path, "/leases") {
 		t.Errorf("after the Namespace was created the run sent %s %s, want the Lease's POST (no poll of the Namespace)", next.method, next.path)
+	}
+}
+
+// Drift against the newest revision asks for discovery beside the version,
+// and for the revision beside the look for stray revisions: its reads form
+// a chain of four (the version, the inventory, the revision, the objects),
+// not six.
+func TestDriftReadsInAChainOfFour(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "cm.yaml"), fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  namespace: %s\ndata:\n  k: v\n", ns))
+	if r := gantry(t, "apply", "--path="+dir, "--inventory=chain", "--inventory-namespace="+ns); r.code != 0 {
+		t.Fatalf("apply: exit %d", r.code)
+	}
+	r := gantry(t, "drift", "--inventory=chain", "--inventory-namespace="+ns, "--trace")
+	if r.code != 0 {
+		t.Fatalf("drift: exit %d", r.code)
+	}
+	deepest := 0
+	depth := map[string]int{}
+	for _, q := range requestsOf(t, r.stderr) {
+		deepest = max(deepest, q.depth)
+		depth[strings.SplitN(q.path, "?", 2)[0]] = q.depth
+	}
+	if deepest > 4 {
+		t.Errorf("drift's requests form a chain of %d, want at most 4:\n%s", deepest, r.stderr)
+	}
+	revision := depth["/api/v1/namespaces/"+ns+"/secrets/"+inventory.RevisionName("chain", 1)]
+	if strays := depth["/api/v1/namespaces/"+ns+"/secrets"]; strays == 0 || strays != revision {
+		t.Errorf("the look for stray revisions went at depth %d, the revision's read at %d: want them together", strays, revision)
+	}
+	if d := depth["/api"]; d != 1 {
+		t.Errorf("discovery (/api) went at depth %d, want 1, beside the version", d)
 	}
 }

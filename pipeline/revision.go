@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -242,6 +243,11 @@ func (r *run) revisionStage(rollback bool, pick func([]*inventory.Revision) (*in
 			r.res.Reason = reason
 			return err
 		}
+		if r.connect != nil && r.connecting == nil {
+			// The set, from a revision, needs discovery: asked beside
+			// the version, not after the revision is read.
+			r.connectEarly()
+		}
 		if err := r.ensureClients(); err != nil {
 			return fail(result.ReasonApplyFailed, err)
 		}
@@ -268,14 +274,25 @@ func (r *run) revisionStage(rollback bool, pick func([]*inventory.Revision) (*in
 		} else if err := r.loadInventory(ctx); err != nil {
 			return fail(result.ReasonApplyFailed, err)
 		}
-		if strays, err := r.store.Strays(ctx, r.prev); err == nil && len(strays) > 0 {
-			r.obs.Info("warning: " + inventory.StrayWarning(r.prev, strays))
+		// The revisions no inventory records (a warning only) are looked
+		// for while the one picked is read: one round trip, not two.
+		var strays []string
+		var straysErr error
+		var looked sync.WaitGroup
+		looked.Go(func() { strays, straysErr = r.store.Strays(ctx, r.prev) })
+		warnStrays := func() {
+			looked.Wait()
+			if straysErr == nil && len(strays) > 0 {
+				r.obs.Info("warning: " + inventory.StrayWarning(r.prev, strays))
+			}
 		}
 		picked, err := pick(r.prev.Revisions)
 		if err != nil {
+			warnStrays()
 			return &RevisionRefusedError{Err: err}
 		}
 		rv, err := r.store.Revision(ctx, r.prev, picked.Number)
+		warnStrays()
 		if err != nil {
 			return fail(result.ReasonApplyFailed, err)
 		}
