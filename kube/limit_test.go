@@ -12,14 +12,15 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// requests sends n GETs to url through l from workers goroutines, as a
+// requests sends n GETs to srv through l from workers goroutines, as a
 // stage's workers do, and returns the most the server had at once.
 func requests(t *testing.T, l *inFlight, srv *slowServer, n, workers int) int {
 	t.Helper()
-	srv.mu.Lock()
-	srv.most = 0
-	srv.mu.Unlock()
-	client := &http.Client{Transport: l}
+	return mostDuring(srv, func() { send(t, &http.Client{Transport: l}, srv, n, workers) })
+}
+
+// send sends n GETs to srv with client from workers goroutines.
+func send(t *testing.T, client *http.Client, srv *slowServer, n, workers int) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range workers {
@@ -35,6 +36,14 @@ func requests(t *testing.T, l *inFlight, srv *slowServer, n, workers int) int {
 		})
 	}
 	wg.Wait()
+}
+
+// mostDuring runs f and returns the most requests srv had at once.
+func mostDuring(srv *slowServer, f func()) int {
+	srv.mu.Lock()
+	srv.most = 0
+	srv.mu.Unlock()
+	f()
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	return srv.most
@@ -145,7 +154,7 @@ current-context: c
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	send := func(bound *Bound) func() {
+	run := func(bound *Bound) func() {
 		cfg, err := RESTConfig(Options{Kubeconfig: kubeconfig, Concurrency: 3, Bound: bound})
 		if err != nil {
 			t.Fatal(err)
@@ -154,39 +163,21 @@ current-context: c
 		if err != nil {
 			t.Fatal(err)
 		}
+		return func() { send(t, client, srv, 12, 12) }
+	}
+	together := func(a, b func()) func() {
 		return func() {
 			var wg sync.WaitGroup
-			for range 12 {
-				wg.Go(func() {
-					res, err := client.Get(srv.URL + "/work")
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					res.Body.Close()
-				})
-			}
+			wg.Go(a)
+			wg.Go(b)
 			wg.Wait()
 		}
 	}
-	most := func(runs ...func()) int {
-		srv.mu.Lock()
-		srv.most = 0
-		srv.mu.Unlock()
-		var wg sync.WaitGroup
-		for _, run := range runs {
-			wg.Go(run)
-		}
-		wg.Wait()
-		srv.mu.Lock()
-		defer srv.mu.Unlock()
-		return srv.most
-	}
 	shared := &Bound{}
-	if n := most(send(shared), send(shared)); n > 3 {
+	if n := mostDuring(srv, together(run(shared), run(shared))); n > 3 {
 		t.Errorf("two runs sharing a bound of 3 had %d requests in flight", n)
 	}
-	if n := most(send(nil), send(nil)); n <= 3 {
+	if n := mostDuring(srv, together(run(nil), run(nil))); n <= 3 {
 		t.Errorf("two runs with bounds of their own had %d requests in flight, want more than 3 (the test would not see sharing)", n)
 	}
 }
