@@ -163,7 +163,7 @@ current-context: c
 		if err != nil {
 			t.Fatal(err)
 		}
-		return func() { send(t, client, srv, 12, 12) }
+		return func() { send(t, client, srv, 30, 12) }
 	}
 	together := func(a, b func()) func() {
 		return func() {
