@@ -156,7 +156,8 @@ func Connect(cfg *rest.Config) (*Clients, error) {
 
 // Cluster is what the runs of one invocation share on one cluster, as
 // one identity sees it: the kinds it serves (the REST mapper, which reads
-// them from discovery as it needs them) and its version. Units on one
+// them from discovery as it needs them), its version, the schemas of its
+// built-in kinds, and the bounds on requests in flight. Units on one
 // cluster ask for them once, not once each.
 type Cluster struct {
 	mapperOnce sync.Once
@@ -168,6 +169,24 @@ type Cluster struct {
 
 	builtinsOnce sync.Once
 	builtins     *schemas.Builtins
+
+	boundsMu sync.Mutex
+	bounds   map[[2]int]*Bound
+}
+
+// Bound is the bound on requests in flight that the runs on this cluster
+// with the same concurrency (start and most) share.
+func (c *Cluster) Bound(concurrency, most int) *Bound {
+	c.boundsMu.Lock()
+	defer c.boundsMu.Unlock()
+	key := [2]int{concurrency, most}
+	if c.bounds[key] == nil {
+		if c.bounds == nil {
+			c.bounds = map[[2]int]*Bound{}
+		}
+		c.bounds[key] = &Bound{}
+	}
+	return c.bounds[key]
 }
 
 // ConnectTo builds the clients for cfg, with a write fence of their own,

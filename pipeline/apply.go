@@ -70,6 +70,7 @@ func (r *run) readAndPlan(ctx context.Context, unlocked bool) (lockLater bool, e
 	r.planner = r.newPlanner()
 	var pk *peeked
 	if unlocked {
+		r.planner.seen = map[objectKey]string{}
 		pk = r.readUnlocked(ctx)
 	} else {
 		r.planner.findAbsent(ctx, r.opts.Concurrency)

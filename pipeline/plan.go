@@ -204,9 +204,10 @@ type planner struct {
 	prefetching bool
 	// metadataOnly: the LISTs read the objects' metadata alone.
 	metadataOnly bool
-	// seen is the resourceVersion of each live object the plan read
-	// ("" for one it found absent): a plan made before the Lease was
-	// taken holds only while they are unchanged (changedSince).
+	// seen, made for a plan made before the Lease was taken, is the
+	// resourceVersion of each live object the plan read ("" for one it
+	// found absent): that plan holds only while they are unchanged
+	// (changedSince). Nil: not recorded.
 	seenMu sync.Mutex
 	seen   map[objectKey]string
 }
@@ -398,11 +399,8 @@ func (p *planner) prefetch(ctx context.Context, keys []objectKey, concurrency in
 // its group was listed whole, the object does not exist) from the cluster.
 func (p *planner) get(ctx context.Context, k objectKey, into *unstructured.Unstructured) error {
 	err := p.read(ctx, k, into)
-	if err == nil || apierrors.IsNotFound(err) {
+	if p.seen != nil && (err == nil || apierrors.IsNotFound(err)) {
 		p.seenMu.Lock()
-		if p.seen == nil {
-			p.seen = map[objectKey]string{}
-		}
 		p.seen[k] = into.GetResourceVersion() // "" when absent
 		p.seenMu.Unlock()
 	}

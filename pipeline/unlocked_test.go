@@ -56,6 +56,7 @@ func TestChangedSinceFindsEveryChange(t *testing.T) {
 			c, mapper, _ := readsCluster(t, objs)
 			p := newPlanner(&kube.Clients{Client: c, Mapper: mapper}, nil, false)
 			p.keepOwnerLabels = true
+			p.seen = map[objectKey]string{} // planned before the Lease
 			ctx := t.Context()
 			p.prefetch(ctx, keys, 4)
 			for _, k := range keys {

@@ -56,33 +56,15 @@ type Session struct {
 	Trace *kube.Trace
 
 	// clusters are what units on one cluster, as one identity, share:
-	// its discovery and version, asked once.
+	// its discovery, version, schemas and bounds on requests in flight.
 	clustersMu sync.Mutex
 	clusters   map[kube.Options]*kube.Cluster
-	// bounds are the bounds on requests in flight that units on one
-	// cluster, as one identity, with the same concurrency share.
-	bounds map[kube.Options]*kube.Bound
 }
 
-// bound is the bound on requests in flight that the units connecting with
-// opts share.
-func (s *Session) bound(opts kube.Options) *kube.Bound {
-	s.clustersMu.Lock()
-	defer s.clustersMu.Unlock()
-	if s.bounds == nil {
-		s.bounds = map[kube.Options]*kube.Bound{}
-	}
-	opts.Bound = nil
-	b, ok := s.bounds[opts]
-	if !ok {
-		b = &kube.Bound{}
-		s.bounds[opts] = b
-	}
-	return b
-}
-
-// cluster is what the units connecting with opts share.
+// cluster is what the units connecting with opts share (their concurrency
+// aside).
 func (s *Session) cluster(opts kube.Options) *kube.Cluster {
+	opts.Concurrency, opts.MaxConcurrency, opts.Bound = 0, 0, nil
 	s.clustersMu.Lock()
 	defer s.clustersMu.Unlock()
 	if s.clusters == nil {
@@ -125,14 +107,14 @@ func (s *Session) kubeOptions(cfg *config.Config) kube.Options {
 func (s *Session) Connect(cfg *config.Config, warnings io.Writer) pipeline.Connector {
 	return func() (*kube.Clients, error) {
 		opts := s.kubeOptions(cfg)
-		opts.Bound = s.bound(opts)
+		shared := s.cluster(opts)
+		opts.Bound = shared.Bound(opts.Concurrency, opts.MaxConcurrency)
 		rc, err := kube.RESTConfig(opts)
 		if err != nil {
 			return nil, err
 		}
 		rc.WarningHandler = rest.NewWarningWriter(warnings, rest.WarningWriterOptions{Deduplicate: true})
-		opts.Concurrency, opts.MaxConcurrency, opts.Bound = 0, 0, nil // not part of what is shared
-		return kube.ConnectTo(rc, s.cluster(opts))
+		return kube.ConnectTo(rc, shared)
 	}
 }
 

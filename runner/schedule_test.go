@@ -191,8 +191,9 @@ func TestRunUnitsCancelled(t *testing.T) {
 func TestUnitsShareABoundWhereTheirSettingsMatch(t *testing.T) {
 	t.Parallel()
 	s := &Session{}
+	bound := func(o kube.Options) *kube.Bound { return s.cluster(o).Bound(o.Concurrency, o.MaxConcurrency) }
 	base := kube.Options{Kubeconfig: "kc", Context: "a", Concurrency: 64, MaxConcurrency: 1024}
-	if s.bound(base) != s.bound(base) {
+	if bound(base) != bound(base) {
 		t.Error("two units with the same settings have bounds of their own")
 	}
 	for _, other := range []kube.Options{
@@ -200,7 +201,7 @@ func TestUnitsShareABoundWhereTheirSettingsMatch(t *testing.T) {
 		{Kubeconfig: "kc", Context: "b", Concurrency: 64, MaxConcurrency: 1024},
 		{Kubeconfig: "kc", Context: "a", ServiceAccount: "ns/deployer", Concurrency: 64, MaxConcurrency: 1024},
 	} {
-		if s.bound(other) == s.bound(base) {
+		if bound(other) == bound(base) {
 			t.Errorf("%+v shares the bound of %+v", other, base)
 		}
 	}

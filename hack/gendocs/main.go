@@ -89,7 +89,7 @@ func RunFileSchema() string {
 			s = map[string]any{"anyOf": []any{map[string]any{"type": "string"}, map[string]any{"type": "array", "items": map[string]any{"type": "string"}}}}
 		default:
 			s = map[string]any{"type": "string"}
-			if _, err := strconv.Atoi(in.Default); err == nil || in.Name == "concurrency" { // auto, or a number
+			if _, err := strconv.Atoi(in.Default); err == nil || in.Number {
 				s = map[string]any{"anyOf": []any{map[string]any{"type": "string"}, map[string]any{"type": "integer"}}}
 			}
 		}
