@@ -13,6 +13,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -340,5 +341,55 @@ func TestDriftReadsInAChainOfFour(t *testing.T) {
 	}
 	if d := depth["/api"]; d != 1 {
 		t.Errorf("discovery (/api) went at depth %d, want 1, beside the version", d)
+	}
+}
+
+// Units on one cluster share its discovery, its schemas and its bound on
+// requests in flight, never an identity: a run file's unit that names a
+// service account of few rights, on the same kubeconfig as units that run
+// as the workflow's identity, is refused what its account may not do, and
+// the units after it are not held to its account. One unit at a time, in
+// the file's order: the narrow unit first, so that what the others share
+// was made by it.
+func TestUnitsOnOneClusterShareNoIdentity(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	// It may keep its inventory (ConfigMaps, Secrets, a Lease), no more.
+	bindServiceAccount(t, ns, "narrow", []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"*"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"*"}},
+	})
+	root := t.TempDir()
+	kc := inWorkspace(t, root, env.Cluster.Kubeconfig, "kubeconfig")
+	for _, u := range []string{"narrow", "first", "second"} {
+		if err := os.MkdirAll(filepath.Join(root, u), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(root, u, "svc.yaml"), fmt.Sprintf("apiVersion: v1\nkind: Service\nmetadata:\n  name: svc-%s\n  namespace: %s\nspec:\n  ports:\n  - port: 80\n", u, ns))
+	}
+	runFile := filepath.Join(root, "gantry.yaml")
+	writeFile(t, runFile, fmt.Sprintf(`defaults:
+  inventory-namespace: %[1]s
+  kubeconfig: %[2]s
+units:
+  - {name: narrow, path: narrow, inventory: narrow, service-account: %[1]s/narrow}
+  - {name: first, path: first, inventory: first}
+  - {name: second, path: second, inventory: second, depends-on: [first]}
+`, ns, kc))
+	r := gantryRunFile(t, context.Background(), "apply", "--run-file", runFile, "--units-concurrency=1")
+	narrow := r.unit(t, "narrow")
+	if narrow.Reason == result.ReasonSucceeded || !strings.Contains(r.stderr, "system:serviceaccount:"+ns+":narrow") {
+		t.Errorf("unit narrow: %s %q, want it refused as its service account", narrow.Reason, narrow.Message)
+	}
+	if _, err := env.Client.CoreV1().Services(ns).Get(context.Background(), "svc-narrow", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the narrow unit's Service was written (err %v): it ran as another unit's identity", err)
+	}
+	for _, name := range []string{"first", "second"} {
+		if u := r.unit(t, name); u.Reason != result.ReasonSucceeded {
+			t.Errorf("unit %s: %s %q, want it applied as the workflow's identity, not held to the narrow account", name, u.Reason, u.Message)
+		}
+		if _, err := env.Client.CoreV1().Services(ns).Get(context.Background(), "svc-"+name, metav1.GetOptions{}); err != nil {
+			t.Errorf("unit %s's Service: %v", name, err)
+		}
 	}
 }
