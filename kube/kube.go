@@ -62,9 +62,6 @@ type Clients struct {
 	// Fence refuses the run's writes once it may no longer make them.
 	Fence *WriteFence
 
-	builtinsOnce sync.Once
-	builtins     *schemas.Builtins
-
 	openapiOnce  sync.Once
 	openapiPaths map[string]openapi.GroupVersion
 	openapiErr   error
@@ -76,7 +73,7 @@ type Clients struct {
 	mappings sync.Map // schema.GroupVersionKind -> *meta.RESTMapping
 
 	// shared is what these clients share with other runs' on the same
-	// cluster; nil when nothing.
+	// cluster: a Cluster of their own when they share nothing.
 	shared *Cluster
 }
 
@@ -212,9 +209,6 @@ func (c *Clients) Reachable() error {
 		}
 		return nil
 	}
-	if c.shared == nil {
-		return ask()
-	}
 	c.shared.versionOnce.Do(func() { c.shared.versionErr = ask() })
 	return c.shared.versionErr
 }
@@ -231,17 +225,14 @@ func connect(cfg *rest.Config, fence *WriteFence, shared *Cluster) (*Clients, er
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", cfg.Host, err)
 	}
-	newMapper := func() (meta.RESTMapper, error) { return apiutil.NewDynamicRESTMapper(wrapped, httpClient) }
-	var mapper meta.RESTMapper
-	if shared != nil {
-		// It only reads: the fence of the run that made it never holds
-		// it up.
-		shared.mapperOnce.Do(func() { shared.mapper, shared.mapperErr = newMapper() })
-		mapper, err = shared.mapper, shared.mapperErr
-	} else {
-		mapper, err = newMapper()
+	if shared == nil {
+		shared = &Cluster{}
 	}
-	if err != nil {
+	// The mapper only reads: the fence of the run that made it never
+	// holds up another's.
+	shared.mapperOnce.Do(func() { shared.mapper, shared.mapperErr = apiutil.NewDynamicRESTMapper(wrapped, httpClient) })
+	mapper := shared.mapper
+	if err := shared.mapperErr; err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", cfg.Host, err)
 	}
 	c, err := client.New(wrapped, client.Options{HTTPClient: httpClient, Mapper: mapper, Scheme: Scheme()})
@@ -299,12 +290,8 @@ func (c *Clients) OpenAPIV3(gv schema.GroupVersion) ([]byte, error) {
 // version for every run of the invocation on the same cluster (parsing
 // the core group's takes about 30 ms of CPU).
 func (c *Clients) Builtins() *schemas.Builtins {
-	if c.shared != nil {
-		c.shared.builtinsOnce.Do(func() { c.shared.builtins = schemas.NewBuiltins(c) })
-		return c.shared.builtins
-	}
-	c.builtinsOnce.Do(func() { c.builtins = schemas.NewBuiltins(c) })
-	return c.builtins
+	c.shared.builtinsOnce.Do(func() { c.shared.builtins = schemas.NewBuiltins(c) })
+	return c.shared.builtins
 }
 
 // NoConfigError is a run with no cluster to talk to: no kubeconfig was
