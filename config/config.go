@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gantry-dev/gantry/artifact"
+	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/schemas/releases"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -137,6 +138,10 @@ type Config struct {
 	// DriftIssue (auto, true or false) keeps an issue open while it lasts.
 	Correct    bool
 	DriftIssue string
+	// RecordKey signs the revisions the run records and authenticates
+	// those it writes from (rollback, atomic, correct); nil without
+	// record-key.
+	RecordKey *inventory.RecordKey
 	// Color is auto, always or never; Quiet prints no progress.
 	Color string
 	Quiet bool
@@ -643,6 +648,31 @@ func (in *inputs) keys(c *Config, env map[string]string) {
 		c.Verify = in.verify()
 	default:
 		in.bad("verify", "%q is not cosign or empty", in.str("verify"))
+	}
+	in.recordKey(c)
+}
+
+// recordKey reads record-key, which what writes from the cluster's
+// record needs: without it, nothing proves that this workflow recorded
+// what a rollback, an atomic undo or a correction would write.
+func (in *inputs) recordKey(c *Config) {
+	if raw := strings.TrimSpace(in.vals["record-key"].raw); raw != "" {
+		c.Secrets = append(c.Secrets, raw)
+		k, err := inventory.NewRecordKey(raw)
+		if err != nil {
+			in.bad("record-key", "%v", err)
+		}
+		c.RecordKey = k
+		return
+	}
+	const how = "give the workflow's record-key (a secret of 32 characters or more, such as openssl rand -base64 32) to this run and to every apply of the inventory"
+	switch {
+	case c.Command == "rollback":
+		in.bad("record-key", "required for rollback, which writes what the cluster's record holds: %s", how)
+	case c.Command == "apply" && c.Atomic:
+		in.bad("record-key", "required with atomic, whose undo writes what the cluster's record holds: %s", how)
+	case c.Command == "drift" && c.Correct && !c.PathGiven && c.Artifact == "":
+		in.bad("record-key", "required for correct without a path or artifact, which writes what the cluster's record holds: %s; or give the configuration to correct with (path or artifact)", how)
 	}
 }
 

@@ -50,6 +50,7 @@ var workflowOnly = map[string]string{
 	"max-artifact-files":             "the bounds of what a pull unpacks",
 	"sign":                           "what is signed with the workflow's identity",
 	"cosign-key":                     "a key",
+	"record-key":                     "a key",
 	"cosign-public-key":              "a key that signatures are trusted from",
 	"age-recipients":                 "a key",
 	"fulcio-url":                     "an endpoint",

@@ -58,13 +58,19 @@ func gantry(t *testing.T, args ...string) gantryRun {
 	return gantryWith(t, kubeconfig, args...)
 }
 
+// testRecordKey is the workflow's record-key in the tests: every run is
+// given it, as a workflow gives its secret to each of its runs.
+const testRecordKey = "e2e-record-key-0123456789abcdef0123456789"
+
+var recordKeyEnv = "GANTRY_RECORD_KEY=" + testRecordKey
+
 // gantryWith is gantry against the cluster that kubeconfig reaches.
 func gantryWith(t *testing.T, kubeconfig string, args ...string) gantryRun {
 	t.Helper()
 	report := filepath.Join(t.TempDir(), "report.json")
 	// As variables, which every command reads; a flag would be refused by
 	// the commands that do not use it.
-	environ := []string{"HOME=" + os.Getenv("HOME"), "GANTRY_KUBECONFIG=" + kubeconfig, "GANTRY_REPORT=" + report}
+	environ := []string{"HOME=" + os.Getenv("HOME"), "GANTRY_KUBECONFIG=" + kubeconfig, "GANTRY_REPORT=" + report, recordKeyEnv}
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
 	code := entrypoint.Run(context.Background(), args, environ, &stdout, &stderr)

@@ -36,7 +36,7 @@ func runOnSchedule(t *testing.T, gh *httptest.Server, token string, args ...stri
 	for _, f := range []string{outputs, summary} {
 		writeFile(t, f, "")
 	}
-	environ := []string{"HOME=" + os.Getenv("HOME"), "GANTRY_KUBECONFIG=" + env.Cluster.Kubeconfig, "GANTRY_REPORT=" + report,
+	environ := []string{"HOME=" + os.Getenv("HOME"), "GANTRY_KUBECONFIG=" + env.Cluster.Kubeconfig, "GANTRY_REPORT=" + report, recordKeyEnv,
 		"GITHUB_ACTIONS=true", "GITHUB_EVENT_NAME=schedule", "GITHUB_REPOSITORY=acme/shop", "GITHUB_API_URL=" + gh.URL,
 		"GITHUB_GRAPHQL_URL=" + gh.URL + "/graphql", "GITHUB_SERVER_URL=https://github.com", "GITHUB_RUN_ID=42",
 		"GITHUB_ACTOR=octocat", "GITHUB_OUTPUT=" + outputs, "GITHUB_STEP_SUMMARY=" + summary, "GANTRY_GITHUB_TOKEN=" + token}
@@ -116,7 +116,7 @@ func TestDriftReportsHandChangesAndCorrectsThem(t *testing.T) {
 	kubectl := func(extra []string, args ...string) {
 		t.Helper()
 		cmd := exec.Command(kubectlPath(t), append([]string{"--kubeconfig", env.Cluster.Kubeconfig, "-n", ns}, args...)...)
-		cmd.Env = append(os.Environ(), extra...)
+		cmd.Env = append(append(os.Environ(), recordKeyEnv), extra...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
 		}

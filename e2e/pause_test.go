@@ -94,7 +94,7 @@ func TestPausedRunIsFenced(t *testing.T) {
 			cmd := exec.Command(gantryBinary(t), append(args(a), "--kubeconfig="+env.Cluster.Kubeconfig, "--report="+report)...)
 			var stderr syncBuffer
 			cmd.Stderr = &stderr
-			cmd.Env = []string{"HOME=" + os.Getenv("HOME")}
+			cmd.Env = []string{"HOME=" + os.Getenv("HOME"), recordKeyEnv}
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}

@@ -89,7 +89,7 @@ func TestPausedUndoIsFenced(t *testing.T) {
 			cmd := exec.Command(gantryBinary(t), append(undo, "--kubeconfig="+env.Cluster.Kubeconfig, "--report="+report)...)
 			var stderr syncBuffer
 			cmd.Stderr = &stderr
-			cmd.Env = []string{"HOME=" + os.Getenv("HOME")}
+			cmd.Env = []string{"HOME=" + os.Getenv("HOME"), recordKeyEnv}
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}

@@ -397,8 +397,8 @@ func TestRollbackToARevisionThatNamesAnArtifact(t *testing.T) {
 	// to hold, not an authority: the credentials go there only when the
 	// workflow names that registry (registry-hosts).
 	refused := gantryAuth(t, creds, "rollback", "--inventory=blobs", "--inventory-namespace="+ns, "--timeout=60s", "--max-prune=100%")
-	if refused.code != 1 || !strings.Contains(refused.stderr, "registry-hosts") {
-		t.Errorf("rollback to a registry the workflow does not name: exit %d, want 1 naming registry-hosts\n%s", refused.code, refused.stderr)
+	if refused.code != entrypoint.ExitInvalid || !strings.Contains(refused.stderr, "registry-hosts") {
+		t.Errorf("rollback to a registry the workflow does not name: exit %d, want 2 naming registry-hosts\n%s", refused.code, refused.stderr)
 	}
 	back := gantryAuth(t, creds, "rollback", "--inventory=blobs", "--inventory-namespace="+ns, "--timeout=60s", "--max-prune=100%", "--registry-hosts="+reg)
 	if back.code != 0 || back.res.RolledBackTo != 1 || back.res.Artifact == nil || back.res.Artifact.Digest != first.res.Artifact.Digest {

@@ -45,7 +45,7 @@ func TestSIGTERMStopsALongBuild(t *testing.T) {
 	cmd := exec.Command(gantryBinary(t), "build", "--path="+dir)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	cmd.Env = []string{"HOME=" + os.Getenv("HOME")}
+	cmd.Env = []string{"HOME=" + os.Getenv("HOME"), recordKeyEnv}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestSIGTERMDuringTheWait(t *testing.T) {
 	cmd := exec.Command(gantryBinary(t), args...)
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
-	cmd.Env = []string{"HOME=" + os.Getenv("HOME")}
+	cmd.Env = []string{"HOME=" + os.Getenv("HOME"), recordKeyEnv}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ type runOfUnits struct {
 func gantryRunFile(t *testing.T, ctx context.Context, args ...string) runOfUnits {
 	t.Helper()
 	report := filepath.Join(t.TempDir(), "report.json")
-	environ := []string{"HOME=" + os.Getenv("HOME"), "GANTRY_REPORT=" + report}
+	environ := []string{"HOME=" + os.Getenv("HOME"), "GANTRY_REPORT=" + report, recordKeyEnv}
 	for i, a := range args {
 		if a == "--run-file" && i+1 < len(args) {
 			environ = append(environ, runFileWorkflow(t, filepath.Dir(args[i+1]))...)
@@ -295,7 +295,7 @@ func TestRunFileAcrossTwoClusters(t *testing.T) {
 	cmd := exec.Command(gantryBinary(t), "apply", "--run-file", runFile)
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
-	cmd.Env = append([]string{"HOME=" + os.Getenv("HOME")}, runFileWorkflow(t, root)...)
+	cmd.Env = append([]string{"HOME=" + os.Getenv("HOME"), recordKeyEnv}, runFileWorkflow(t, root)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

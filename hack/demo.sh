@@ -30,6 +30,11 @@ done
 grep -q '^export KUBECONFIG=' "$work/cluster.out" || { echo "cluster did not start"; cat "$work/cluster.log"; exit 1; }
 tail -n 1 "$work/cluster.log"
 export KUBECONFIG="$work/kubeconfig"
+# The workflow's secret that signs every revision gantry records, so that
+# a rollback writes only what this workflow recorded (docs/revisions.md).
+# In CI it is a secret of the repository; here, one for this demo.
+GANTRY_RECORD_KEY=$(head -c 32 /dev/urandom | base64)
+export GANTRY_RECORD_KEY
 
 step "gantry apply: build, validate, apply, prune, wait"
 bin/gantry apply --path examples/hello --inventory hello --report "$work/report.json"

@@ -130,6 +130,9 @@ type Store struct {
 	// Metadata, when set, lists revisions by their metadata alone: a
 	// revision can hold a megabyte, and every apply lists them.
 	Metadata metadata.Interface
+	// Key, when the workflow gives record-key, signs the revisions this
+	// run records and authenticates those it writes from (record.go).
+	Key *RecordKey
 }
 
 // Load reads an inventory; one that does not exist yet is returned empty.
@@ -141,7 +144,12 @@ func (s *Store) Load(ctx context.Context, namespace, name string) (*Inventory, e
 	if err != nil {
 		return nil, fmt.Errorf("reading inventory %s/%s: %w", namespace, name, err)
 	}
-	return fromConfigMap(cm)
+	inv, err := fromConfigMap(cm)
+	if err != nil {
+		return nil, err
+	}
+	s.mergeAdopted(inv)
+	return inv, nil
 }
 
 func fromConfigMap(cm *corev1.ConfigMap) (*Inventory, error) {
@@ -218,13 +226,6 @@ func (s *Store) Save(ctx context.Context, inv *Inventory) error {
 	if inv.WrittenBy != "" {
 		cm.Data[dataHolder] = inv.WrittenBy
 	}
-	if len(inv.Revisions) > 0 {
-		revs, err := json.Marshal(inv.Revisions)
-		if err != nil {
-			return err
-		}
-		cm.Data[dataRevs] = string(revs)
-	}
 	if len(inv.Adopted) > 0 {
 		listed := map[string]bool{}
 		for _, e := range entries {
@@ -241,6 +242,21 @@ func (s *Store) Save(ctx context.Context, inv *Inventory) error {
 			}
 			cm.Data[dataAdopted] = string(raw)
 		}
+	}
+	if len(inv.Revisions) > 0 {
+		for _, rv := range inv.Revisions {
+			switch {
+			case rv.own && s.Key != nil:
+				s.Key.sign(inv, rv)
+			case rv.own:
+				rv.MAC, rv.Kept, rv.Adopted = "", nil, nil
+			}
+		}
+		revs, err := json.Marshal(inv.Revisions)
+		if err != nil {
+			return err
+		}
+		cm.Data[dataRevs] = string(revs)
 	}
 	out, err := s.write(ctx, cm)
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {

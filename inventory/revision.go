@@ -112,6 +112,16 @@ type Revision struct {
 	// run could not create Secrets, or an artifact's digest stands for
 	// them).
 	Payloads map[string]string `json:"payloads,omitempty"`
+	// Kept are the numbers of the revisions the inventory kept beside
+	// this one when it was recorded, and Adopted the ids of the objects
+	// that existed before gantry applied them: both signed, so that
+	// taking a revision out of the record, or an object out of the
+	// adopted ones, is seen (record.go).
+	Kept    []int    `json:"kept,omitempty"`
+	Adopted []string `json:"adopted,omitempty"`
+	// MAC authenticates the revision with the workflow's record-key
+	// (record.go); empty when it was recorded without one.
+	MAC string `json:"mac,omitempty"`
 
 	// Masked lists, by object id, the fields (JSON pointers) that held a
 	// secret value when the set was applied (not Secrets' data, masked
@@ -121,6 +131,9 @@ type Revision struct {
 	// payloads are the compressed payloads, by namespace, when prepared
 	// or read.
 	payloads map[string][]byte
+	// own: this run records the revision (Begin), so its saves sign it;
+	// a revision read from the cluster is never signed again.
+	own bool
 }
 
 // HoldsObjects reports whether the revision carries its objects; one that
@@ -340,7 +353,7 @@ func (s *Store) Begin(ctx context.Context, inv *Inventory, rv *Revision, history
 			history = newest.History
 		}
 	}
-	rv.History, rv.Outcome = history, OutcomePending
+	rv.History, rv.Outcome, rv.own = history, OutcomePending, true
 	var err error
 	if rv.HoldsObjects() {
 		err = s.writePayloads(ctx, rv)

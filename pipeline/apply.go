@@ -286,14 +286,23 @@ func (r *run) apply(ctx context.Context) error {
 	for _, e := range r.previous {
 		ahead[e.ID] = e
 	}
+	adoptedAhead := false
 	for _, pl := range r.plans {
 		if pl.kind != planSkip && pl.kind != planFailed && pl.kind != planUnchanged {
 			e := inventory.EntryFor(pl.obj.Unstructured)
+			if _, listed := ahead[e.ID]; !listed && pl.existing != nil {
+				// It exists and gantry did not make it: recorded as
+				// adopted in the same write, before it is taken over,
+				// so that a run killed after the write still leaves an
+				// undo that releases it rather than deletes it.
+				r.prev.Adopted = append(r.prev.Adopted, e.ID)
+				adoptedAhead, r.recordsChanged = true, true
+			}
 			ahead[e.ID] = e
 		}
 	}
 	// The revision is recorded, Pending, in the same write.
-	if r.beginRevision(ctx) || !sameEntries(ahead, r.prev.Entries) {
+	if r.beginRevision(ctx) || adoptedAhead || !sameEntries(ahead, r.prev.Entries) {
 		if err := r.saveInventory(ctx, ahead); err != nil {
 			return fmt.Errorf("listing the objects about to be written in the inventory, before writing any: %w", err)
 		}

@@ -94,11 +94,26 @@ func (r *run) pullStage() stage {
 		r.opts.Build.WorkDir = dir
 		r.opts.Build.Packed = true
 		if a.Path != "" {
-			sub := filepath.Join(dir, a.Path)
-			if info, err := os.Stat(sub); err != nil || !info.IsDir() {
-				return fmt.Errorf("artifact-path %s: no such folder in %s", a.Path, pulled.URL)
+			// Inside what was pulled, whoever names it (the workflow's
+			// artifact-path, or a revision): relative, without .., and
+			// no link out of the folder on the way.
+			clean := filepath.Clean(a.Path)
+			if !filepath.IsLocal(clean) {
+				return fmt.Errorf("artifact-path %s is not a folder inside the artifact (relative, without ..): refused", quoted(a.Path))
 			}
-			r.opts.Build.Path = sub
+			root, err := os.OpenRoot(dir)
+			if err != nil {
+				return err
+			}
+			info, err := root.Stat(clean)
+			root.Close()
+			if err != nil || !info.IsDir() {
+				return fmt.Errorf("artifact-path %s: no such folder in %s", quoted(a.Path), pulled.URL)
+			}
+			if resolved, err := filepath.EvalSymlinks(filepath.Join(dir, clean)); err != nil || !inside(dir, resolved) {
+				return fmt.Errorf("artifact-path %s leads out of the artifact: refused", quoted(a.Path))
+			}
+			r.opts.Build.Path = filepath.Join(dir, clean)
 		}
 		r.res.Artifact = &result.Artifact{URL: pulled.URL, Digest: pulled.Digest, Verified: pulled.Verified}
 		if r.res.Revision == "" {
@@ -122,4 +137,14 @@ func Push(ctx context.Context, opts Options, obs Observer) *result.Result {
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	return r.execute(ctx, []stage{r.buildStage(), r.pushStage()})
+}
+
+// inside reports whether path p lies in folder dir (both resolved).
+func inside(dir, p string) bool {
+	d, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return false
+	}
+	rel, err := filepath.Rel(d, p)
+	return err == nil && filepath.IsLocal(rel)
 }

@@ -59,6 +59,15 @@ func Drift(ctx context.Context, opts Options, connect Connector, obs Observer) *
 	res.Reason = result.ReasonDriftDetected
 	res.Message = fmt.Sprintf("%d %s drifted (%d changed, %d missing)", n, plural(n, "object", "objects"), c[result.Drifted], c[result.Missing])
 	if opts.Correct {
+		if r.compared != nil {
+			// The set is the cluster's record: written only when this
+			// workflow recorded it.
+			if err := r.store.Authenticate(r.prev, r.compared.Number); err != nil {
+				res.Reason = result.ReasonInvalidInput
+				res.Message += "; not corrected: " + err.Error()
+				return res
+			}
+		}
 		res.Correction = r.correct(ctx)
 		if !res.Correction.Succeeded() {
 			res.Reason = res.Correction.Reason
@@ -143,6 +152,10 @@ func (r *run) drift(ctx context.Context) error {
 // recorded a revision since the drift was read.
 func (r *run) correct(ctx context.Context) *result.Result {
 	opts := r.opts
+	// A correction writes objects, nothing else: what was pulled is not
+	// pushed back, no tag or signature is made, no undo follows it, and
+	// nothing is pruned.
+	opts.Artifact, opts.Atomic, opts.Prune = nil, false, false
 	opts.takeOver = map[string][]ssa.FieldManager{}
 	opts.only = map[string]bool{}
 	opts.expect = &inventory.Revision{}

@@ -106,6 +106,13 @@ type Options struct {
 	ArtifactClient *artifact.Client
 	// Correct, for drift, applies the set again when it drifted.
 	Correct bool
+	// RecordKey signs the revisions the run records, and authenticates
+	// those a rollback, an atomic undo or a correction writes from; nil:
+	// revisions are recorded unsigned and nothing is written from them.
+	RecordKey *inventory.RecordKey
+	// RegistryHosts are the registries the workflow allows: an artifact
+	// a revision names is pulled only from one of them.
+	RegistryHosts []string
 	// HandManagers are field managers, besides kubectl's and
 	// before-first-apply, whose changes drift reports as made by hand
 	// and a correction takes back.
@@ -726,7 +733,7 @@ func (r *run) ensureClients() error {
 		return err
 	}
 	r.clients = c
-	r.store = &inventory.Store{Client: c.Kube, Metadata: c.Metadata}
+	r.store = &inventory.Store{Client: c.Kube, Metadata: c.Metadata, Key: r.opts.RecordKey}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/gantry-dev/gantry/artifact"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/result"
 )
@@ -261,7 +263,11 @@ func (r *run) revisionStage(rollback bool, pick func([]*inventory.Revision) (*in
 				if err != nil {
 					return fail(result.ReasonApplyFailed, err)
 				}
-				if _, err := pick(inv.Revisions); err != nil {
+				picked, err := pick(inv.Revisions)
+				if err != nil {
+					return &RevisionRefusedError{Err: err}
+				}
+				if err := r.store.Authenticate(inv, picked.Number); err != nil {
 					return &RevisionRefusedError{Err: err}
 				}
 			}
@@ -290,6 +296,14 @@ func (r *run) revisionStage(rollback bool, pick func([]*inventory.Revision) (*in
 		if err != nil {
 			warnStrays()
 			return &RevisionRefusedError{Err: err}
+		}
+		if rollback {
+			// Checked again under the Lease: what is written is what this
+			// workflow recorded, or nothing.
+			if err := r.store.Authenticate(r.prev, picked.Number); err != nil {
+				warnStrays()
+				return &RevisionRefusedError{Err: err}
+			}
 		}
 		rv, err := r.store.Revision(ctx, r.prev, picked.Number)
 		warnStrays()
@@ -326,6 +340,9 @@ func (r *run) revisionStage(rollback bool, pick func([]*inventory.Revision) (*in
 		if r.opts.ArtifactClient == nil {
 			return fail(result.ReasonArtifactFailed, fmt.Errorf("revision %d names artifact %s: it must be pulled again, and this run has no registry client", rv.Number, rv.Artifact))
 		}
+		if err := r.revisionArtifactAllowed(rv); err != nil {
+			return &RevisionRefusedError{Err: err}
+		}
 		r.opts.Artifact = &ArtifactOptions{Ref: rv.Artifact, Path: rv.ArtifactPath, Client: r.opts.ArtifactClient}
 		if err := r.pullStage().run(ctx); err != nil {
 			return fail(result.ReasonArtifactFailed, err)
@@ -335,6 +352,22 @@ func (r *run) revisionStage(rollback bool, pick func([]*inventory.Revision) (*in
 		}
 		return nil
 	}}
+}
+
+// revisionArtifactAllowed refuses an artifact a revision names on a
+// registry the workflow does not name (registry-hosts, or its own
+// artifact's): the record may shape what is pulled, never where from.
+// The folder of it is confined as artifact-path is (pullStage).
+func (r *run) revisionArtifactAllowed(rv *inventory.Revision) error {
+	ref, err := artifact.ParseRef(rv.Artifact, true)
+	if err != nil {
+		return fmt.Errorf("revision %d names artifact %s, which is not an OCI reference: %w", rv.Number, quoted(rv.Artifact), err)
+	}
+	host := ref.Context().RegistryStr()
+	if !slices.Contains(r.opts.RegistryHosts, host) {
+		return fmt.Errorf("revision %d names artifact %s on registry %s, which the workflow does not name: a revision's artifact is pulled only from a registry in registry-hosts (or the workflow's own artifact's); add %s there to pull it", rv.Number, quoted(rv.Artifact), quoted(host), quoted(host))
+	}
+	return nil
 }
 
 func at(rev string) string {

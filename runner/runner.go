@@ -158,6 +158,8 @@ func (s *Session) Options(cfg *config.Config) pipeline.Options {
 		History:                cfg.History,
 		Atomic:                 cfg.Atomic,
 		Correct:                cfg.Correct,
+		RecordKey:              cfg.RecordKey,
+		RegistryHosts:          cfg.Registry.Hosts,
 		HandManagers:           cfg.HandManagers,
 		Secret:                 s.Secret,
 		Secrets:                s.Decrypted,
