@@ -27,6 +27,20 @@ var figures struct {
 	// of the objects the API server rejects (the corpus of
 	// testdata/offline).
 	offlineRejected, offlineCaught atomic.Int32
+	// recordRefused of recordAttacks: runs that would write from a
+	// cluster record a namespace writer forged, changed or emptied of
+	// its key, and refused to (recordattacks_test.go).
+	recordAttacks, recordRefused atomic.Int32
+}
+
+// recordAttack counts one run that must refuse to write from a record it
+// cannot trust, and whether it did.
+func recordAttack(refused bool) bool {
+	figures.recordAttacks.Add(1)
+	if refused {
+		figures.recordRefused.Add(1)
+	}
+	return refused
 }
 
 // scanForSecrets counts one scan of text for secret values and returns
@@ -94,6 +108,9 @@ func writeFigures(seed uint64) {
 		seed, fi.killSurvived.Load(), fi.killPoints.Load(), fi.interleavings.Load(), fi.interleaved.Load(),
 		fi.pausedFenced.Load(), fi.paused.Load(), fi.lateWrites.Load(),
 		fi.badRefused.Load(), fi.badInputs.Load(), fi.lost.Load(), fi.orphans.Load(), fi.secretScans.Load(), fi.secretLeaks.Load())
+	if n := fi.recordAttacks.Load(); n > 0 {
+		fmt.Fprintf(f, "e2e: record attacks (a namespace writer's forged, changed or unsigned revisions) refused %d of %d\n", fi.recordRefused.Load(), n)
+	}
 	if n := fi.offlineRejected.Load(); n > 0 {
 		fmt.Fprintf(f, "e2e: offline validation caught %d of the %d objects the API server rejects\n", fi.offlineCaught.Load(), n)
 	}

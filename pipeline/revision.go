@@ -340,6 +340,11 @@ func (r *run) revisionStage(rollback bool, pick func([]*inventory.Revision) (*in
 		if r.opts.ArtifactClient == nil {
 			return fail(result.ReasonArtifactFailed, fmt.Errorf("revision %d names artifact %s: it must be pulled again, and this run has no registry client", rv.Number, rv.Artifact))
 		}
+		// The record names the registry: it is reached only when the
+		// revision is this workflow's, whatever the run does with it.
+		if err := r.store.Authenticate(r.prev, rv.Number); err != nil {
+			return &RevisionRefusedError{Err: fmt.Errorf("its artifact is not pulled: %w", err)}
+		}
 		if err := r.revisionArtifactAllowed(rv); err != nil {
 			return &RevisionRefusedError{Err: err}
 		}
