@@ -148,6 +148,10 @@ func (s *Store) Load(ctx context.Context, namespace, name string) (*Inventory, e
 	if err != nil {
 		return nil, err
 	}
+	if inv.Name != name {
+		// Relabelled: another inventory's record under this one's name.
+		return nil, fmt.Errorf("ConfigMap %s/%s is labelled as inventory %q, not %q (changed by someone else than gantry); refusing to use it", namespace, cm.Name, inv.Name, name)
+	}
 	s.mergeAdopted(inv)
 	return inv, nil
 }
@@ -244,7 +248,9 @@ func (s *Store) Save(ctx context.Context, inv *Inventory) error {
 		}
 	}
 	if len(inv.Revisions) > 0 {
-		for _, rv := range inv.Revisions {
+		// Oldest first: a revision pins the MACs of those before it as
+		// they are saved.
+		for _, rv := range slices.Backward(inv.Revisions) {
 			switch {
 			case rv.own && s.Key != nil:
 				s.Key.sign(inv, rv)

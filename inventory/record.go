@@ -65,14 +65,23 @@ func (k *RecordKey) sum(namespace, name string, rv *Revision) string {
 	return "hmac-sha256:" + base64.RawStdEncoding.EncodeToString(m.Sum(nil))
 }
 
+// Kept pins a revision kept beside a signed one: its number and the MAC
+// it had then.
+type Kept struct {
+	Number int    `json:"n"`
+	MAC    string `json:"mac,omitempty"`
+}
+
 // sign sets the MAC of a revision this run records, with what it keeps
-// beside it.
+// beside it, each pinned by its MAC.
 func (k *RecordKey) sign(inv *Inventory, rv *Revision) {
 	rv.Kept = rv.Kept[:0:0]
 	for _, o := range inv.Revisions {
-		rv.Kept = append(rv.Kept, o.Number)
+		if o != rv {
+			rv.Kept = append(rv.Kept, Kept{Number: o.Number, MAC: o.MAC})
+		}
 	}
-	slices.Sort(rv.Kept)
+	slices.SortFunc(rv.Kept, func(a, b Kept) int { return a.Number - b.Number })
 	rv.Adopted = slices.Clone(inv.Adopted)
 	slices.Sort(rv.Adopted)
 	rv.Adopted = slices.Compact(rv.Adopted)
@@ -126,12 +135,32 @@ func (s *Store) Authenticate(inv *Inventory, n int) error {
 		}
 		return fmt.Sprintf("revision %d is not as this workflow recorded it: its MAC does not match what it holds (changed by someone else than gantry, moved from another inventory, or recorded with another record-key)", r.Number)
 	}
+	seen := map[int]bool{}
+	for _, o := range inv.Revisions {
+		if seen[o.Number] {
+			return &UnauthenticatedError{Inventory: ref, Number: n, Why: fmt.Sprintf("the record lists revision %d more than once (gantry never does)", o.Number)}
+		}
+		seen[o.Number] = true
+	}
 	if !s.Key.authentic(inv, newest) {
 		return &UnauthenticatedError{Inventory: ref, Number: n, Why: "the inventory's newest revision cannot be trusted: " + why(newest)}
 	}
+	// The newest revision pins every other one as it was when it was
+	// recorded: none taken out, none put back in an older version.
+	pinned := map[int]string{}
 	for _, k := range newest.Kept {
-		if inv.Find(k) == nil {
-			return &UnauthenticatedError{Inventory: ref, Number: n, Why: fmt.Sprintf("revision %d, which the newest revision (%d) was recorded beside, was taken out of the record by someone else than gantry", k, newest.Number)}
+		pinned[k.Number] = k.MAC
+		o := inv.Find(k.Number)
+		switch {
+		case o == nil:
+			return &UnauthenticatedError{Inventory: ref, Number: n, Why: fmt.Sprintf("revision %d, which the newest revision (%d) was recorded beside, was taken out of the record by someone else than gantry", k.Number, newest.Number)}
+		case o.MAC != k.MAC:
+			return &UnauthenticatedError{Inventory: ref, Number: n, Why: fmt.Sprintf("revision %d is not the one the newest revision (%d) was recorded beside (an older version of it, or another, was put in its place by someone else than gantry)", k.Number, newest.Number)}
+		}
+	}
+	for _, o := range inv.Revisions {
+		if _, ok := pinned[o.Number]; !ok && o != newest {
+			return &UnauthenticatedError{Inventory: ref, Number: n, Why: fmt.Sprintf("revision %d was added to the record after the newest revision (%d) was recorded, by someone else than gantry", o.Number, newest.Number)}
 		}
 	}
 	if !s.Key.authentic(inv, rv) {

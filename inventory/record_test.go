@@ -80,11 +80,11 @@ func TestRecordAuthentication(t *testing.T) {
 			revs[1]["outcome"] = "ReconciliationSucceeded"
 			return revs
 		}},
-		{name: "the MAC taken out", check: 1, want: "recorded without record-key", edit: func(revs []map[string]any) []map[string]any {
+		{name: "the MAC taken out", check: 1, want: "was put in its place", edit: func(revs []map[string]any) []map[string]any {
 			delete(revs[2], "mac")
 			return revs
 		}},
-		{name: "renumbered", check: 1, want: "MAC does not match", edit: func(revs []map[string]any) []map[string]any {
+		{name: "renumbered", check: 1, want: "was put in its place", edit: func(revs []map[string]any) []map[string]any {
 			// revisions 1 and 2 swap numbers, each with its MAC
 			revs[1]["number"], revs[2]["number"] = 1, 2
 			return revs
@@ -95,6 +95,18 @@ func TestRecordAuthentication(t *testing.T) {
 		{name: "adopted ids taken out", check: 1, want: "MAC does not match", edit: func(revs []map[string]any) []map[string]any {
 			delete(revs[2], "adopted")
 			return revs
+		}},
+		{name: "a revision replaced by a stub", check: 1, want: "not the one the newest revision (3) was recorded beside", edit: func(revs []map[string]any) []map[string]any {
+			revs[1] = map[string]any{"number": 2, "outcome": "ReconciliationSucceeded"}
+			return revs
+		}},
+		{name: "a number listed twice", check: 2, want: "more than once", edit: func(revs []map[string]any) []map[string]any {
+			cp := map[string]any{}
+			for k, v := range revs[1] {
+				cp[k] = v
+			}
+			cp["outcome"] = "ReconciliationSucceeded"
+			return append(revs, cp)
 		}},
 		{name: "the newest forged", check: 1, want: "newest revision cannot be trusted", edit: func(revs []map[string]any) []map[string]any {
 			revs[0]["note"] = "hello"
@@ -205,5 +217,81 @@ func TestAdoptedIdsComeBackFromTheRevisions(t *testing.T) {
 	}
 	if noKey, _ := (&Store{Client: s.Client}).Load(ctx, "shop", "shop"); len(noKey.Adopted) != 0 {
 		t.Errorf("without the key, unauthenticated ids were taken: %v", noKey.Adopted)
+	}
+}
+
+// A revision put back as it was when its run began (Pending, signed by
+// that run) is not the one the newer revisions were recorded beside.
+func TestRecordRefusesAnOlderVersionOfARevision(t *testing.T) {
+	ctx := context.Background()
+	s := &Store{Client: fake.NewClientset(), Key: testKey(t, workflowSecret)}
+	inv, _ := s.Load(ctx, "shop", "shop")
+	obj := func(v string) []*unstructured.Unstructured { return []*unstructured.Unstructured{configMap("a", v)} }
+	record(t, s, inv, obj("1"), "ReconciliationSucceeded", 5)
+	record(t, s, inv, obj("2"), "ReconciliationSucceeded", 5)
+	rv, err := NewRevision("shop", "shop", obj("3"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Begin(ctx, inv, rv, 5); err != nil {
+		t.Fatal(err)
+	}
+	save(t, s, inv)
+	pending, _ := json.Marshal(inv.Find(3))
+	inv.Finish(3, "ReconciliationSucceeded")
+	save(t, s, inv)
+	record(t, s, inv, obj("4"), "HealthCheckFailed", 5)
+	editRecord(t, s, "shop", "shop", func(revs []map[string]any) []map[string]any {
+		var old map[string]any
+		_ = json.Unmarshal(pending, &old)
+		revs[1] = old
+		return revs
+	})
+	loaded, _ := s.Load(ctx, "shop", "shop")
+	if err := s.Authenticate(loaded, 2); err == nil || !strings.Contains(err.Error(), "not the one the newest revision (4) was recorded beside") {
+		t.Errorf("revision 3 put back Pending: %v, want refused", err)
+	}
+}
+
+// An inventory's ConfigMap relabelled as another's is refused when read
+// under the other's name.
+func TestRecordRelabelledIsRefused(t *testing.T) {
+	ctx := context.Background()
+	s := &Store{Client: fake.NewClientset(), Key: testKey(t, workflowSecret)}
+	inv, _ := s.Load(ctx, "shop", "shop")
+	record(t, s, inv, []*unstructured.Unstructured{configMap("a", "1")}, "ReconciliationSucceeded", 5)
+	cm, _ := s.Client.CoreV1().ConfigMaps("shop").Get(ctx, ConfigMapName("shop"), metav1.GetOptions{})
+	cm.Labels[InventoryLabel] = "other"
+	if _, err := s.Client.CoreV1().ConfigMaps("shop").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ctx, "shop", "shop"); err == nil || !strings.Contains(err.Error(), `labelled as inventory "other"`) {
+		t.Errorf("a relabelled inventory: %v, want refused", err)
+	}
+}
+
+// A revision trimmed from the record and put back (a copy of it, MAC and
+// all, taken while it was kept) is not among those the newest revision
+// was recorded beside.
+func TestRecordRefusesATrimmedRevisionPutBack(t *testing.T) {
+	ctx := context.Background()
+	s := &Store{Client: fake.NewClientset(), Key: testKey(t, workflowSecret)}
+	inv, _ := s.Load(ctx, "shop", "shop")
+	obj := func(v string) []*unstructured.Unstructured { return []*unstructured.Unstructured{configMap("a", v)} }
+	record(t, s, inv, obj("1"), "ReconciliationSucceeded", 2)
+	first, _ := json.Marshal(inv.Find(1))
+	record(t, s, inv, obj("2"), "ReconciliationSucceeded", 2)
+	record(t, s, inv, obj("3"), "ReconciliationSucceeded", 2)
+	if inv.Find(1) != nil {
+		t.Fatal("revision 1 was not trimmed")
+	}
+	editRecord(t, s, "shop", "shop", func(revs []map[string]any) []map[string]any {
+		var old map[string]any
+		_ = json.Unmarshal(first, &old)
+		return append(revs, old)
+	})
+	loaded, _ := s.Load(ctx, "shop", "shop")
+	if err := s.Authenticate(loaded, 1); err == nil || !strings.Contains(err.Error(), "added to the record") {
+		t.Errorf("revision 1 put back after it was trimmed: %v, want refused", err)
 	}
 }

@@ -112,12 +112,13 @@ type Revision struct {
 	// run could not create Secrets, or an artifact's digest stands for
 	// them).
 	Payloads map[string]string `json:"payloads,omitempty"`
-	// Kept are the numbers of the revisions the inventory kept beside
-	// this one when it was recorded, and Adopted the ids of the objects
-	// that existed before gantry applied them: both signed, so that
-	// taking a revision out of the record, or an object out of the
-	// adopted ones, is seen (record.go).
-	Kept    []int    `json:"kept,omitempty"`
+	// Kept are the revisions the inventory kept beside this one when it
+	// was recorded, each by its number and MAC, and Adopted the ids of
+	// the objects that existed before gantry applied them: both signed,
+	// so that taking a revision out of the record, putting back an older
+	// version of one, or taking an object out of the adopted ones, is
+	// seen (record.go).
+	Kept    []Kept   `json:"kept,omitempty"`
 	Adopted []string `json:"adopted,omitempty"`
 	// MAC authenticates the revision with the workflow's record-key
 	// (record.go); empty when it was recorded without one.

@@ -290,11 +290,13 @@ func (r *run) apply(ctx context.Context) error {
 	for _, pl := range r.plans {
 		if pl.kind != planSkip && pl.kind != planFailed && pl.kind != planUnchanged {
 			e := inventory.EntryFor(pl.obj.Unstructured)
-			if _, listed := ahead[e.ID]; !listed && pl.existing != nil {
-				// It exists and gantry did not make it: recorded as
-				// adopted in the same write, before it is taken over,
-				// so that a run killed after the write still leaves an
-				// undo that releases it rather than deletes it.
+			if pl.adopts {
+				// It exists and does not carry this inventory's labels:
+				// gantry did not make it, whatever the inventory's list
+				// (which others may edit) says. Recorded as adopted in
+				// the same write, before it is taken over, so that a run
+				// killed after the write still leaves an undo that
+				// releases it rather than deletes it.
 				r.prev.Adopted = append(r.prev.Adopted, e.ID)
 				adoptedAhead, r.recordsChanged = true, true
 			}

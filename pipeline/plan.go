@@ -138,6 +138,9 @@ type plan struct {
 	takeOver []ssa.FieldManager
 	// mask masks the secrets a value holds, in its diff.
 	mask func(string) string
+	// adopts: the object exists and does not carry this inventory's
+	// labels, so the apply takes over an object gantry did not make.
+	adopts bool
 }
 
 // planner dry-runs objects against the cluster.
@@ -550,6 +553,10 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 	switch {
 	case err == nil:
 		pl.existing = existing
+		// Live and not labelled as this inventory's: gantry did not
+		// make it, whatever the inventory's list says.
+		owner, ok := ownerOf(existing)
+		pl.adopts = !ok || owner != p.owner
 	case apierrors.IsNotFound(err):
 	case meta.IsNoMatchError(err) || isNamespaceNotFound(err, o):
 		return p.missing(pl, err)
