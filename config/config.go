@@ -48,7 +48,9 @@ type Config struct {
 	RefuseConflicts bool
 	// PruneCRDsWithResources: prune-crds-with-resources.
 	PruneCRDsWithResources bool
-	TakeOwnership          bool
+	// PruneSharedNamespaces: prune-shared-namespaces.
+	PruneSharedNamespaces bool
+	TakeOwnership         bool
 	// ValidateAll dry-runs every object (validate: all).
 	ValidateAll bool
 	// ReleaseTo is the field manager release hands gantry's fields to.
@@ -433,6 +435,7 @@ func (in *inputs) behaviour(c *Config) {
 	c.Prune, c.Wait, c.Force = in.bool("prune"), in.bool("wait"), in.bool("force")
 	c.AllowEmpty = in.bool("allow-empty")
 	c.PruneCRDsWithResources = in.bool("prune-crds-with-resources")
+	c.PruneSharedNamespaces = in.bool("prune-shared-namespaces")
 	c.DeleteFluxApplied = in.bool("delete-flux-applied")
 	c.TakeOwnership = in.bool("take-ownership")
 	c.ReleaseTo = in.str("release-to")

@@ -51,6 +51,7 @@ var workflowOnly = map[string]string{
 	"sign":                           "what is signed with the workflow's identity",
 	"cosign-key":                     "a key",
 	"record-key":                     "a key",
+	"prune-shared-namespaces":        "whether ground another inventory stands on may be deleted",
 	"cosign-public-key":              "a key that signatures are trusted from",
 	"age-recipients":                 "a key",
 	"fulcio-url":                     "an endpoint",

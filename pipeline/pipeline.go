@@ -53,6 +53,10 @@ type Options struct {
 	// PruneCRDsWithResources lets prune delete a CRD whose custom
 	// resources still exist in the cluster (deleting them with it).
 	PruneCRDsWithResources bool
+	// PruneSharedNamespaces lets prune and delete remove a Namespace
+	// that holds another inventory's record or objects labelled for
+	// another inventory (deleting them with it).
+	PruneSharedNamespaces bool
 	// RefuseConflicts fails, before anything is written, an object whose
 	// apply would take fields another field manager (not kubectl's) owns.
 	RefuseConflicts bool

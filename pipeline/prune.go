@@ -159,8 +159,11 @@ type pruneVerdict struct {
 	skip  string                     // why it is kept, when it is
 	// stay keeps a skipped entry in the inventory: the object is still
 	// gantry's until it is released.
-	stay   bool
-	result result.Object
+	stay bool
+	// refused: kept because another inventory stands on it; the run
+	// fails naming it.
+	refused bool
+	result  result.Object
 }
 
 // readStale reads many stale objects of one kind with one LIST, for judge
@@ -242,6 +245,15 @@ func (r *run) judge(ctx context.Context, e inventory.Entry, fresh bool) (*pruneV
 			return nil, &ObjectError{Ref: v.result.Ref(), Err: err}
 		}
 		v.skip, v.stay = why, why != ""
+	}
+	if v.skip == "" {
+		// Ground another inventory stands on: kept, and the run fails
+		// naming it, for prune and delete alike.
+		why, err := r.othersGround(ctx, live)
+		if err != nil {
+			return nil, &ObjectError{Ref: v.result.Ref(), Err: err}
+		}
+		v.skip, v.stay, v.refused = why, why != "", why != ""
 	}
 	if v.skip != "" {
 		v.result.Diff = "" // kept: nothing changes
@@ -354,7 +366,10 @@ func (r *run) deleteStale(ctx context.Context, stale []inventory.Entry, stage st
 				if v.skip != "" {
 					v.result.Action, v.result.Error = result.Skipped, v.skip
 					r.recordLocked(v.result)
-					if v.stay {
+					switch {
+					case v.refused:
+						keep(&ObjectError{Ref: v.result.Ref(), Err: errors.New("not deleted: " + v.skip)})
+					case v.stay:
 						keep(nil)
 					}
 					return nil

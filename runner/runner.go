@@ -141,6 +141,7 @@ func (s *Session) Options(cfg *config.Config) pipeline.Options {
 		AllowEmpty:             cfg.AllowEmpty,
 		MaxPrune:               cfg.MaxPrune,
 		PruneCRDsWithResources: cfg.PruneCRDsWithResources,
+		PruneSharedNamespaces:  cfg.PruneSharedNamespaces,
 		DeleteFluxApplied:      cfg.DeleteFluxApplied,
 		RefuseConflicts:        cfg.RefuseConflicts,
 		TakeOwnership:          cfg.TakeOwnership,
