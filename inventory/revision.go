@@ -127,7 +127,7 @@ type Revision struct {
 	// Masked lists, by object id, the fields (JSON pointers) that held a
 	// secret value when the set was applied (not Secrets' data, masked
 	// by kind): reports of the revision mask them as the apply did.
-	Masked map[string][]string `json:"-"`
+	Masked map[string][]string `json:"masked,omitempty"`
 
 	// payloads are the compressed payloads, by namespace, when prepared
 	// or read.
@@ -276,7 +276,8 @@ func (rv *Revision) ObjectsOf() ([]*unstructured.Unstructured, error) {
 		for _, o := range p.Objects {
 			all = append(all, &unstructured.Unstructured{Object: o})
 		}
-		if ns == "" {
+		if ns == "" && rv.Masked == nil {
+			// Recorded before the record held them too.
 			rv.Masked = p.Masked
 		}
 	}

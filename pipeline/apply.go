@@ -157,6 +157,7 @@ func (r *run) prepare() error {
 	if err := r.ensureClients(); err != nil {
 		return err
 	}
+	r.collectMasked()
 	if err := r.setNamespaces(); err != nil {
 		return err
 	}

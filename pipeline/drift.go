@@ -95,6 +95,7 @@ func (r *run) drift(ctx context.Context) error {
 	if err := r.loadInventory(ctx); err != nil {
 		return err
 	}
+	r.collectMasked() // with the newest revision's fields, now read
 	listed := map[string]bool{}
 	for _, e := range r.prev.Entries {
 		listed[e.ID] = true
@@ -121,7 +122,6 @@ func (r *run) drift(ctx context.Context) error {
 		case pl.existing == nil:
 			o.Action, o.Error = result.Skipped, "not applied yet: gantry has not applied it, so it cannot have drifted"
 		default:
-			r.maskLive(pl.existing)
 			var managed []fieldpath.Path
 			o.Drift, o.ManagedBy, managed = fieldDrift(pl.existing, pl.dryRun, appliedObject(pl.obj.Unstructured), r.hand)
 			if len(o.Drift) > 0 {

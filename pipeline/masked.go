@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -107,17 +108,20 @@ func (r *run) maskRecorded(objs []*unstructured.Unstructured, masked map[string]
 	r.opts.Secrets(values)
 }
 
-// maskLive masks the values live objects hold in the fields a revision
-// says were secret: a value set there by hand is shown no more than the
-// applied one.
+// maskLive masks the values a live object holds in the fields that held
+// a secret: in the set (a substituted or decrypted value), in the
+// revision compared with or rolled back to, or in the inventory's newest
+// revision. A value rotated since, or set there by hand, is shown no
+// more than the applied one, in every diff of the run (prune's
+// included).
 func (r *run) maskLive(live *unstructured.Unstructured) {
-	if r.opts.Secrets == nil || r.compared == nil || live == nil {
+	if r.opts.Secrets == nil || live == nil || len(r.liveMasked) == 0 {
 		return
 	}
 	var values []string
-	for _, p := range r.compared.Masked[inventory.EntryFor(live).ID] {
+	for _, p := range r.liveMasked[inventory.EntryFor(live).ID] {
 		if v, ok := atPointer(live.Object, p); ok {
-			if s, ok := v.(string); ok {
+			if s, ok := v.(string); ok && s != "" {
 				values = append(values, s)
 			}
 		}
@@ -125,4 +129,34 @@ func (r *run) maskLive(live *unstructured.Unstructured) {
 	if len(values) > 0 {
 		r.opts.Secrets(values)
 	}
+}
+
+// collectMasked sets the fields maskLive masks: those of the set, of the
+// revision compared with, and of the inventory's newest revision, when
+// known. It runs before the plan reads any live object.
+func (r *run) collectMasked() {
+	out := map[string][]string{}
+	add := func(m map[string][]string) {
+		for id, paths := range m {
+			out[id] = append(out[id], paths...)
+		}
+	}
+	objs := make([]*unstructured.Unstructured, 0, len(r.objects))
+	for _, o := range r.objects {
+		objs = append(objs, o.Unstructured)
+	}
+	add(maskedFields(objs, r.opts.Secret))
+	if r.compared != nil {
+		add(r.compared.Masked)
+	}
+	if r.prev != nil {
+		if newest := r.prev.Newest(); newest != nil {
+			add(newest.Masked)
+		}
+	}
+	for id, paths := range out {
+		slices.Sort(paths)
+		out[id] = slices.Compact(paths)
+	}
+	r.liveMasked = out
 }

@@ -190,10 +190,13 @@ type stage struct {
 
 // run is the shared state of one pipeline run.
 type run struct {
-	opts    Options
-	connect Connector
-	obs     Observer
-	res     *result.Result
+	// liveMasked are the fields, by object id, whose live values are
+	// masked (collectMasked, maskLive).
+	liveMasked map[string][]string
+	opts       Options
+	connect    Connector
+	obs        Observer
+	res        *result.Result
 
 	clients *kube.Clients
 	// connecting, when not nil, is closed when the connection opened

@@ -145,6 +145,9 @@ type plan struct {
 
 // planner dry-runs objects against the cluster.
 type planner struct {
+	// onLive sees each live object read for a plan before its diff is
+	// made (its secret fields are masked from then on).
+	onLive  func(*unstructured.Unstructured)
 	clients *kube.Clients
 	force   bool
 	// mask masks the secrets a value holds, in diffs.
@@ -250,6 +253,7 @@ func (r *run) newPlanner() *planner {
 	p.takeOver = r.opts.takeOver
 	p.onDryRun = r.findSources
 	p.mask = r.opts.Mask
+	p.onLive = r.maskLive
 	p.readiness = r.opts.Wait
 	return p
 }
@@ -553,6 +557,9 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 	switch {
 	case err == nil:
 		pl.existing = existing
+		if p.onLive != nil {
+			p.onLive(existing)
+		}
 		// Live and not labelled as this inventory's: gantry did not
 		// make it, whatever the inventory's list says.
 		owner, ok := ownerOf(existing)

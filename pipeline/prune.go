@@ -221,6 +221,7 @@ func (r *run) judge(ctx context.Context, e inventory.Entry, fresh bool) (*pruneV
 		return nil, &ObjectError{Ref: fmtID(id), Err: fmt.Errorf("not read: %w", err)}
 	}
 	v.live = live
+	r.maskLive(live)
 	v.result = resultObject(live, "", "prune", result.Deleted)
 	if d, err := diffs.ObjectMasked(v.result.Ref(), live, nil, r.opts.Mask); err == nil {
 		v.result.Diff = d
