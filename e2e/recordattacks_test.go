@@ -6,12 +6,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/crane"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -378,5 +381,79 @@ func TestRotatedSecretsStayMasked(t *testing.T) {
 	}
 	for _, leak := range scanForSecrets(outputs(drift), older, newer, byHand) {
 		t.Errorf("drift of a path prints %q", leak)
+	}
+}
+
+// A run that adopts a Namespace made by hand (with a ConfigMap in it) is
+// killed right after its first write lands: everything after it is lost,
+// as when the process dies. The record written before that first write
+// already lists the Namespace as adopted, so the next apply, which finds
+// it labelled as gantry's, keeps the mark, and a rollback to the set
+// before releases the Namespace instead of deleting it and what it
+// holds.
+func TestAdoptionSurvivesAKillAfterTheFirstWrite(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	team := ns + "-team"
+	if _, err := env.Client.CoreV1().Namespaces().Create(ctx, namespaceObject(team), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.CoreV1().Namespaces().Delete(ctx, team, metav1.DeleteOptions{}) })
+	if _, err := env.Client.CoreV1().ConfigMaps(team).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "handmade"}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	inv := []string{"--inventory=adopts", "--inventory-namespace=" + ns, "--lease-duration=" + pauseLease, "--max-prune=100%"}
+	base := writeSet(t, configMap(ns, "base"))
+	if r := gantry(t, append([]string{"apply", "--path=" + base, "--timeout=60s"}, inv...)...); r.code != 0 {
+		t.Fatalf("first apply: exit %d\n%s", r.code, r.stderr)
+	}
+	withTeam := writeSet(t, configMap(ns, "base"), namespaceYAML(team))
+
+	proxy := newAPIProxy(t, env.Cluster)
+	var mu sync.Mutex
+	ahead, dead := false, false
+	proxy.setHook(func(class string, n int, r *http.Request) proxyAction {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case dead:
+			return proxyAction{when: breakBefore}
+		case class == "inventory-write":
+			ahead = true
+		case class == "apply" && ahead:
+			// The Namespace's write lands; nothing after it does.
+			dead = true
+			return proxyAction{when: breakAfter}
+		}
+		return proxyAction{}
+	})
+	killed := gantryWith(t, proxy.kubeconfig, append([]string{"apply", "--path=" + withTeam, "--timeout=8s"}, inv...)...)
+	if killed.code == 0 {
+		t.Fatalf("the run cut off after its first write succeeded\n%s", killed.stderr)
+	}
+	live, err := env.Client.CoreV1().Namespaces().Get(ctx, team, metav1.GetOptions{})
+	if err != nil || live.Labels[inventory.NameLabel] != "adopts" {
+		t.Fatalf("the Namespace's write did not land: %v %v", err, live.GetLabels())
+	}
+	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, inventory.ConfigMapName("adopts"), metav1.GetOptions{})
+	if err != nil || !strings.Contains(cm.Data["adopted"], "_"+team+"__Namespace") {
+		t.Fatalf("the record written before the first write does not list the Namespace as adopted: %v %q", err, cm.Data["adopted"])
+	}
+
+	if r := gantry(t, append([]string{"apply", "--path=" + withTeam, "--timeout=60s"}, inv...)...); r.code != 0 {
+		t.Fatalf("the next apply: exit %d\n%s", r.code, r.stderr)
+	}
+	back := gantry(t, append([]string{"rollback", "--to=1", "--timeout=60s"}, inv...)...)
+	if back.code != 0 {
+		t.Fatalf("rollback: exit %d\n%s", back.code, back.stderr)
+	}
+	if live, err := env.Client.CoreV1().Namespaces().Get(ctx, team, metav1.GetOptions{}); err != nil || live.DeletionTimestamp != nil {
+		t.Fatalf("the rollback deleted the Namespace that existed before gantry: %v", err)
+	} else if _, ok := live.Labels[inventory.NameLabel]; ok {
+		t.Errorf("the Namespace was not released: labels %v", live.Labels)
+	}
+	if _, err := env.Client.CoreV1().ConfigMaps(team).Get(ctx, "handmade", metav1.GetOptions{}); err != nil {
+		t.Errorf("what the Namespace held before gantry is gone: %v", err)
 	}
 }
