@@ -22,8 +22,34 @@ import (
 type lines struct {
 	workDir string
 	mu      sync.Mutex
-	files   map[string][]docStart
-	nodes   map[string][]*yaml.Node
+	files   map[string]*indexed
+}
+
+// indexed is one file's documents, read once however many objects ask
+// at the same moment (a thousand failing together once made a thousand
+// reads of one large file, minutes of CPU).
+type indexed struct {
+	once sync.Once
+	docs []docStart
+	// nodes are its documents parsed whole, read once too, only for
+	// objects that failed.
+	nodesOnce sync.Once
+	nodes     []*yaml.Node
+}
+
+// file is source's entry, made on first use.
+func (l *lines) file(source string) *indexed {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.files == nil {
+		l.files = map[string]*indexed{}
+	}
+	f := l.files[source]
+	if f == nil {
+		f = &indexed{}
+		l.files[source] = f
+	}
+	return f
 }
 
 // docStart is a document of a manifest file, or a generator entry of a
@@ -102,10 +128,8 @@ func (l *lines) fieldLine(source string, start int, path string) int {
 // line start. Files are parsed again, once each, only for objects that
 // failed.
 func (l *lines) document(source string, start int) *yaml.Node {
-	l.mu.Lock()
-	nodes, ok := l.nodes[source]
-	l.mu.Unlock()
-	if !ok {
+	f := l.file(source)
+	f.nodesOnce.Do(func() {
 		path := source
 		if !filepath.IsAbs(path) && l.workDir != "" {
 			path = filepath.Join(l.workDir, path)
@@ -118,17 +142,12 @@ func (l *lines) document(source string, start int) *yaml.Node {
 					break
 				}
 				if n.Kind == yaml.DocumentNode && len(n.Content) > 0 && n.Content[0].Kind == yaml.MappingNode {
-					nodes = append(nodes, n.Content[0])
+					f.nodes = append(f.nodes, n.Content[0])
 				}
 			}
 		}
-		l.mu.Lock()
-		if l.nodes == nil {
-			l.nodes = map[string][]*yaml.Node{}
-		}
-		l.nodes[source] = nodes
-		l.mu.Unlock()
-	}
+	})
+	nodes := f.nodes
 	for _, m := range nodes {
 		if len(m.Content) > 0 && m.Content[0].Line == start {
 			return m
@@ -267,25 +286,19 @@ func unquote(v string) string {
 }
 
 func (l *lines) docs(source string) []docStart {
-	l.mu.Lock()
-	docs, ok := l.files[source]
-	l.mu.Unlock()
-	if ok {
-		return docs
-	}
-	path := source
-	if !filepath.IsAbs(path) && l.workDir != "" {
-		path = filepath.Join(l.workDir, path)
-	}
-	docs = readDocStarts(path)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.files == nil {
-		l.files = map[string][]docStart{}
-	}
-	l.files[source] = docs
-	return docs
+	f := l.file(source)
+	f.once.Do(func() {
+		path := source
+		if !filepath.IsAbs(path) && l.workDir != "" {
+			path = filepath.Join(l.workDir, path)
+		}
+		f.docs = readDocs(path)
+	})
+	return f.docs
 }
+
+// readDocs is readDocStarts, counted by a test.
+var readDocs = readDocStarts
 
 // readDocStarts indexes a YAML file's documents; nil when it cannot be
 // read (its objects are then named by file alone).

@@ -1,9 +1,14 @@
 package pipeline
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestLineOfEachObject(t *testing.T) {
@@ -118,5 +123,40 @@ spec:
 	}
 	if got := l.fieldLine("app.yaml", 99, "spec.replicas"); got != 99 {
 		t.Errorf("no document starting there: line %d, want the object's", got)
+	}
+}
+
+// A thousand objects of one file that fail at the same moment (a run
+// cancelled in its apply) read and index the file once, not once each:
+// each read of a large file is a parse, and a thousand at once held a
+// cancelled run up for minutes.
+func TestLinesReadEachFileOnce(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := range 50 {
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-%d\n", i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "set.yaml"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var reads atomic.Int32
+	defer func(orig func(string) []docStart) { readDocs = orig }(readDocs)
+	readDocs = func(path string) []docStart {
+		reads.Add(1)
+		time.Sleep(20 * time.Millisecond) // a large file's parse
+		return readDocStarts(path)
+	}
+	l := &lines{workDir: dir}
+	var wg sync.WaitGroup
+	lines := make([]int, 1000)
+	for i := range lines {
+		wg.Go(func() { lines[i] = l.lineOf("set.yaml", "ConfigMap", fmt.Sprintf("cm-%d", i%50)) })
+	}
+	wg.Wait()
+	if n := reads.Load(); n != 1 {
+		t.Errorf("the file was read %d times, want once", n)
+	}
+	if lines[49] == 0 || lines[0] != 2 {
+		t.Errorf("lines of cm-0 and cm-49: %d, %d", lines[0], lines[49])
 	}
 }
