@@ -5,10 +5,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -261,4 +263,84 @@ func TestRetriesRideOutABriefOutage(t *testing.T) {
 	if list, err := env.Client.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{}); err != nil || len(list.Items) != 302 {
 		t.Errorf("%d ConfigMaps (%v), want 300, the inventory and kube-root-ca.crt", len(list.Items), err)
 	}
+}
+
+// SIGTERM at seeded points of the apply of 4,000 ConfigMaps from one
+// file (2 points under make test, 20 under make soak): every run stops
+// within 5 s of the signal, as a runner's clean stop needs (GitHub kills
+// a step about 10 s after cancelling it), exits 1 with reason Cancelled,
+// records the revision and gives the Lease back.
+func TestSIGTERMMidApplyStopsInTime(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds the gantry binary")
+	}
+	ns := env.Namespace(t)
+	dir := t.TempDir()
+	write := func(value string) {
+		var b strings.Builder
+		configMaps(&b, ns, "stop", value, 4000, nil)
+		writeFile(t, filepath.Join(dir, "set.yaml"), b.String())
+	}
+	points := 2
+	if soak() {
+		points = 20
+	}
+	rng := rand.New(rand.NewPCG(faultSeed(t), 0x5157))
+	var took []time.Duration
+	for i := range points {
+		write(fmt.Sprintf("run-%d", i))
+		delay := time.Duration(rng.IntN(1500)) * time.Millisecond
+		cmd := exec.Command(gantryBinary(t), "apply", "--path="+dir, "--inventory=stop", "--inventory-namespace="+ns, "--timeout=5m",
+			"--max-prune=100%", "--kubeconfig="+env.Cluster.Kubeconfig)
+		var stderr syncBuffer
+		cmd.Stderr = &stderr
+		cmd.Env = []string{"HOME=" + os.Getenv("HOME"), recordKeyEnv}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(2 * time.Minute)
+		for !strings.Contains(stderr.String(), "▸ apply") {
+			if time.Now().After(deadline) {
+				_ = cmd.Process.Kill()
+				t.Fatalf("never reached the apply:\n%s", stderr.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(delay)
+		start := time.Now()
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			_ = cmd.Wait() // the exit code is checked below
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Fatalf("point %d (%s into the apply): still running 60 s after SIGTERM", i, delay)
+		}
+		stopped := time.Since(start)
+		took = append(took, stopped)
+		out := stderr.String()
+		if code := cmd.ProcessState.ExitCode(); code != 1 && code != 0 {
+			t.Errorf("point %d: exit %d\n%s", i, code, out)
+		}
+		if stopped > 5*time.Second {
+			t.Errorf("point %d (%s into the apply): stopped %s after SIGTERM, want within 5 s", i, delay, stopped.Round(time.Millisecond))
+		}
+		if !strings.Contains(out, "Cancelled") && !strings.Contains(out, "ReconciliationSucceeded") {
+			t.Errorf("point %d: neither cancelled nor done:\n%s", i, out)
+		}
+		if _, err := env.Client.CoordinationV1().Leases(ns).Get(context.Background(), inventory.ConfigMapName("stop"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("point %d: the Lease after SIGTERM: %v, want given back", i, err)
+		}
+	}
+	slices.Sort(took)
+	t.Logf("stopped after SIGTERM over %d points: min %s, median %s, max %s", len(took), took[0].Round(time.Millisecond),
+		took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
 }
