@@ -31,9 +31,9 @@ import (
 // ConfigMap, because the payload holds the applied objects, Secrets with
 // their values included: whoever may read only ConfigMaps must not read
 // those through a revision. The Secrets of another namespace than the
-// inventory's are kept in that namespace (gantry-<namespace>.<inventory>.v<N>),
-// so that who may read Secrets only where the inventory is reads none of
-// theirs.
+// inventory's, and the objects there that held a secret value, are kept
+// in that namespace (gantry-<namespace>.<inventory>.v<N>), so that who
+// may read Secrets only where the inventory is reads none of theirs.
 //
 // The inventory, written only under its Lease, is the record of which
 // revisions exist: their numbers, outcomes and the digests of their
@@ -199,7 +199,11 @@ func NewRevision(namespace, inventory string, objects []*unstructured.Unstructur
 	for i, u := range sorted {
 		all[i] = u.Object
 		ns := ""
-		if u.GetAPIVersion() == "v1" && u.GetKind() == "Secret" && u.GetNamespace() != namespace && u.GetNamespace() != "" {
+		// A Secret, or any object that held a secret value (a substituted
+		// password in a ConfigMap), bound for another namespace is kept
+		// in that namespace.
+		secret := u.GetAPIVersion() == "v1" && u.GetKind() == "Secret" || len(masked[idOf(u)]) > 0
+		if secret && u.GetNamespace() != namespace && u.GetNamespace() != "" {
 			ns = u.GetNamespace()
 		}
 		if split[ns] == nil {

@@ -474,3 +474,46 @@ func TestRevisionNeverWritesOverAnotherSecret(t *testing.T) {
 		t.Errorf("recorded %+v, want the deploy recorded without its objects", inv.Revisions)
 	}
 }
+
+// A ConfigMap of another namespace that held a substituted secret is kept
+// in that namespace too, as a Secret would be: who may read Secrets only
+// where the inventory is reads no value bound for another namespace.
+func TestRevisionKeepsSecretValuesOfOtherNamespacesWhereTheyAre(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	s := &Store{Client: client}
+	inv, _ := s.Load(ctx, "gantry", "shop")
+	cm := configMap("settings", "postgres://app:substituted-password@db")
+	cm.SetNamespace("payments")
+	objs := []*unstructured.Unstructured{configMap("a", "1"), cm}
+	masked := map[string][]string{EntryFor(cm).ID: {"/data/k"}}
+	rv, err := NewRevision("gantry", "shop", objs, masked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Begin(ctx, inv, rv, 5); err != nil {
+		t.Fatal(err)
+	}
+	save(t, s, inv)
+	list, _ := client.CoreV1().Secrets("gantry").List(ctx, metav1.ListOptions{})
+	for _, sec := range list.Items {
+		raw, err := inflate(sec.Data[dataObjects], MaxRevisionRawBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(raw), "substituted-password") {
+			t.Errorf("the inventory's namespace holds a secret value bound for payments (Secret %s)", sec.Name)
+		}
+	}
+	if rv.Payloads["payments"] == "" {
+		t.Errorf("no payload in payments: %v", rv.Payloads)
+	}
+	inv, _ = s.Load(ctx, "gantry", "shop")
+	got, err := s.Revision(ctx, inv, rv.Number)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := got.ObjectsOf(); err != nil || len(back) != 2 {
+		t.Fatalf("read back: %v, %d objects", err, len(back))
+	}
+}
