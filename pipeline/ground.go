@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
@@ -13,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/result"
@@ -97,7 +97,7 @@ func (r *run) otherInventoryIn(ctx context.Context, ns string) (string, error) {
 			continue
 		}
 		for _, res := range l.APIResources {
-			if res.Namespaced && slices.Contains(res.Verbs, "list") && res.Name != "events" && !containsSlash(res.Name) {
+			if res.Namespaced && slices.Contains(res.Verbs, "list") && res.Name != "events" && !strings.Contains(res.Name, "/") {
 				kinds[gv.WithResource(res.Name)] = res.Kind
 			}
 		}
@@ -131,8 +131,6 @@ func (r *run) otherInventoryIn(ctx context.Context, ns string) (string, error) {
 	return found, nil
 }
 
-func containsSlash(s string) bool { return slices.Contains([]byte(s), '/') }
-
 // foreignCustomResource names one custom resource of the live CRD that
 // this inventory does not list (another inventory's, or made by hand);
 // "" when there is none.
@@ -141,31 +139,7 @@ func (r *run) foreignCustomResource(ctx context.Context, crd *unstructured.Unstr
 	for _, e := range r.previous {
 		listed[e.ID] = true
 	}
-	gk, _ := object.GetCRDGroupKind(crd)
-	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
-	for _, v := range versions {
-		version, _ := v.(map[string]any)
-		name, _ := version["name"].(string)
-		if served, _ := version["served"].(bool); !served || name == "" {
-			continue
-		}
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(gk.WithVersion(name).GroupVersion().WithKind(gk.Kind + "List"))
-		opts := []client.ListOption{client.Limit(500)}
-		for {
-			if err := r.clients.Client.List(ctx, list, opts...); err != nil {
-				return "", err
-			}
-			for i := range list.Items {
-				if !listed[inventory.EntryFor(&list.Items[i]).ID] {
-					return result.Ref(gk.Group, gk.Kind, list.Items[i].GetNamespace(), list.Items[i].GetName()), nil
-				}
-			}
-			if list.GetContinue() == "" {
-				return "", nil
-			}
-			opts = []client.ListOption{client.Limit(500), client.Continue(list.GetContinue())}
-		}
-	}
-	return "", nil
+	return customResource(ctx, r.clients.Client, crd, func(u *unstructured.Unstructured) bool {
+		return listed[inventory.EntryFor(u).ID]
+	})
 }

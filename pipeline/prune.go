@@ -309,6 +309,13 @@ func (r *run) standsOn(ctx context.Context, live *unstructured.Unstructured) (st
 // anyCustomResource names one custom resource of the live CRD crd, read
 // at a version it serves; "" when there is none.
 func anyCustomResource(ctx context.Context, c client.Client, crd *unstructured.Unstructured) (string, error) {
+	return customResource(ctx, c, crd, nil)
+}
+
+// customResource names one custom resource of the live CRD crd, read at
+// a version it serves, that skip (when given) does not pass over; ""
+// when there is none. Without skip, one LIST of one item answers.
+func customResource(ctx context.Context, c client.Client, crd *unstructured.Unstructured, skip func(*unstructured.Unstructured) bool) (string, error) {
 	gk, _ := object.GetCRDGroupKind(crd)
 	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
 	for _, v := range versions {
@@ -317,15 +324,27 @@ func anyCustomResource(ctx context.Context, c client.Client, crd *unstructured.U
 		if served, _ := version["served"].(bool); !served || name == "" {
 			continue
 		}
+		limit := int64(500)
+		if skip == nil {
+			limit = 1
+		}
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gk.WithVersion(name).GroupVersion().WithKind(gk.Kind + "List"))
-		if err := c.List(ctx, list, client.Limit(1)); err != nil {
-			return "", err
+		opts := []client.ListOption{client.Limit(limit)}
+		for {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return "", err
+			}
+			for i := range list.Items {
+				if u := &list.Items[i]; skip == nil || !skip(u) {
+					return result.Ref(gk.Group, gk.Kind, u.GetNamespace(), u.GetName()), nil
+				}
+			}
+			if list.GetContinue() == "" {
+				return "", nil
+			}
+			opts = []client.ListOption{client.Limit(limit), client.Continue(list.GetContinue())}
 		}
-		if len(list.Items) > 0 {
-			return result.Ref(gk.Group, gk.Kind, list.Items[0].GetNamespace(), list.Items[0].GetName()), nil
-		}
-		return "", nil
 	}
 	return "", nil
 }
