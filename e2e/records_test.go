@@ -420,53 +420,6 @@ webhooks:
 	}
 }
 
-// A Secret bound for another namespace than the inventory's is kept in a
-// revision Secret of that namespace: who may read Secrets only in the
-// inventory's namespace reads nothing of it there, and a rollback still
-// restores it.
-func TestRevisionsKeepSecretsInTheirNamespace(t *testing.T) {
-	t.Parallel()
-	invNS, payments := env.Namespace(t), env.Namespace(t)
-	ctx := context.Background()
-	first, second := canary("payments-one"), canary("payments-two")
-	dir := t.TempDir()
-	args := []string{"apply", "--path=" + dir, "--inventory=pay", "--inventory-namespace=" + invNS, "--timeout=60s"}
-	for _, v := range []string{first, second} {
-		writeFile(t, filepath.Join(dir, "token.yaml"), secretYAML(payments, v))
-		writeFile(t, filepath.Join(dir, "cm.yaml"), configMapYAML(invNS, "settings", "v"))
-		if r := gantry(t, args...); r.code != 0 {
-			t.Fatalf("apply: exit %d\n%s", r.code, r.stderr)
-		}
-	}
-	payloads := func(ns string) string {
-		list, err := env.Client.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: inventory.RevisionOfLabel + "=pay"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var all strings.Builder
-		for _, s := range list.Items {
-			all.WriteString(gunzip(t, s.Data["objects.json.gz"]))
-		}
-		return all.String()
-	}
-	for _, v := range []string{first, second} {
-		b64 := base64.StdEncoding.EncodeToString([]byte(v))
-		if in := payloads(invNS); strings.Contains(in, v) || strings.Contains(in, b64) {
-			t.Errorf("the inventory's namespace holds a value of a Secret of %s", payments)
-		}
-		if in := payloads(payments); !strings.Contains(in, v) && !strings.Contains(in, b64) {
-			t.Errorf("%s holds no revision of its Secret", payments)
-		}
-	}
-	if r := gantry(t, "rollback", "--inventory=pay", "--inventory-namespace="+invNS, "--timeout=60s", "--to=1"); r.code != 0 {
-		t.Fatalf("rollback: exit %d\n%s", r.code, r.stderr)
-	}
-	s, err := env.Client.CoreV1().Secrets(payments).Get(ctx, "token", metav1.GetOptions{})
-	if err != nil || string(s.Data["token"]) != first {
-		t.Errorf("after the rollback the Secret of %s holds another value (%v)", payments, err)
-	}
-}
-
 // Trimming follows the count the inventory was kept with: a manual
 // rollback after a pipeline's history: 20 deletes nothing, and with
 // history: 1 an atomic apply still finds the revision to go back to.

@@ -1,7 +1,10 @@
 package inventory
 
 import (
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -29,8 +32,12 @@ import (
 // what `openssl rand -base64 24` prints.
 const MinRecordKeyLength = 32
 
-// RecordKey authenticates the revisions of inventories.
-type RecordKey struct{ mac []byte }
+// RecordKey authenticates the revisions of inventories, and seals what
+// they hold of secret values.
+type RecordKey struct {
+	mac  []byte
+	seal cipher.AEAD
+}
 
 // NewRecordKey derives the key revisions are signed with from the
 // workflow's secret.
@@ -38,9 +45,43 @@ func NewRecordKey(secret string) (*RecordKey, error) {
 	if len(strings.TrimSpace(secret)) < MinRecordKeyLength {
 		return nil, fmt.Errorf("is %d characters long; a record key needs at least %d (openssl rand -base64 32 makes one)", len(strings.TrimSpace(secret)), MinRecordKeyLength)
 	}
-	m := hmac.New(sha256.New, []byte(strings.TrimSpace(secret)))
-	m.Write([]byte("gantry.dev/record/mac/v1"))
-	return &RecordKey{mac: m.Sum(nil)}, nil
+	derive := func(purpose string) []byte {
+		m := hmac.New(sha256.New, []byte(strings.TrimSpace(secret)))
+		m.Write([]byte(purpose))
+		return m.Sum(nil)
+	}
+	block, err := aes.NewCipher(derive("gantry.dev/record/seal/v1"))
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	return &RecordKey{mac: derive("gantry.dev/record/mac/v1"), seal: aead}, nil
+}
+
+// sealed encrypts what a revision holds of secret values (AES-256-GCM,
+// with a key derived from the record-key apart from the MAC's), bound to
+// the inventory it belongs to. Whoever reads the revision's Secret
+// without the record-key reads none of it; the MAC, over the payload's
+// digest, says it is the one gantry wrote.
+func (k *RecordKey) sealed(inventory string, plain []byte) []byte {
+	nonce := make([]byte, k.seal.NonceSize(), k.seal.NonceSize()+len(plain)+k.seal.Overhead())
+	if _, err := rand.Read(nonce); err != nil {
+		// crypto/rand does not fail on the platforms Go supports.
+		panic(err)
+	}
+	return k.seal.Seal(nonce, nonce, plain, []byte(inventory))
+}
+
+// opened decrypts what sealed encrypted.
+func (k *RecordKey) opened(inventory string, box []byte) ([]byte, error) {
+	n := k.seal.NonceSize()
+	if len(box) < n {
+		return nil, errors.New("too short")
+	}
+	return k.seal.Open(nil, box[:n], box[n:], []byte(inventory))
 }
 
 // signed is what a revision's MAC covers.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -229,7 +230,7 @@ func TestRecordRefusesAnOlderVersionOfARevision(t *testing.T) {
 	obj := func(v string) []*unstructured.Unstructured { return []*unstructured.Unstructured{configMap("a", v)} }
 	record(t, s, inv, obj("1"), "ReconciliationSucceeded", 5)
 	record(t, s, inv, obj("2"), "ReconciliationSucceeded", 5)
-	rv, err := NewRevision("shop", "shop", obj("3"), nil)
+	rv, err := NewRevision("shop", "shop", obj("3"), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,4 +295,170 @@ func TestRecordRefusesATrimmedRevisionPutBack(t *testing.T) {
 	if err := s.Authenticate(loaded, 1); err == nil || !strings.Contains(err.Error(), "added to the record") {
 		t.Errorf("revision 1 put back after it was trimmed: %v, want refused", err)
 	}
+}
+
+// With a record-key, a revision keeps every object that holds a secret
+// value (a Secret of any namespace, a ConfigMap with a substituted
+// password) sealed, in the inventory's namespace: a reader of that
+// namespace's Secrets reads none of it, no payload is left in the other
+// namespace (so pruning that namespace takes nothing a rollback needs),
+// and only the same key opens it.
+func TestSealedRevisionsStayInTheInventorysNamespace(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	key := testKey(t, workflowSecret)
+	s := &Store{Client: client, Key: key}
+	inv, _ := s.Load(ctx, "gantry", "shop")
+	token := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{"name": "token", "namespace": "payments"},
+		"stringData": map[string]any{"token": "sealed-token-value"},
+	}}
+	cm := configMap("settings", "postgres://app:substituted-password@db")
+	cm.SetNamespace("payments")
+	plain := configMap("plain", "visible-value")
+	masked := map[string][]string{EntryFor(cm).ID: {"/data/k"}}
+	rv, err := NewRevision("gantry", "shop", []*unstructured.Unstructured{plain, cm, token}, masked, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Begin(ctx, inv, rv, 5); err != nil {
+		t.Fatal(err)
+	}
+	save(t, s, inv)
+	if len(rv.Payloads) != 1 || rv.Payloads[""] == "" {
+		t.Fatalf("payloads %v, want one, in the inventory's namespace", rv.Payloads)
+	}
+	if list, _ := client.CoreV1().Secrets("payments").List(ctx, metav1.ListOptions{}); len(list.Items) != 0 {
+		t.Errorf("%d revision Secrets in payments, want none", len(list.Items))
+	}
+	sec, err := client.CoreV1().Secrets("gantry").Get(ctx, RevisionName("shop", rv.Number), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := inflate(sec.Data[dataObjects], MaxRevisionRawBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"sealed-token-value", "substituted-password"} {
+		if strings.Contains(string(raw), v) {
+			t.Errorf("the stored payload holds %q in the clear", v)
+		}
+	}
+	if !strings.Contains(string(raw), "visible-value") {
+		t.Errorf("the object with no secret value is not kept in the clear: %s", raw)
+	}
+
+	inv, _ = s.Load(ctx, "gantry", "shop")
+	got, err := s.Revision(ctx, inv, rv.Number)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := got.ObjectsOf()
+	if err != nil || len(back) != 3 {
+		t.Fatalf("read back with the key: %v, %d objects", err, len(back))
+	}
+	for _, k := range []*RecordKey{nil, testKey(t, otherSecret)} {
+		other := &Store{Client: client, Key: k}
+		inv, _ := other.Load(ctx, "gantry", "shop")
+		got, err := other.Revision(ctx, inv, rv.Number)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := got.ObjectsOf(); !errors.Is(err, ErrSealed) {
+			t.Errorf("read with key %v: %v, want ErrSealed", k != nil, err)
+		}
+	}
+}
+
+// What an adopted object held before is kept in the revision (sealed when
+// it is a Secret), read back by id, and the newest revision keeping it is
+// not trimmed while the object is still adopted.
+func TestPriorContentIsKeptUntilReleased(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	key := testKey(t, workflowSecret)
+	s := &Store{Client: client, Key: key}
+	inv, _ := s.Load(ctx, "shop", "shop")
+	record(t, s, inv, []*unstructured.Unstructured{configMap("a", "1")}, "ReconciliationSucceeded", 2)
+
+	db := configMap("db", "by gantry")
+	before := configMap("db", "")
+	before.Object["data"] = map[string]any{"dbhost": "db.internal", "dbport": "5432"}
+	before.SetUID("uid-1")
+	hidden := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{"name": "creds", "namespace": "shop"},
+		"data":     map[string]any{"password": "cHJpb3Itc2VjcmV0"},
+	}}
+	rv, err := NewRevision("shop", "shop", []*unstructured.Unstructured{configMap("a", "1"), db, hidden}, nil, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rv.SetPrior([]*unstructured.Unstructured{before, hidden}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Begin(ctx, inv, rv, 2); err != nil {
+		t.Fatal(err)
+	}
+	inv.Entries = []Entry{EntryFor(configMap("a", "1")), EntryFor(db), EntryFor(hidden)}
+	inv.Adopted = []string{EntryFor(db).ID, EntryFor(hidden).ID}
+	save(t, s, inv)
+	inv.Finish(rv.Number, "HealthCheckFailed")
+	save(t, s, inv)
+	adoptedAt := rv.Number
+
+	sec, _ := client.CoreV1().Secrets("shop").Get(ctx, RevisionName("shop", adoptedAt), metav1.GetOptions{})
+	raw, _ := inflate(sec.Data[dataObjects], MaxRevisionRawBytes)
+	if strings.Contains(string(raw), "cHJpb3Itc2VjcmV0") {
+		t.Errorf("the prior content of a Secret is kept in the clear")
+	}
+	if !strings.Contains(string(raw), "db.internal") {
+		t.Errorf("the prior content of the ConfigMap is not kept")
+	}
+
+	// Later runs, with a history of 2: the revision keeping the prior
+	// content stays while the object is adopted.
+	for range 3 {
+		record(t, s, inv, []*unstructured.Unstructured{configMap("a", "1"), db, hidden}, "ReconciliationSucceeded", 2)
+	}
+	if inv.Find(adoptedAt) == nil {
+		t.Fatalf("revision %d, which keeps what the adopted objects held before, was trimmed: %v", adoptedAt, numbers(inv))
+	}
+	inv, _ = s.Load(ctx, "shop", "shop")
+	if err := s.Authenticate(inv, adoptedAt); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Revision(ctx, inv, adoptedAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	priors, err := got.PriorOf()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := priors[EntryFor(db).ID]; p == nil || p.Object["data"].(map[string]any)["dbhost"] != "db.internal" || p.GetUID() != "uid-1" {
+		t.Errorf("prior content of db: %v", p)
+	}
+	if p := priors[EntryFor(hidden).ID]; p == nil {
+		t.Errorf("prior content of the Secret missing: %v", priors)
+	}
+	if !slices.Equal(got.Prior, []string{EntryFor(hidden).ID, EntryFor(db).ID}) && !slices.Equal(got.Prior, []string{EntryFor(db).ID, EntryFor(hidden).ID}) {
+		t.Errorf("recorded prior ids %v", got.Prior)
+	}
+
+	// Released (no longer adopted): the next trim takes it.
+	inv.Adopted = nil
+	record(t, s, inv, []*unstructured.Unstructured{configMap("a", "1")}, "ReconciliationSucceeded", 2)
+	if inv.Find(adoptedAt) != nil {
+		t.Errorf("revision %d is still kept once nothing it adopted is: %v", adoptedAt, numbers(inv))
+	}
+}
+
+func numbers(inv *Inventory) []int {
+	var out []int
+	for _, rv := range inv.Revisions {
+		out = append(out, rv.Number)
+	}
+	return out
 }

@@ -129,13 +129,25 @@ type Revision struct {
 	// by kind): reports of the revision mask them as the apply did.
 	Masked map[string][]string `json:"masked,omitempty"`
 
+	// Prior lists the objects whose content from before the run adopted
+	// them the revision keeps (SetPrior).
+	Prior []string `json:"prior,omitempty"`
+
 	// payloads are the compressed payloads, by namespace, when prepared
-	// or read.
-	payloads map[string][]byte
+	// or read; set and prior what they were made of, key what seals
+	// their secrets, decoded what was read of them.
+	payloads    map[string][]byte
+	set, prior  []*unstructured.Unstructured
+	priorMasked map[string][]string
+	key         *RecordKey
+	decoded     *contents
 	// own: this run records the revision (Begin), so its saves sign it;
 	// a revision read from the cluster is never signed again.
 	own bool
 }
+
+// contents are the objects read from a revision's payloads.
+type contents struct{ objects, prior []*unstructured.Unstructured }
 
 // HoldsObjects reports whether the revision carries its objects; one that
 // does not names an artifact instead, or could not be stored.
@@ -176,40 +188,43 @@ func (e *TooLargeError) Error() string {
 		e.Inventory, e.Bytes/1024, MaxRevisionBytes/1024)
 }
 
-// payload is what one revision Secret holds, before compression.
+// payload is what one revision Secret holds, before compression: the
+// objects, and the content of the objects the run adopted as it was
+// before (Prior). With a record-key, the objects that hold a secret
+// value, and their prior content, are in Sealed, encrypted (record.go),
+// all in the inventory's namespace. Without one, a Secret, or an object
+// that held a secret value, bound for another namespace is kept in that
+// namespace, so that who may read Secrets only where the inventory is
+// reads none of theirs.
 type payload struct {
 	Objects []map[string]any    `json:"objects"`
+	Prior   []map[string]any    `json:"prior,omitempty"`
 	Masked  map[string][]string `json:"masked,omitempty"`
+	Sealed  []byte              `json:"sealed,omitempty"`
+}
+
+// sealedPart is what a payload's Sealed holds, once opened.
+type sealedPart struct {
+	Objects []map[string]any `json:"objects,omitempty"`
+	Prior   []map[string]any `json:"prior,omitempty"`
 }
 
 // NewRevision prepares a revision of objects (nil for one that names an
 // artifact), compressing them now so that one too large is refused before
 // anything is written. masked lists the fields that held secret values,
 // by object id. The objects are kept in a stable order, so that the same
-// set always has the same digest.
-func NewRevision(namespace, inventory string, objects []*unstructured.Unstructured, masked map[string][]string) (*Revision, error) {
-	rv := &Revision{Inventory: inventory, Namespace: namespace, Objects: len(objects)}
+// set always has the same digest. With key, what holds a secret value is
+// sealed with it.
+func NewRevision(namespace, inventory string, objects []*unstructured.Unstructured, masked map[string][]string, key *RecordKey) (*Revision, error) {
+	rv := &Revision{Inventory: inventory, Namespace: namespace, Objects: len(objects), key: key}
 	if objects == nil {
 		return rv, nil
 	}
 	sorted := slices.Clone(objects)
 	sort.SliceStable(sorted, func(i, j int) bool { return idOf(sorted[i]) < idOf(sorted[j]) })
 	all := make([]map[string]any, len(sorted))
-	split := map[string]*payload{"": {Masked: masked}}
 	for i, u := range sorted {
 		all[i] = u.Object
-		ns := ""
-		// A Secret, or any object that held a secret value (a substituted
-		// password in a ConfigMap), bound for another namespace is kept
-		// in that namespace.
-		secret := u.GetAPIVersion() == "v1" && u.GetKind() == "Secret" || len(masked[idOf(u)]) > 0
-		if secret && u.GetNamespace() != namespace && u.GetNamespace() != "" {
-			ns = u.GetNamespace()
-		}
-		if split[ns] == nil {
-			split[ns] = &payload{}
-		}
-		split[ns].Objects = append(split[ns].Objects, u.Object)
 	}
 	raw, err := json.Marshal(all)
 	if err != nil {
@@ -220,30 +235,115 @@ func NewRevision(namespace, inventory string, objects []*unstructured.Unstructur
 	}
 	rv.Digest = digestOf(raw)
 	rv.Masked = masked
+	rv.set = sorted
+	if err := rv.pack(); err != nil {
+		return nil, err
+	}
+	return rv, nil
+}
+
+// SetPrior keeps, in the revision, the content the objects this run
+// adopts had before it (read before its first write): a rollback or an
+// atomic undo restores it before it releases them. An object of kind
+// Secret, or one with a field in masked, is kept as a secret. It fails,
+// leaving the revision as it was, when the revision holds no objects (it
+// names an artifact too large to keep) or would grow too large.
+func (rv *Revision) SetPrior(prior []*unstructured.Unstructured, masked map[string][]string) error {
+	if !rv.HoldsObjects() {
+		return fmt.Errorf("%s holds only its artifact's digest", cmpOr(rv.refOrNew(), "the revision"))
+	}
+	was, wasMasked, wasIDs := rv.prior, rv.priorMasked, rv.Prior
+	rv.prior, rv.priorMasked = slices.Clone(prior), masked
+	sort.SliceStable(rv.prior, func(i, j int) bool { return idOf(rv.prior[i]) < idOf(rv.prior[j]) })
+	rv.Prior = nil
+	for _, u := range rv.prior {
+		rv.Prior = append(rv.Prior, idOf(u))
+	}
+	if err := rv.pack(); err != nil {
+		rv.prior, rv.priorMasked, rv.Prior = was, wasMasked, wasIDs
+		_ = rv.pack()
+		return err
+	}
+	return nil
+}
+
+func (rv *Revision) refOrNew() string {
+	if rv.Number == 0 {
+		return fmt.Sprintf("the new revision of inventory %s/%s", rv.Namespace, rv.Inventory)
+	}
+	return rv.ref()
+}
+
+// pack makes the revision's payloads from its objects and prior content.
+func (rv *Revision) pack() error {
+	split := map[string]*payload{"": {Masked: rv.Masked}}
+	var sealed sealedPart
+	place := func(u *unstructured.Unstructured, secret, prior bool) {
+		ns := ""
+		switch {
+		case secret && rv.key != nil:
+			if prior {
+				sealed.Prior = append(sealed.Prior, u.Object)
+			} else {
+				sealed.Objects = append(sealed.Objects, u.Object)
+			}
+			return
+		case secret && u.GetNamespace() != rv.Namespace && u.GetNamespace() != "":
+			ns = u.GetNamespace()
+		}
+		if split[ns] == nil {
+			split[ns] = &payload{}
+		}
+		if prior {
+			split[ns].Prior = append(split[ns].Prior, u.Object)
+		} else {
+			split[ns].Objects = append(split[ns].Objects, u.Object)
+		}
+	}
+	isSecret := func(u *unstructured.Unstructured, masked map[string][]string) bool {
+		return u.GetAPIVersion() == "v1" && u.GetKind() == "Secret" || len(masked[idOf(u)]) > 0
+	}
+	for _, u := range rv.set {
+		place(u, isSecret(u, rv.Masked), false)
+	}
+	for _, u := range rv.prior {
+		place(u, isSecret(u, rv.Masked) || isSecret(u, rv.priorMasked), true)
+	}
+	if sealed.Objects != nil || sealed.Prior != nil {
+		raw, err := json.Marshal(sealed)
+		if err != nil {
+			return fmt.Errorf("recording the revision: %w", err)
+		}
+		split[""].Sealed = rv.key.sealed(rv.Namespace+"/"+rv.Inventory, raw)
+	}
 	rv.Payloads, rv.payloads = map[string]string{}, map[string][]byte{}
+	total := 0
 	for ns, p := range split {
 		if p.Objects == nil {
 			p.Objects = []map[string]any{}
 		}
 		raw, err := json.Marshal(p)
 		if err != nil {
-			return nil, fmt.Errorf("recording the revision: %w", err)
+			return fmt.Errorf("recording the revision: %w", err)
+		}
+		if total += len(raw); total > MaxRevisionRawBytes {
+			return &TooLargeError{Inventory: rv.Namespace + "/" + rv.Inventory, Bytes: total, Raw: true}
 		}
 		var b bytes.Buffer
 		zw := gzip.NewWriter(&b)
 		if _, err := zw.Write(raw); err != nil {
-			return nil, err
+			return err
 		}
 		if err := zw.Close(); err != nil {
-			return nil, err
+			return err
 		}
 		// Secret data is sent and stored base64-encoded.
 		if size := (b.Len() + 2) / 3 * 4; size > MaxRevisionBytes {
-			return nil, &TooLargeError{Inventory: namespace + "/" + inventory, Bytes: size}
+			return &TooLargeError{Inventory: rv.Namespace + "/" + rv.Inventory, Bytes: size}
 		}
 		rv.Payloads[ns], rv.payloads[ns] = digestOf(raw), b.Bytes()
 	}
-	return rv, nil
+	return nil
 }
 
 func idOf(u *unstructured.Unstructured) string {
@@ -255,30 +355,77 @@ func digestOf(raw []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
+// ErrSealed refuses to read the objects of a revision whose secret
+// values were sealed with a record-key the run does not have.
+var ErrSealed = errors.New("it keeps its objects that hold secret values sealed with the workflow's record-key: give this run the same record-key to read them")
+
 // ObjectsOf decodes the objects a revision read whole (Store.Revision)
-// holds, every payload checked against its recorded digest.
+// holds, every payload checked against its recorded digest, the sealed
+// ones opened with the run's record-key.
 func (rv *Revision) ObjectsOf() ([]*unstructured.Unstructured, error) {
-	if !rv.HoldsObjects() || len(rv.payloads) != len(rv.Payloads) {
-		return nil, fmt.Errorf("%s holds no objects", rv.ref())
+	if err := rv.decode(); err != nil {
+		return nil, err
 	}
-	var all []*unstructured.Unstructured
+	return rv.decoded.objects, nil
+}
+
+// PriorOf returns, by object id, the content the objects the revision's
+// run adopted had before it, as ObjectsOf reads its objects.
+func (rv *Revision) PriorOf() (map[string]*unstructured.Unstructured, error) {
+	if err := rv.decode(); err != nil {
+		return nil, err
+	}
+	out := map[string]*unstructured.Unstructured{}
+	for _, u := range rv.decoded.prior {
+		out[idOf(u)] = u
+	}
+	return out, nil
+}
+
+func (rv *Revision) decode() error {
+	if rv.decoded != nil {
+		return nil
+	}
+	if !rv.HoldsObjects() || len(rv.payloads) != len(rv.Payloads) {
+		return fmt.Errorf("%s holds no objects", rv.ref())
+	}
+	var all, prior []*unstructured.Unstructured
+	add := func(to *[]*unstructured.Unstructured, list []map[string]any) {
+		for _, o := range list {
+			*to = append(*to, &unstructured.Unstructured{Object: o})
+		}
+	}
 	total := 0
 	for _, ns := range slices.Sorted(maps.Keys(rv.Payloads)) {
 		raw, err := inflate(rv.payloads[ns], MaxRevisionRawBytes-total)
 		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", rv.ref(), err)
+			return fmt.Errorf("reading %s: %w", rv.ref(), err)
 		}
 		total += len(raw)
 		if digestOf(raw) != rv.Payloads[ns] {
-			return nil, fmt.Errorf("reading %s: the payload of Secret %s/%s does not match the digest its inventory records (changed by someone else than gantry): not used",
+			return fmt.Errorf("reading %s: the payload of Secret %s/%s does not match the digest its inventory records (changed by someone else than gantry): not used",
 				rv.ref(), cmpOr(ns, rv.Namespace), rv.secretName(ns))
 		}
 		var p payload
 		if err := json.Unmarshal(raw, &p); err != nil {
-			return nil, fmt.Errorf("reading %s: %w", rv.ref(), err)
+			return fmt.Errorf("reading %s: %w", rv.ref(), err)
 		}
-		for _, o := range p.Objects {
-			all = append(all, &unstructured.Unstructured{Object: o})
+		add(&all, p.Objects)
+		add(&prior, p.Prior)
+		if len(p.Sealed) > 0 {
+			if rv.key == nil {
+				return fmt.Errorf("reading %s: %w", rv.ref(), ErrSealed)
+			}
+			plain, err := rv.key.opened(rv.Namespace+"/"+rv.Inventory, p.Sealed)
+			if err != nil {
+				return fmt.Errorf("reading %s: its sealed objects cannot be opened with this run's record-key (sealed with another one): %w", rv.ref(), ErrSealed)
+			}
+			var sp sealedPart
+			if err := json.Unmarshal(plain, &sp); err != nil {
+				return fmt.Errorf("reading %s: %w", rv.ref(), err)
+			}
+			add(&all, sp.Objects)
+			add(&prior, sp.Prior)
 		}
 		if ns == "" && rv.Masked == nil {
 			// Recorded before the record held them too.
@@ -286,7 +433,8 @@ func (rv *Revision) ObjectsOf() ([]*unstructured.Unstructured, error) {
 		}
 	}
 	sort.SliceStable(all, func(i, j int) bool { return idOf(all[i]) < idOf(all[j]) })
-	return all, nil
+	rv.decoded = &contents{objects: all, prior: prior}
+	return nil
 }
 
 // inflate decompresses a payload of at most limit bytes.
@@ -443,8 +591,9 @@ func (s *Store) writePayloads(ctx context.Context, rv *Revision) error {
 
 // Finish sets the outcome of revision n, then trims the oldest revisions
 // beyond its history. What a rollback needs is never trimmed: the newest
-// revision that succeeded stays, and a run that did not succeed trims no
-// revision that did. It returns the revisions trimmed, whose Secrets the
+// revision that succeeded stays, a run that did not succeed trims no
+// revision that did, and the newest revision that keeps the content an
+// object still adopted had before gantry stays. It returns the revisions trimmed, whose Secrets the
 // caller deletes (DeleteStored) once the inventory is saved without them.
 func (inv *Inventory) Finish(n int, outcome string) (trimmed []*Revision) {
 	rv := inv.Find(n)
@@ -460,8 +609,24 @@ func (inv *Inventory) Finish(n int, outcome string) (trimmed []*Revision) {
 			newestGood = max(newestGood, old.Number)
 		}
 	}
+	adopted := map[string]bool{}
+	for _, id := range inv.Adopted {
+		adopted[id] = true
+	}
+	priorAt := map[string]int{}
 	for _, old := range inv.Revisions {
-		if old.Number > n-history || old.Number == newestGood || !rv.Succeeded() && old.Succeeded() || old.Number > n {
+		for _, id := range old.Prior {
+			if adopted[id] {
+				priorAt[id] = max(priorAt[id], old.Number)
+			}
+		}
+	}
+	keepsPrior := map[int]bool{}
+	for _, n := range priorAt {
+		keepsPrior[n] = true
+	}
+	for _, old := range inv.Revisions {
+		if old.Number > n-history || old.Number == newestGood || !rv.Succeeded() && old.Succeeded() || old.Number > n || keepsPrior[old.Number] {
 			kept = append(kept, old)
 			continue
 		}
@@ -481,7 +646,7 @@ func (s *Store) Revision(ctx context.Context, inv *Inventory, n int) (*Revision,
 	}
 	rv := *rec
 	rv.Inventory, rv.Namespace = inv.Name, inv.Namespace
-	rv.payloads = map[string][]byte{}
+	rv.payloads, rv.key, rv.decoded = map[string][]byte{}, s.Key, nil
 	for ns := range rv.Payloads {
 		secNS := cmpOr(ns, rv.Namespace)
 		sec, err := s.Client.CoreV1().Secrets(secNS).Get(ctx, rv.secretName(ns), metav1.GetOptions{})

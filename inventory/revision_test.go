@@ -47,7 +47,7 @@ func save(t *testing.T, s *Store, inv *Inventory) {
 func record(t *testing.T, s *Store, inv *Inventory, objs []*unstructured.Unstructured, outcome string, history int) *Revision {
 	t.Helper()
 	ctx := context.Background()
-	rv, err := NewRevision(inv.Namespace, inv.Name, objs, nil)
+	rv, err := NewRevision(inv.Namespace, inv.Name, objs, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestForgedRevisionsAreNotUsed(t *testing.T) {
 		"metadata": map[string]any{"name": "pwned"},
 		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
 	}}
-	forged, err := NewRevision("shop", "shop", []*unstructured.Unstructured{binding}, nil)
+	forged, err := NewRevision("shop", "shop", []*unstructured.Unstructured{binding}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestRevisionKeepsSecretsOfOtherNamespacesWhereTheyAre(t *testing.T) {
 	if len(back) != 3 {
 		t.Fatalf("read back %d objects, want 3", len(back))
 	}
-	again, _ := NewRevision("gantry", "shop", back, nil)
+	again, _ := NewRevision("gantry", "shop", back, nil, nil)
 	if again.Digest != rv.Digest {
 		t.Errorf("the set read back has another digest: %s, recorded %s", again.Digest, rv.Digest)
 	}
@@ -277,7 +277,7 @@ func TestRevisionRecordedWithoutTheRightToWriteSecrets(t *testing.T) {
 	})
 	s := &Store{Client: client}
 	inv, _ := s.Load(ctx, "shop", "shop")
-	rv, err := NewRevision("shop", "shop", []*unstructured.Unstructured{configMap("a", "1")}, nil)
+	rv, err := NewRevision("shop", "shop", []*unstructured.Unstructured{configMap("a", "1")}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestRevisionTooLargeIsRefusedBeforeWriting(t *testing.T) {
 	if _, err := rand.Read(buf); err != nil {
 		t.Fatal(err)
 	}
-	_, err := NewRevision("shop", "shop", []*unstructured.Unstructured{configMap("big", base64.StdEncoding.EncodeToString(buf))}, nil)
+	_, err := NewRevision("shop", "shop", []*unstructured.Unstructured{configMap("big", base64.StdEncoding.EncodeToString(buf))}, nil, nil)
 	var tl *TooLargeError
 	if !errors.As(err, &tl) {
 		t.Fatalf("got %v, want a TooLargeError", err)
@@ -306,7 +306,7 @@ func TestRevisionTooLargeIsRefusedBeforeWriting(t *testing.T) {
 	for i := range 3000 {
 		many = append(many, configMap(fmt.Sprintf("cm-%d", i), "the same value in every one of them"))
 	}
-	if _, err := NewRevision("shop", "shop", many, nil); err != nil {
+	if _, err := NewRevision("shop", "shop", many, nil, nil); err != nil {
 		t.Errorf("3,000 small objects: %v", err)
 	}
 }
@@ -315,7 +315,7 @@ func TestRevisionOfAnArtifactHoldsNoObjects(t *testing.T) {
 	ctx := context.Background()
 	s := &Store{Client: fake.NewClientset()}
 	inv, _ := s.Load(ctx, "shop", "shop")
-	rv, err := NewRevision("shop", "shop", nil, nil)
+	rv, err := NewRevision("shop", "shop", nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,7 +459,7 @@ func TestRevisionNeverWritesOverAnotherSecret(t *testing.T) {
 	client := fake.NewClientset(theirs)
 	s := &Store{Client: client}
 	inv, _ := s.Load(ctx, "shop", "shop")
-	rv, err := NewRevision("shop", "shop", []*unstructured.Unstructured{configMap("a", "1")}, nil)
+	rv, err := NewRevision("shop", "shop", []*unstructured.Unstructured{configMap("a", "1")}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,7 +487,7 @@ func TestRevisionKeepsSecretValuesOfOtherNamespacesWhereTheyAre(t *testing.T) {
 	cm.SetNamespace("payments")
 	objs := []*unstructured.Unstructured{configMap("a", "1"), cm}
 	masked := map[string][]string{EntryFor(cm).ID: {"/data/k"}}
-	rv, err := NewRevision("gantry", "shop", objs, masked)
+	rv, err := NewRevision("gantry", "shop", objs, masked, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

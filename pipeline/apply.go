@@ -288,9 +288,13 @@ func (r *run) apply(ctx context.Context) error {
 		ahead[e.ID] = e
 	}
 	adoptedAhead := false
+	var prior []*unstructured.Unstructured
 	for _, pl := range r.plans {
 		if pl.kind != planSkip && pl.kind != planFailed && pl.kind != planUnchanged {
 			e := inventory.EntryFor(pl.obj.Unstructured)
+			if pl.adopts && pl.existing != nil {
+				prior = append(prior, priorContent(pl.existing))
+			}
 			if pl.adopts {
 				// It exists and does not carry this inventory's labels:
 				// gantry did not make it, whatever the inventory's list
@@ -304,8 +308,17 @@ func (r *run) apply(ctx context.Context) error {
 			ahead[e.ID] = e
 		}
 	}
+	// What the adopted objects held before is kept in the revision, so
+	// that an undo gives it back; a run that adopts records a revision
+	// even when its set is the newest one's.
+	adopting := len(prior) > 0 && r.revision != nil && !r.begun
+	if adopting {
+		if err := r.revision.SetPrior(prior, r.liveMasked); err != nil {
+			r.obs.Info(fmt.Sprintf("warning: the content of the %d objects this run takes over, as it was before, is not kept (%v): an undo releases them as they are then", len(prior), err))
+		}
+	}
 	// The revision is recorded, Pending, in the same write.
-	if r.beginRevision(ctx) || adoptedAhead || !sameEntries(ahead, r.prev.Entries) {
+	if r.beginRevision(ctx, adopting) || adoptedAhead || !sameEntries(ahead, r.prev.Entries) {
 		if err := r.saveInventory(ctx, ahead); err != nil {
 			return fmt.Errorf("listing the objects about to be written in the inventory, before writing any: %w", err)
 		}
@@ -523,6 +536,19 @@ func appliedObject(u *unstructured.Unstructured) *unstructured.Unstructured {
 		u = u.DeepCopy()
 		utils.RemoveCABundleFromCRD(u)
 	}
+	return u
+}
+
+// priorContent is a live object as an undo gives it back: its content,
+// without what the server keeps of its own (status, managed fields,
+// versions). The uid stays, so that it is given back to this object
+// only, never to one made since under its name.
+func priorContent(live *unstructured.Unstructured) *unstructured.Unstructured {
+	u := live.DeepCopy()
+	for _, f := range []string{"managedFields", "resourceVersion", "creationTimestamp", "generation", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"} {
+		unstructured.RemoveNestedField(u.Object, "metadata", f)
+	}
+	unstructured.RemoveNestedField(u.Object, "status")
 	return u
 }
 

@@ -193,6 +193,9 @@ type run struct {
 	// liveMasked are the fields, by object id, whose live values are
 	// masked (collectMasked, maskLive).
 	liveMasked map[string][]string
+	// priors are, by revision number, the content adopted objects had
+	// before gantry took them over, as read from the revisions keeping it.
+	priors map[int]map[string]*unstructured.Unstructured
 	opts       Options
 	connect    Connector
 	obs        Observer

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gantry-dev/gantry/diffs"
 	"github.com/gantry-dev/gantry/inventory"
+	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -459,11 +460,24 @@ func (r *run) releaseAdopted(ctx context.Context, stale []inventory.Entry) (rest
 			rest = append(rest, e)
 			continue
 		}
+		note, err := r.giveBack(ctx, e)
+		if err != nil {
+			o := result.Object{ID: e.ID, Stage: "prune", Action: result.Failed}
+			if gvk, perr := e.GroupVersionKind(); perr == nil {
+				id, _ := e.Parse()
+				o.APIVersion, o.Kind, o.Namespace, o.Name = gvk.GroupVersion().String(), gvk.Kind, id.Namespace, id.Name
+			}
+			setError(&o, err, err.Error())
+			r.record(o, true)
+			kept = append(kept, e)
+			errs = append(errs, err)
+			continue
+		}
 		o, err := r.releaseOne(ctx, e)
 		if o != nil {
 			o.Stage = "prune"
 			if err == nil && o.Action == result.Released {
-				o.Error = "released, not deleted: it existed before gantry applied it"
+				o.Error = "released, not deleted: it existed before gantry applied it" + note
 			}
 			r.record(*o, err != nil)
 		}
@@ -473,4 +487,90 @@ func (r *run) releaseAdopted(ctx context.Context, stale []inventory.Entry) (rest
 		}
 	}
 	return rest, kept, errors.Join(errs...)
+}
+
+// giveBack restores the content an adopted object had before gantry took
+// it over, as the newest authentic revision keeping it recorded it, and
+// says so in a note for its release. An object made again since gantry
+// took it over, or no longer labelled as this inventory's, is left as it
+// is; an object whose earlier content no revision keeps is released as
+// it is.
+func (r *run) giveBack(ctx context.Context, e inventory.Entry) (note string, err error) {
+	prior, err := r.priorFor(ctx, e.ID)
+	if err != nil {
+		return "", fmt.Errorf("%s: its content from before gantry cannot be read, so it is neither restored nor released (kept in the inventory): %w", e.ID, err)
+	}
+	if prior == nil {
+		return "", nil
+	}
+	id, err := e.Parse()
+	if err != nil {
+		return "", fmt.Errorf("inventory entry %q: %w", e.ID, err)
+	}
+	gvk, _ := e.GroupVersionKind()
+	live := &unstructured.Unstructured{}
+	err = r.planner.get(ctx, objectKey{groupKey{gvk, id.Namespace}, id.Name}, live)
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", &ObjectError{Ref: fmtID(id), Err: fmt.Errorf("not read: %w", err)}
+	}
+	labels := live.GetLabels()
+	if labels[inventory.NameLabel] != r.opts.Inventory || labels[inventory.NamespaceLabel] != r.opts.InventoryNamespace {
+		return "", nil
+	}
+	if live.GetUID() != prior.GetUID() {
+		return "; it was made again since gantry took it over, so its earlier content is not put back", nil
+	}
+	body := prior.DeepCopy()
+	unstructured.RemoveNestedField(body.Object, "metadata", "uid")
+	// Still this inventory's until releaseOne takes the labels off.
+	l := body.GetLabels()
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[inventory.NameLabel], l[inventory.NamespaceLabel] = r.opts.Inventory, r.opts.InventoryNamespace
+	body.SetLabels(l)
+	raw, err := kube.ApplyBody(body)
+	if err != nil {
+		return "", err
+	}
+	if err := r.clients.Apply(ctx, body, raw, FieldManager, true, false, nil); err != nil {
+		return "", &ObjectError{Ref: fmtID(id), Err: fmt.Errorf("putting back its content from before gantry: %s", apiMessage(err))}
+	}
+	return "; its content from before gantry took it over is put back", nil
+}
+
+// priorFor returns the content object id had before gantry adopted it,
+// from the newest revision keeping it, which must be authentic (the
+// workflow's record-key); nil when no revision keeps it.
+func (r *run) priorFor(ctx context.Context, id string) (*unstructured.Unstructured, error) {
+	if r.prev == nil {
+		return nil, nil
+	}
+	for _, rv := range r.prev.Revisions {
+		if !slices.Contains(rv.Prior, id) {
+			continue
+		}
+		priors, ok := r.priors[rv.Number]
+		if !ok {
+			if err := r.store.Authenticate(r.prev, rv.Number); err != nil {
+				return nil, err
+			}
+			read, err := r.store.Revision(ctx, r.prev, rv.Number)
+			if err != nil {
+				return nil, err
+			}
+			if priors, err = read.PriorOf(); err != nil {
+				return nil, err
+			}
+			if r.priors == nil {
+				r.priors = map[int]map[string]*unstructured.Unstructured{}
+			}
+			r.priors[rv.Number] = priors
+		}
+		return priors[id], nil
+	}
+	return nil, nil
 }

@@ -38,11 +38,11 @@ func (r *run) makeRevision() error {
 		objs = append(objs, appliedObject(o.Unstructured))
 	}
 	masked := maskedFields(objs, r.opts.Secret)
-	rv, err := inventory.NewRevision(r.opts.InventoryNamespace, r.opts.Inventory, objs, masked)
+	rv, err := inventory.NewRevision(r.opts.InventoryNamespace, r.opts.Inventory, objs, masked, r.opts.RecordKey)
 	a := r.res.Artifact
 	var tooLarge *inventory.TooLargeError
 	if a != nil && errors.As(err, &tooLarge) {
-		rv, err = inventory.NewRevision(r.opts.InventoryNamespace, r.opts.Inventory, nil, nil)
+		rv, err = inventory.NewRevision(r.opts.InventoryNamespace, r.opts.Inventory, nil, nil, r.opts.RecordKey)
 		rv.Objects, rv.Digest = len(objs), a.Digest
 	}
 	if err != nil {
@@ -71,13 +71,15 @@ func (r *run) makeRevision() error {
 // process killed) the inventory says this set was being applied. A run
 // that applies again the set its newest revision applied with success
 // records none unless its outcome differs (recordRevision). It reports
-// whether the inventory must be saved before writing.
-func (r *run) beginRevision(ctx context.Context) bool {
+// whether the inventory must be saved before writing. A run that adopts
+// objects (force) records its revision in any case: it keeps what they
+// held before.
+func (r *run) beginRevision(ctx context.Context, force bool) bool {
 	rv := r.revision
 	if rv == nil || r.begun {
 		return false
 	}
-	if newest := r.prev.Newest(); newest != nil && r.from == nil && sameSet(newest, rv) && newest.Succeeded() {
+	if newest := r.prev.Newest(); !force && newest != nil && r.from == nil && sameSet(newest, rv) && newest.Succeeded() {
 		return false
 	}
 	r.begin(ctx)
