@@ -311,7 +311,7 @@ func TestSealedRevisionsStayInTheInventorysNamespace(t *testing.T) {
 	inv, _ := s.Load(ctx, "gantry", "shop")
 	token := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "Secret",
-		"metadata": map[string]any{"name": "token", "namespace": "payments"},
+		"metadata":   map[string]any{"name": "token", "namespace": "payments"},
 		"stringData": map[string]any{"token": "sealed-token-value"},
 	}}
 	cm := configMap("settings", "postgres://app:substituted-password@db")
