@@ -141,6 +141,7 @@ type Revision struct {
 	priorMasked map[string][]string
 	key         *RecordKey
 	decoded     *contents
+	unread      bool
 	// own: this run records the revision (Begin), so its saves sign it;
 	// a revision read from the cluster is never signed again.
 	own bool
@@ -359,9 +360,14 @@ func digestOf(raw []byte) string {
 // values were sealed with a record-key the run does not have.
 var ErrSealed = errors.New("it keeps its objects that hold secret values sealed with the workflow's record-key: give this run the same record-key to read them")
 
+// Unread reports whether ObjectsOf left out objects sealed with a
+// record-key the run does not have.
+func (rv *Revision) Unread() bool { return rv.unread }
+
 // ObjectsOf decodes the objects a revision read whole (Store.Revision)
 // holds, every payload checked against its recorded digest, the sealed
-// ones opened with the run's record-key.
+// ones opened with the run's record-key; without one they are left out
+// (Unread).
 func (rv *Revision) ObjectsOf() ([]*unstructured.Unstructured, error) {
 	if err := rv.decode(); err != nil {
 		return nil, err
@@ -414,7 +420,10 @@ func (rv *Revision) decode() error {
 		add(&prior, p.Prior)
 		if len(p.Sealed) > 0 {
 			if rv.key == nil {
-				return fmt.Errorf("reading %s: %w", rv.ref(), ErrSealed)
+				// Read without the key (drift's report, say): what is
+				// sealed is left out, and the caller says so.
+				rv.unread = true
+				continue
 			}
 			plain, err := rv.key.opened(rv.Namespace+"/"+rv.Inventory, p.Sealed)
 			if err != nil {
@@ -646,7 +655,7 @@ func (s *Store) Revision(ctx context.Context, inv *Inventory, n int) (*Revision,
 	}
 	rv := *rec
 	rv.Inventory, rv.Namespace = inv.Name, inv.Namespace
-	rv.payloads, rv.key, rv.decoded = map[string][]byte{}, s.Key, nil
+	rv.payloads, rv.key, rv.decoded, rv.unread = map[string][]byte{}, s.Key, nil, false
 	for ns := range rv.Payloads {
 		secNS := cmpOr(ns, rv.Namespace)
 		sec, err := s.Client.CoreV1().Secrets(secNS).Get(ctx, rv.secretName(ns), metav1.GetOptions{})

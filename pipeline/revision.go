@@ -326,6 +326,12 @@ func (r *run) revisionStage(rollback bool, pick func([]*inventory.Revision) (*in
 			if err != nil {
 				return fail(result.ReasonApplyFailed, err)
 			}
+			if rv.Unread() {
+				if rollback {
+					return &RevisionRefusedError{Err: fmt.Errorf("revision %d: %w", rv.Number, inventory.ErrSealed)}
+				}
+				r.obs.Info(fmt.Sprintf("warning: revision %d keeps its objects that hold secret values sealed with the workflow's record-key; without it they are not compared", rv.Number))
+			}
 			r.maskRecorded(objs, rv.Masked)
 			r.objects = make([]*Object, 0, len(objs))
 			for _, u := range objs {
