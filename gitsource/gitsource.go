@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"github.com/go-git/go-git/v5"
@@ -142,8 +141,16 @@ func (c *Trees) Remove() {
 }
 
 // write writes every file of tree below dir, links as links, within lim:
-// the sizes are the blobs' own, known before anything is read.
+// the sizes are the blobs' own, known before anything is read. Every
+// write goes through an os.Root at dir: a tree (which git history from a
+// pull request shapes) that holds a link and a file below it, or a name
+// that climbs, cannot make a write land outside dir.
 func write(tree *object.Tree, dir string, lim Limits) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	files, total := 0, int64(0)
 	return tree.Files().ForEach(func(f *object.File) error {
 		files++
@@ -156,12 +163,14 @@ func write(tree *object.Tree, dir string, lim Limits) error {
 		case lim.MaxBytes > 0 && total > lim.MaxBytes:
 			return &LimitError{fmt.Sprintf("more than %d bytes in all (8 times max-file-bytes); refused", lim.MaxBytes)}
 		}
-		target := filepath.Join(dir, filepath.FromSlash(f.Name))
-		if !strings.HasPrefix(target, dir+string(filepath.Separator)) {
+		target := filepath.FromSlash(f.Name)
+		if !filepath.IsLocal(target) {
 			return fmt.Errorf("%s: a path outside the tree", f.Name)
 		}
-		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-			return err
+		if d := filepath.Dir(target); d != "." {
+			if err := root.MkdirAll(d, 0o755); err != nil {
+				return fmt.Errorf("%s: %w", f.Name, err)
+			}
 		}
 		switch f.Mode {
 		case filemode.Symlink:
@@ -169,7 +178,7 @@ func write(tree *object.Tree, dir string, lim Limits) error {
 			if err != nil {
 				return err
 			}
-			return os.Symlink(to, target)
+			return root.Symlink(to, target)
 		case filemode.Submodule:
 			return nil // not in this repository's objects
 		}
@@ -182,7 +191,7 @@ func write(tree *object.Tree, dir string, lim Limits) error {
 		if f.Mode == filemode.Executable {
 			perm = 0o755
 		}
-		out, err := os.OpenFile(target, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
+		out, err := root.OpenFile(target, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
 		if err != nil {
 			return err
 		}

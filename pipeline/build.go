@@ -840,11 +840,17 @@ func copyPlainFolder(src, dst string, read filesys.FileSystem) (int, error) {
 	root := src
 	if info, err := os.Stat(src); err == nil && !info.IsDir() {
 		root = filepath.Dir(src)
-		if err := os.MkdirAll(dst, 0o755); err != nil {
-			return 0, err
-		}
 	}
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return 0, err
+	}
+	// What is written lands in dst, whatever the names read.
+	out, err := os.OpenRoot(dst)
+	if err != nil {
+		return 0, err
+	}
+	defer out.Close()
+	err = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -862,7 +868,7 @@ func copyPlainFolder(src, dst string, read filesys.FileSystem) (int, error) {
 				resources = append(resources, rp)
 				return filepath.SkipDir
 			}
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+			return out.MkdirAll(rel, 0o755)
 		}
 		if strings.HasPrefix(d.Name(), ".") {
 			return nil
@@ -889,7 +895,7 @@ func copyPlainFolder(src, dst string, read filesys.FileSystem) (int, error) {
 			return nil
 		}
 		resources = append(resources, rel)
-		return os.WriteFile(filepath.Join(dst, rel), b, 0o600)
+		return out.WriteFile(rel, b, 0o600)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("reading %s: %w", src, err)
@@ -903,7 +909,7 @@ func copyPlainFolder(src, dst string, read filesys.FileSystem) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return len(resources), os.WriteFile(filepath.Join(dst, konfig.DefaultKustomizationFileName()), kb, 0o600)
+	return len(resources), out.WriteFile(konfig.DefaultKustomizationFileName(), kb, 0o600)
 }
 
 // isManifestFile says whether a file given as the path is one of

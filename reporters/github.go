@@ -1,6 +1,7 @@
 package reporters
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/sethvargo/go-githubactions"
 
 	"github.com/gantry-dev/gantry/result"
+	"github.com/gantry-dev/gantry/safefile"
 )
 
 // GitHub limits, from GitHub's documentation.
@@ -126,17 +128,13 @@ func (g *GitHubOutputs) Report(_ context.Context, res *result.Result) error {
 
 // write appends the outputs to GITHUB_OUTPUT, in the order of names.
 func (g *GitHubOutputs) write(outputs map[string]string, names []string) error {
-	f, err := os.OpenFile(g.Path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
+	var b bytes.Buffer
 	for _, name := range names {
-		if err := writeOutput(f, name, g.Redact.String(outputs[name])); err != nil {
-			f.Close()
+		if err := writeOutput(&b, name, g.Redact.String(outputs[name])); err != nil {
 			return err
 		}
 	}
-	return f.Close()
+	return safefile.Append(g.Path, b.Bytes())
 }
 
 func writeOutput(w io.Writer, name, value string) error {

@@ -137,13 +137,35 @@ func (d *Dotenv) Report(_ context.Context, res *result.Result) error {
 func (d *Dotenv) write(outputs map[string]string, names []string) error {
 	var b strings.Builder
 	for _, name := range names {
-		v := singleLine(d.Redact.String(outputs[name]))
+		v := dotenvValue(d.Redact.String(outputs[name]))
 		fmt.Fprintf(&b, "GANTRY_%s=%s\n", strings.ToUpper(strings.ReplaceAll(name, "-", "_")), v)
 	}
 	if b.Len() > DotenvLimit {
 		return fmt.Errorf("dotenv would be %d bytes, over GitLab's %d", b.Len(), DotenvLimit)
 	}
 	return writeFile(d.Path, []byte(b.String()))
+}
+
+// dotenvValue is an output as the dotenv holds it: a value from git or a
+// pull request (a branch named `fix$(touch${IFS}x)`) must not run, nor
+// expand, when GitLab reads the file (it expands $ in the variables it
+// makes) or a shell sources it. GitLab keeps quotes as they are, so the
+// value cannot be quoted: every byte but letters, digits and
+// `_ . / : @ + , = - *` is written percent-encoded (%24 for $), which
+// neither reads as anything but text. gantry's own values (counts,
+// reasons, digests, names) are made of those bytes and stay as they are.
+func dotenvValue(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', strings.IndexByte("_./:@+,=-*", c) >= 0:
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
 }
 
 func singleLine(s string) string {

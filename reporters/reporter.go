@@ -11,15 +11,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 
 	"github.com/gantry-dev/gantry/result"
+	"github.com/gantry-dev/gantry/safefile"
 )
 
 // Reporter publishes one run's result in one place.
@@ -170,53 +168,11 @@ func (r *Redactor) String(s string) string {
 	return r.replacer.Replace(s)
 }
 
-// writeFile writes content to path, creating its directory. What it
-// creates belongs to the owner of the folder it is created in (see
-// matchOwner), so that a runner can remove a workspace that gantry, run
-// as root in a container, wrote into.
-func writeFile(path string, content []byte) error {
-	var created []string
-	existing := filepath.Dir(path)
-	for {
-		if _, err := os.Stat(existing); err == nil {
-			break
-		}
-		created = append(created, existing)
-		parent := filepath.Dir(existing)
-		if parent == existing {
-			break
-		}
-		existing = parent
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(path, content, 0o644); err != nil {
-		return err
-	}
-	matchOwner(existing, append(created, path))
-	return nil
-}
+// writeFile writes content to path through safefile: confined to the
+// workspace, never through a link, owned as the folder it is in.
+func writeFile(path string, content []byte) error { return safefile.Write(path, content) }
 
 // GiveTree gives dir and everything under it to the owner of the folder
 // dir is in, as writeFile does for one file: for what pull writes into a
 // workspace.
-func GiveTree(dir string) error {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return err
-	}
-	var paths []string
-	err = filepath.WalkDir(abs, func(p string, _ fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		paths = append(paths, p)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	matchOwner(filepath.Dir(abs), paths)
-	return nil
-}
+func GiveTree(dir string) error { return safefile.GiveTree(dir) }

@@ -4,10 +4,7 @@
 package result
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -378,19 +375,4 @@ func (r *Result) Sort() {
 		}
 		return a.Name < b.Name
 	})
-}
-
-// WriteJSON writes the result to path, creating its directory.
-func (r *Result) WriteJSON(path string) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("writing report: %w", err)
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("writing report: %w", err)
-	}
-	return nil
 }

@@ -1,6 +1,8 @@
 //go:build !unix
 
-package reporters
+package safefile
+
+import "os"
 
 // matchOwner has nothing to do where files have no Unix owner.
-func matchOwner(string, []string) {}
+func matchOwner(*os.Root, []string) {}
