@@ -151,3 +151,31 @@ func TestMarkersCannotBeForgedInContent(t *testing.T) {
 		}
 	}
 }
+
+// A comment cannot be frozen by its own content. A harmless commit whose
+// ConfigMap value holds the content key of a later commit's comment (keys
+// are deterministic when a run file pins revision) must not make the later
+// run take its comment as unchanged: the key is read only from the line
+// gantry writes it on, the body's last, never from the diff.
+func TestContentKeyIsReadOnlyWhereGantryWritesIt(t *testing.T) {
+	t.Parallel()
+	page := Page{Marker: "gantry:comment inventory=prod/shop"}
+	later := sample()
+	later.Objects[1].Diff = deploymentDiff + "+    image: attacker/miner:1\n"
+	laterBody := StickyBody(later, page, CommentLimit, NewRedactor())
+	key := laterBody[strings.LastIndex(laterBody, "<!-- gantry-content "):]
+
+	harmless := sample()
+	harmless.Objects[0].Action, harmless.Objects[0].Diff = result.Configured,
+		"--- live/ConfigMap/shop/settings\n+++ desired/ConfigMap/shop/settings\n@@ -1 +1 @@\n-  note: a\n+  note: \""+strings.TrimSpace(key)+"\"\n"
+	harmlessBody := StickyBody(harmless, page, CommentLimit, NewRedactor())
+	if !strings.Contains(harmlessBody, strings.TrimSpace(key)) {
+		t.Fatalf("the harmless comment does not quote the later key; the case does not hold")
+	}
+	if Unchanged(harmlessBody, laterBody) {
+		t.Errorf("a comment whose content quotes the later run's key is taken as unchanged: the later diff would never be shown")
+	}
+	if !Unchanged(laterBody, StickyBody(later, page, CommentLimit, NewRedactor())) {
+		t.Errorf("the same content is taken as changed")
+	}
+}

@@ -339,10 +339,18 @@ func StickyBody(res *result.Result, page Page, limit int, redact *Redactor) stri
 }
 
 // Unchanged reports whether an existing comment carries the same content
-// key as body.
+// key as body. The key is read only where gantry writes it, the body's
+// last line: a key quoted in the content (a diff, a name) is content,
+// and cannot make a comment look as if it said what it does not.
 func Unchanged(existing, body string) bool {
-	i := strings.LastIndex(body, "<!-- gantry-content ")
-	return i >= 0 && strings.Contains(existing, strings.TrimSpace(body[i:]))
+	key := lastLine(body)
+	return strings.HasPrefix(key, "<!-- gantry-content ") && lastLine(existing) == key
+}
+
+// lastLine is the last line of s that is not empty, without its spaces.
+func lastLine(s string) string {
+	s = strings.TrimRight(s, " \t\r\n")
+	return strings.TrimSpace(s[strings.LastIndexByte(s, '\n')+1:])
 }
 
 func actionNames(actions []result.Action) []string {
