@@ -47,6 +47,8 @@ type Object struct {
 	// kustomization that generated it), relative to the working directory
 	// when it lies below it.
 	Source string
+	// Generated: a kustomize generator made it.
+	Generated bool
 }
 
 // BuildOptions say what to build.
@@ -110,6 +112,9 @@ type BuildOptions struct {
 	// after kustomize (a SOPS leftover, a substitution, an object without
 	// a kind) builds once more with them, so that it names the file.
 	NoOrigins bool
+
+	// tainted builds with every value SOPS decrypts changed (provenance.go).
+	tainted bool
 }
 
 // BuildError is a build failure; File names the file at fault when known.
@@ -229,6 +234,9 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, _ error) {
 		wg.Go(func() {
 			for i := w; i < len(built); i += workers {
 				objects[i], errs[i] = toObject(built[i].res, built[i].source)
+				if objects[i] != nil {
+					objects[i].Generated = built[i].generated
+				}
 			}
 		})
 	}
@@ -244,6 +252,20 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, _ error) {
 	}
 	if err := refuseDuplicates(objects, func(o *Object) string { return o.Source }); err != nil {
 		return nil, true, err
+	}
+	if opts.tainted {
+		// The build for the provenance check ends here.
+		return objects, false, nil
+	}
+	if sfs.decryptedFiles() {
+		if opts.NoOrigins {
+			// Which file an object came from decides what may hold a
+			// decrypted value: built again with origins.
+			return nil, true, errNeedsOrigins
+		}
+		if err := checkProvenance(objects, opts, sfs); err != nil {
+			return nil, true, err
+		}
 	}
 	if err := decryptBuilt(objects, sfs); err != nil {
 		return nil, true, err
@@ -369,6 +391,8 @@ func refuseDuplicates(objects []*Object, source func(*Object) string) error {
 type sourced struct {
 	res    *resource.Resource
 	source string
+	// generated: a generator made it (its origin says which).
+	generated bool
 }
 
 func kustomizer() *krusty.Kustomizer {
@@ -460,6 +484,7 @@ func withOrigins(resources []*resource.Resource, root string, pathMap map[string
 	out := make([]sourced, 0, len(resources))
 	for _, res := range resources {
 		var source string
+		var generated bool
 		if origin, err := res.GetOrigin(); err == nil && origin != nil {
 			source = origin.Path
 			if origin.ConfiguredIn != "" {
@@ -469,8 +494,9 @@ func withOrigins(resources []*resource.Resource, root string, pathMap map[string
 				source = filepath.Join(root, source)
 			}
 			source = displayPath(source, pathMap, workDir)
+			generated = origin.ConfiguredBy.Kind != ""
 		}
-		out = append(out, sourced{res: res, source: source})
+		out = append(out, sourced{res: res, source: source, generated: generated})
 	}
 	return out
 }

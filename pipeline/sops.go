@@ -122,6 +122,12 @@ var errNoSOPSKey = errors.New("encrypted with SOPS: give sops-age-key to decrypt
 // checkMAC, the file's MAC must match what was decrypted: anything added,
 // removed, reordered or changed since SOPS wrote it is refused.
 func sopsDecrypt(data []byte, in, out formats.Format, ids []age.Identity, checkMAC bool, reveal func([]string)) (plain []byte, err error) {
+	return sopsDecryptWith(data, in, out, ids, checkMAC, reveal, nil)
+}
+
+// sopsDecryptWith is sopsDecrypt; taint, when set, changes the values
+// decrypted (by their paths) before they are emitted.
+func sopsDecryptWith(data []byte, in, out formats.Format, ids []age.Identity, checkMAC bool, reveal func([]string), taint func(sops.TreeBranches, map[string]bool)) (plain []byte, err error) {
 	if len(ids) == 0 {
 		return nil, errNoSOPSKey
 	}
@@ -164,6 +170,9 @@ func sopsDecrypt(data []byte, in, out formats.Format, ids []age.Identity, checkM
 			}
 		})
 		reveal(values)
+	}
+	if taint != nil {
+		taint(tree.Branches, encrypted)
 	}
 	return sopsStore(out).EmitPlainFile(tree.Branches)
 }
@@ -209,14 +218,20 @@ type sopsFS struct {
 	// display names a file for errors.
 	display func(string) string
 
+	// taint changes every value decrypted (provenance.go).
+	taint bool
+
 	mu        sync.Mutex
 	err       error           // the first refusal, clearer than kustomize's wrapping of it
 	encrypted map[string]bool // display names of the encrypted files read
+	decrypted map[string]bool // those of them decrypted
+	values    map[string]bool // the values decrypted
 }
 
 func newSOPSFS(fs filesys.FileSystem, opts BuildOptions, display func(string) string) *sopsFS {
 	return &sopsFS{FileSystem: fs, ids: opts.SOPSIdentities, keep: opts.KeepSOPSEncrypted && len(opts.SOPSIdentities) == 0, packed: opts.Packed,
-		reveal: opts.Decrypted, display: display, encrypted: map[string]bool{}}
+		reveal: opts.Decrypted, display: display, encrypted: map[string]bool{},
+		decrypted: map[string]bool{}, values: map[string]bool{}, taint: opts.tainted}
 }
 
 func (f *sopsFS) ReadFile(name string) ([]byte, error) {
@@ -261,7 +276,22 @@ func (f *sopsFS) ReadFile(name string) ([]byte, error) {
 		// them; each object is decrypted after the build.
 		return data, nil
 	}
-	plain, err := sopsDecrypt(data, format, format, f.ids, true, f.reveal)
+	reveal := func(values []string) {
+		f.mu.Lock()
+		f.decrypted[shown] = true
+		for _, v := range values {
+			f.values[v] = true
+		}
+		f.mu.Unlock()
+		if f.reveal != nil {
+			f.reveal(values)
+		}
+	}
+	var taint func(sops.TreeBranches, map[string]bool)
+	if f.taint {
+		taint = taintSOPSTree
+	}
+	plain, err := sopsDecryptWith(data, format, format, f.ids, true, reveal, taint)
 	if err != nil {
 		err = &BuildError{File: shown, Err: err}
 		f.mu.Lock()

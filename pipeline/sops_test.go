@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"encoding/base64"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -344,6 +345,50 @@ func TestSOPSFileWithAnAppendedDocumentIsRefused(t *testing.T) {
 		objs, err := Build(opts)
 		if err == nil || !strings.Contains(err.Error(), "secret.yaml") || !strings.Contains(err.Error(), "MAC") {
 			t.Errorf("a plain document appended (key given: %v): %d objects, %v", opts.SOPSIdentities != nil, len(objs), err)
+		}
+	}
+}
+
+// A decrypted value goes nowhere kustomize could carry it but the object
+// its encrypted file defines. A replacement that copies a SOPS Secret's
+// password into a ConfigMap in two pieces (delimiter "w", index 0 and 1),
+// whole, or into a plain Secret is refused at build, naming the object
+// and the fields, never the value; the encrypted object itself, renamed
+// and relabelled by kustomize, builds.
+func TestDecryptedValuesGoOnlyWhereTheirFileSays(t *testing.T) {
+	t.Parallel()
+	c := sopsfixture.New(t)
+	dir := c.Tree(t, "testdata/sopsflows")
+	for _, tc := range []struct{ overlay, object, field string }{
+		{"split", "ConfigMap settings", "/data/first"},
+		{"whole", "ConfigMap settings", "/data/first"},
+		{"intosecret", "Secret copy", "/stringData/password"},
+	} {
+		for _, noOrigins := range []bool{false, true} {
+			_, err := Build(BuildOptions{Path: filepath.Join(dir, tc.overlay), WorkDir: dir, SOPSIdentities: c.Identities(t), NoOrigins: noOrigins})
+			var pe *ProvenanceError
+			if !errors.As(err, &pe) {
+				t.Errorf("%s: %v, want the flow refused", tc.overlay, err)
+				continue
+			}
+			if pe.Object != tc.object || !slices.Contains(pe.Fields, tc.field) {
+				t.Errorf("%s: refused %s at %v, want %s at %s", tc.overlay, pe.Object, pe.Fields, tc.object, tc.field)
+			}
+			if msg := err.Error(); strings.Contains(msg, "canary") || strings.Contains(msg, "password-93c") {
+				t.Errorf("%s: the refusal shows the value: %s", tc.overlay, msg)
+			}
+			if !strings.Contains(err.Error(), "base/secret.yaml") {
+				t.Errorf("%s: the refusal does not name the encrypted file: %v", tc.overlay, err)
+			}
+		}
+	}
+	objects, err := Build(BuildOptions{Path: filepath.Join(dir, "ownobject"), WorkDir: dir, SOPSIdentities: c.Identities(t)})
+	if err != nil {
+		t.Fatalf("the encrypted object, renamed and relabelled: %v", err)
+	}
+	for _, o := range objects {
+		if o.GetName() == "app-db" && secretValues(t, o)["password"] != "canary-splitwpassword-93c" {
+			t.Errorf("app-db holds %v", secretValues(t, o))
 		}
 	}
 }

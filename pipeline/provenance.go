@@ -1,0 +1,280 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/getsops/sops/v3"
+)
+
+// Decrypted values have provenance. gantry decrypts a SOPS file as
+// kustomize reads it, so that generators can read encrypted dotenv and
+// binary files as Flux's kustomize-controller lets them; kustomize can
+// then copy what was decrypted anywhere (a replacement, a var, a patch),
+// whole or in pieces (a replacement's delimiter and index), encoded or
+// not, where masks that match whole values cannot follow it. So a build
+// that decrypted anything is built a second time with every decrypted
+// value changed at every character (tainted), and the two sets are
+// compared. Whatever differs took its value from a decrypted one. That
+// is allowed only in the objects the encrypted file itself defines, in a
+// Secret a generator made, and in a ConfigMap a generator made whose
+// differing values are each a whole decrypted value (masked, then, like
+// any); anywhere else the build is refused, naming the object and the
+// fields, never the values. Nothing here matches values to find a flow:
+// the second build finds it.
+
+// errNeedsOrigins asks Build for the build with origins: which file an
+// object came from decides where a decrypted value may go.
+var errNeedsOrigins = errors.New("the objects' files are needed to check where decrypted values went")
+
+// decryptedFiles reports whether the build decrypted any file.
+func (f *sopsFS) decryptedFiles() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.decrypted) > 0
+}
+
+// taintSOPSTree changes, in place, every value SOPS decrypted (by path)
+// except what names an object (apiVersion, kind, metadata): a string
+// gets another character at every position, a number another number, a
+// boolean the other one.
+func taintSOPSTree(branches sops.TreeBranches, encrypted map[string]bool) {
+	var walk func(path string, depth int, v any) any
+	walk = func(path string, depth int, v any) any {
+		switch t := v.(type) {
+		case sops.TreeBranch:
+			for i, item := range t {
+				k, ok := item.Key.(string)
+				if !ok || depth == 0 && (k == "apiVersion" || k == "kind" || k == "metadata") {
+					continue
+				}
+				t[i].Value = walk(path+"\x00"+k, depth+1, item.Value)
+			}
+			return t
+		case []any:
+			for i, e := range t {
+				t[i] = walk(fmt.Sprintf("%s\x00%d", path, i), depth+1, e)
+			}
+			return t
+		}
+		if !encrypted[path] {
+			return v
+		}
+		switch t := v.(type) {
+		case string:
+			return taintString(t)
+		case int:
+			return t + 1
+		case int64:
+			return t + 1
+		case float64:
+			return t + 1
+		case bool:
+			return !t
+		}
+		return v
+	}
+	for i, b := range branches {
+		branches[i] = walk(strconv.Itoa(i), 0, b).(sops.TreeBranch)
+	}
+}
+
+// taintString returns s with every character replaced by another of the
+// same class (letters by letters, digits by digits, anything else by a
+// letter), so that no piece of it equals the same piece of s.
+func taintString(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z':
+			b.WriteRune('a' + (r-'a'+1)%26)
+		case r >= 'A' && r <= 'Z':
+			b.WriteRune('A' + (r-'A'+1)%26)
+		case r >= '0' && r <= '9':
+			b.WriteRune('0' + (r-'0'+1)%10)
+		case r == 'q':
+			b.WriteRune('x')
+		default:
+			b.WriteRune('q')
+		}
+	}
+	return b.String()
+}
+
+// hashSuffix is the content hash kustomize appends to generated names.
+var hashSuffix = regexp.MustCompile(`-[a-z0-9]{10}$`)
+
+// ProvenanceError refuses a build in which a decrypted value went where
+// it may not.
+type ProvenanceError struct {
+	Object string
+	Fields []string
+	Files  []string
+}
+
+func (e *ProvenanceError) Error() string {
+	fields := e.Fields
+	if len(fields) > 5 {
+		fields = append(slices.Clone(fields[:5]), fmt.Sprintf("and %d more", len(e.Fields)-5))
+	}
+	return fmt.Sprintf("%s takes a value kustomize derived from what SOPS decrypted (%s) at %s, through a replacement, a var, a patch or a generator: a decrypted value may go only into the objects its encrypted file defines, or a Secret a generator makes from it, so that no output can show it in pieces. Encrypt that object with sops instead, or keep the value in the encrypted file's own object",
+		e.Object, strings.Join(e.Files, ", "), strings.Join(fields, ", "))
+}
+
+// checkProvenance builds again with every decrypted value tainted and
+// refuses an object that changed where a decrypted value may not go.
+func checkProvenance(objects []*Object, opts BuildOptions, sfs *sopsFS) error {
+	alt := opts
+	alt.tainted, alt.Decrypted, alt.SecretValues, alt.NoOrigins = true, nil, nil, false
+	files := sfs.encryptedFiles()
+	tainted, _, err := build(alt)
+	if err != nil {
+		return &BuildError{File: opts.Path, Err: fmt.Errorf("the build depends on what SOPS decrypted (%s) beyond the objects it defines: built with other values there, it fails (%v); a decrypted value may go only into the objects its encrypted file defines", strings.Join(files, ", "), err)}
+	}
+	sfs.mu.Lock()
+	encrypted := map[string]bool{}
+	for f := range sfs.decrypted {
+		encrypted[f] = true
+	}
+	values := sfs.values
+	sfs.mu.Unlock()
+
+	key := func(o *Object, name string) string {
+		return o.GroupVersionKind().String() + "|" + o.GetNamespace() + "|" + name
+	}
+	real := map[string]*Object{}
+	for _, o := range objects {
+		real[key(o, o.GetName())] = o
+	}
+	// Generated names carry a hash of their content: a generated object
+	// is paired by its name without it, and its tainted name is read as
+	// the real one wherever it is referred to.
+	byBase := map[string]*Object{}
+	for _, o := range objects {
+		if o.Generated {
+			byBase[key(o, hashSuffix.ReplaceAllString(o.GetName(), ""))] = o
+		}
+	}
+	renamed := map[string]string{}
+	pairs := map[*Object]*Object{}
+	for _, t := range tainted {
+		if r, ok := real[key(t, t.GetName())]; ok {
+			pairs[t] = r
+			continue
+		}
+		if r, ok := byBase[key(t, hashSuffix.ReplaceAllString(t.GetName(), ""))]; ok && t.Generated {
+			pairs[t] = r
+			renamed[t.GetName()] = r.GetName()
+			continue
+		}
+		if encrypted[t.Source] {
+			continue // its own file's object, renamed by its own values
+		}
+		return &BuildError{File: t.Source, Err: &ProvenanceError{Object: fmt.Sprintf("%s %s", t.GetKind(), t.GetName()), Fields: []string{"its name"}, Files: files}}
+	}
+	for t, r := range pairs {
+		if encrypted[r.Source] {
+			continue
+		}
+		var fields []string
+		wholeOnly := true
+		diffLeaves(r.Object, renameLeaves(t.Object, renamed), "", func(path string, realValue any) {
+			fields = append(fields, path)
+			if s, ok := realValue.(string); !ok || !values[s] {
+				wholeOnly = false
+			}
+		})
+		if len(fields) == 0 {
+			continue
+		}
+		core := r.GroupVersionKind().Group == ""
+		switch {
+		case r.Generated && core && r.GetKind() == "Secret":
+			continue
+		case r.Generated && core && r.GetKind() == "ConfigMap" && wholeOnly:
+			continue
+		}
+		slices.Sort(fields)
+		return &BuildError{File: r.Source, Err: &ProvenanceError{Object: objectRef(r), Fields: fields, Files: files}}
+	}
+	return nil
+}
+
+func objectRef(o *Object) string {
+	if o.GetNamespace() != "" {
+		return fmt.Sprintf("%s %s/%s", o.GetKind(), o.GetNamespace(), o.GetName())
+	}
+	return fmt.Sprintf("%s %s", o.GetKind(), o.GetName())
+}
+
+// renameLeaves returns v with every string that is a key of names
+// replaced by its value.
+func renameLeaves(v any, names map[string]string) any {
+	if len(names) == 0 {
+		return v
+	}
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			out[k] = renameLeaves(e, names)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = renameLeaves(e, names)
+		}
+		return out
+	case string:
+		if n, ok := names[t]; ok {
+			return n
+		}
+	}
+	return v
+}
+
+// diffLeaves calls fn with the JSON pointer of every place where a and b
+// differ, and a's value there (nil where a has none).
+func diffLeaves(a, b any, path string, fn func(path string, aValue any)) {
+	switch at := a.(type) {
+	case map[string]any:
+		bt, ok := b.(map[string]any)
+		if !ok {
+			fn(cmpOrRoot(path), a)
+			return
+		}
+		for k, av := range at {
+			diffLeaves(av, bt[k], path+"/"+escapePointer(k), fn)
+		}
+		for k := range bt {
+			if _, ok := at[k]; !ok {
+				fn(path+"/"+escapePointer(k), nil)
+			}
+		}
+	case []any:
+		bt, ok := b.([]any)
+		if !ok || len(bt) != len(at) {
+			fn(cmpOrRoot(path), a)
+			return
+		}
+		for i := range at {
+			diffLeaves(at[i], bt[i], path+"/"+strconv.Itoa(i), fn)
+		}
+	default:
+		if fmt.Sprint(a) != fmt.Sprint(b) || (a == nil) != (b == nil) {
+			fn(cmpOrRoot(path), a)
+		}
+	}
+}
+
+func cmpOrRoot(path string) string {
+	if path == "" {
+		return "/"
+	}
+	return path
+}
