@@ -54,7 +54,16 @@ func (j *JSONReport) ReportRun(_ context.Context, run *result.Run) error {
 	if err != nil {
 		return err
 	}
-	return writeFile(j.Path, []byte(j.Redact.String(string(b))+"\n"))
+	out := []byte(j.Redact.String(string(b)) + "\n")
+	if j.Path == "-" {
+		// Standard output, as Report writes it: never a file named "-".
+		if j.Out == nil {
+			return fmt.Errorf("--report -: no standard output to write the report to")
+		}
+		_, err := j.Out.Write(out)
+		return err
+	}
+	return writeFile(j.Path, out)
 }
 
 // ReportRun implements RunReporter: every unit's diffs, in the units' order.

@@ -3,6 +3,7 @@ package reporters
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -139,5 +140,28 @@ func TestRunOutputs(t *testing.T) {
 	}
 	if names := RunOutputNames(run); len(names) != len(OutputNames())+2*len(run.Units) {
 		t.Errorf("%d output names", len(names))
+	}
+}
+
+// --report - of a run file: the report goes to standard output, and no
+// file named "-" is written.
+func TestJSONReportRunToStdout(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	var out strings.Builder
+	if err := (&JSONReport{Path: "-", Out: &out, Redact: NewRedactor()}).ReportRun(t.Context(), sampleRun()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `"runFile": "gantry.yaml"`) {
+		t.Errorf("standard output is not the run's report:\n%s", out.String())
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "-")); err == nil {
+		t.Error(`a file named "-" was written`)
+	}
+	if err := (&JSONReport{Path: "-", Redact: NewRedactor()}).ReportRun(t.Context(), sampleRun()); err == nil {
+		t.Error("no standard output and no error")
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "-")); err == nil {
+		t.Error(`a file named "-" was written`)
 	}
 }
