@@ -206,7 +206,7 @@ func (c *console) warn(msg string) {
 // escapeCommandData escapes a workflow command's message as the runner
 // expects.
 func escapeCommandData(s string) string {
-	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", "##[", "##"+zeroWidthSpace+"[").Replace(s)
+	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", "##[", "##"+blocker+"[").Replace(s)
 }
 
 // summary prints the outcome, counts and, on failure, every error.
@@ -423,10 +423,11 @@ func useColor(mode string, w io.Writer, env map[string]string) bool {
 // between can end the fence.
 func fence(w io.Writer) (end func(), err error) {
 	token := "gantry-" + strings.ToLower(rand.Text())
-	if _, err := fmt.Fprintf(w, "::stop-commands::%s\n", token); err != nil {
+	own := commandWriter(w) // the fence is gantry's own: beside the guard
+	if _, err := fmt.Fprintf(own, "::stop-commands::%s\n", token); err != nil {
 		return nil, err
 	}
-	return func() { fmt.Fprintf(w, "::%s::\n", token) }, nil
+	return func() { fmt.Fprintf(own, "::%s::\n", token) }, nil
 }
 
 // conflictList names the fields an object's apply takes from other field

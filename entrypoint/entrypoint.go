@@ -58,9 +58,11 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 	p := detectPlatform(env)
 	if p == githubActions {
-		// What gantry prints on GitHub cannot read as a workflow command;
-		// its own commands go beside the guard (commandWriter).
-		stderr = newCommandGuard(stderr)
+		// Everything gantry prints on GitHub, to either stream, passes one
+		// guard and cannot read as a workflow command: progress, errors,
+		// built objects, diffs, the JSON report of --report -. Its own
+		// commands go beside the guard (commandWriter).
+		stdout, stderr = newCommandGuard(stdout), newCommandGuard(stderr)
 	}
 	inv, err := parseCommandLine(args, env, stdout, stderr)
 	switch {
@@ -305,34 +307,4 @@ func Load(args []string, env map[string]string, stdout io.Writer) (*config.Confi
 		return nil, errHelp
 	}
 	return config.Load(*inv)
-}
-
-// commandWriter is where gantry writes its own workflow commands: beside
-// the guard that keeps everything else from reading as one.
-func commandWriter(w io.Writer) io.Writer {
-	if g, ok := w.(*commandGuard); ok {
-		return &rawLines{g: g}
-	}
-	return w
-}
-
-// rawLines writes gantry's own commands to the guarded log, in order
-// with what goes through the guard, each on a line of its own.
-type rawLines struct{ g *commandGuard }
-
-func (r *rawLines) Write(p []byte) (int, error) {
-	r.g.mu.Lock()
-	defer r.g.mu.Unlock()
-	if !r.g.lineStart {
-		if _, err := r.g.w.Write([]byte("\n")); err != nil {
-			return 0, err
-		}
-	}
-	if _, err := r.g.w.Write(p); err != nil {
-		return 0, err
-	}
-	if len(p) > 0 {
-		r.g.lineStart = p[len(p)-1] == '\n'
-	}
-	return len(p), nil
 }
