@@ -126,6 +126,11 @@ func (k *RecordKey) sign(inv *Inventory, rv *Revision) {
 	rv.Adopted = slices.Clone(inv.Adopted)
 	slices.Sort(rv.Adopted)
 	rv.Adopted = slices.Compact(rv.Adopted)
+	for id := range rv.PriorAt {
+		if !slices.Contains(rv.Adopted, id) {
+			delete(rv.PriorAt, id)
+		}
+	}
 	rv.MAC = k.sum(inv.Namespace, inv.Name, rv)
 }
 

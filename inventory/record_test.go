@@ -417,11 +417,11 @@ func TestPriorContentIsKeptUntilReleased(t *testing.T) {
 
 	sec, _ := client.CoreV1().Secrets("shop").Get(ctx, RevisionName("shop", adoptedAt), metav1.GetOptions{})
 	raw, _ := inflate(sec.Data[dataObjects], MaxRevisionRawBytes)
-	if strings.Contains(string(raw), "cHJpb3Itc2VjcmV0") {
-		t.Errorf("the prior content of a Secret is kept in the clear")
-	}
-	if !strings.Contains(string(raw), "db.internal") {
-		t.Errorf("the prior content of the ConfigMap is not kept")
+	// Others' content may hold a secret nobody told gantry of: sealed.
+	for _, v := range []string{"cHJpb3Itc2VjcmV0", "db.internal"} {
+		if strings.Contains(string(raw), v) {
+			t.Errorf("prior content is kept in the clear: %q", v)
+		}
 	}
 
 	// Later runs, with a history of 2: the revision keeping the prior

@@ -130,8 +130,14 @@ type Revision struct {
 	Masked map[string][]string `json:"masked,omitempty"`
 
 	// Prior lists the objects whose content from before the run adopted
-	// them the revision keeps (SetPrior).
-	Prior []string `json:"prior,omitempty"`
+	// them the revision keeps (SetPrior), and PriorAt, for every object
+	// still adopted, which revision keeps its content: carried from one
+	// newest revision to the next, and only from one the key
+	// authenticates, so that what an undo puts back is found through
+	// signed revisions alone, never through another revision's list,
+	// which a namespace writer may edit.
+	Prior   []string       `json:"prior,omitempty"`
+	PriorAt map[string]int `json:"priorAt,omitempty"`
 
 	// payloads are the compressed payloads, by namespace, when prepared
 	// or read; set and prior what they were made of, key what seals
@@ -307,8 +313,11 @@ func (rv *Revision) pack() error {
 	for _, u := range rv.set {
 		place(u, isSecret(u, rv.Masked), false)
 	}
+	// What an adopted object held before gantry is others' content, which
+	// may hold a secret nobody told gantry of (a password in a ConfigMap
+	// made by hand): with a key it is sealed, all of it.
 	for _, u := range rv.prior {
-		place(u, isSecret(u, rv.Masked) || isSecret(u, rv.priorMasked), true)
+		place(u, rv.key != nil || isSecret(u, rv.Masked) || isSecret(u, rv.priorMasked), true)
 	}
 	if sealed.Objects != nil || sealed.Prior != nil {
 		raw, err := json.Marshal(sealed)
@@ -517,6 +526,13 @@ func (s *Store) Begin(ctx context.Context, inv *Inventory, rv *Revision, history
 		}
 	}
 	rv.History, rv.Outcome, rv.own = history, OutcomePending, true
+	rv.PriorAt = map[string]int{}
+	if newest := inv.Newest(); newest != nil && (s.Key == nil || s.Key.authentic(inv, newest)) {
+		maps.Copy(rv.PriorAt, newest.PriorAt)
+	}
+	for _, id := range rv.Prior {
+		rv.PriorAt[id] = rv.Number
+	}
 	var err error
 	if rv.HoldsObjects() {
 		err = s.writePayloads(ctx, rv)
@@ -622,17 +638,13 @@ func (inv *Inventory) Finish(n int, outcome string) (trimmed []*Revision) {
 	for _, id := range inv.Adopted {
 		adopted[id] = true
 	}
-	priorAt := map[string]int{}
-	for _, old := range inv.Revisions {
-		for _, id := range old.Prior {
+	keepsPrior := map[int]bool{}
+	if newest := inv.Newest(); newest != nil {
+		for id, n := range newest.PriorAt {
 			if adopted[id] {
-				priorAt[id] = max(priorAt[id], old.Number)
+				keepsPrior[n] = true
 			}
 		}
-	}
-	keepsPrior := map[int]bool{}
-	for _, n := range priorAt {
-		keepsPrior[n] = true
 	}
 	for _, old := range inv.Revisions {
 		if old.Number > n-history || old.Number == newestGood || !rv.Succeeded() && old.Succeeded() || old.Number > n || keepsPrior[old.Number] {

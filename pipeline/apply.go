@@ -78,6 +78,10 @@ func (r *run) readAndPlan(ctx context.Context, unlocked bool) (lockLater bool, e
 	if lockLater, err = r.lockUnlessNew(ctx, pk); err != nil {
 		return false, err
 	}
+	// The fields the newest revision masked, now that it is read, before
+	// any live object is: a value rotated since, or dropped from the set,
+	// is masked in the diff as the apply that set it masked it.
+	r.collectMasked()
 	if err := r.refuseEmpty(); err != nil {
 		return false, err
 	}

@@ -28,6 +28,7 @@ func (r *run) diff(ctx context.Context) error {
 		return err
 	}
 	r.prev, r.previous = prev, prev.Entries
+	r.collectMasked() // with the newest revision's fields, now read
 	if r.opts.Inventory != "" {
 		if err := r.refuseEmpty(); err != nil {
 			return err

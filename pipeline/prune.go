@@ -543,34 +543,35 @@ func (r *run) giveBack(ctx context.Context, e inventory.Entry) (note string, err
 }
 
 // priorFor returns the content object id had before gantry adopted it,
-// from the newest revision keeping it, which must be authentic (the
-// workflow's record-key); nil when no revision keeps it.
+// from the revision the newest one says keeps it (PriorAt, signed); both
+// must be authentic (the workflow's record-key). nil when none keeps it.
 func (r *run) priorFor(ctx context.Context, id string) (*unstructured.Unstructured, error) {
-	if r.prev == nil {
+	if r.prev == nil || r.prev.Newest() == nil {
 		return nil, nil
 	}
-	for _, rv := range r.prev.Revisions {
-		if !slices.Contains(rv.Prior, id) {
-			continue
-		}
-		priors, ok := r.priors[rv.Number]
-		if !ok {
-			if err := r.store.Authenticate(r.prev, rv.Number); err != nil {
-				return nil, err
-			}
-			read, err := r.store.Revision(ctx, r.prev, rv.Number)
-			if err != nil {
-				return nil, err
-			}
-			if priors, err = read.PriorOf(); err != nil {
-				return nil, err
-			}
-			if r.priors == nil {
-				r.priors = map[int]map[string]*unstructured.Unstructured{}
-			}
-			r.priors[rv.Number] = priors
-		}
-		return priors[id], nil
+	n, ok := r.prev.Newest().PriorAt[id]
+	if !ok {
+		return nil, nil
 	}
-	return nil, nil
+	priors, ok := r.priors[n]
+	if !ok {
+		if err := r.store.Authenticate(r.prev, n); err != nil {
+			return nil, err
+		}
+		read, err := r.store.Revision(ctx, r.prev, n)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(read.Prior, id) {
+			return nil, fmt.Errorf("revision %d does not keep it, though the newest revision says it does", n)
+		}
+		if priors, err = read.PriorOf(); err != nil {
+			return nil, err
+		}
+		if r.priors == nil {
+			r.priors = map[int]map[string]*unstructured.Unstructured{}
+		}
+		r.priors[n] = priors
+	}
+	return priors[id], nil
 }

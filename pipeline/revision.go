@@ -327,10 +327,9 @@ func (r *run) revisionStage(rollback bool, pick func([]*inventory.Revision) (*in
 				return fail(result.ReasonApplyFailed, err)
 			}
 			if rv.Unread() {
-				if rollback {
-					return &RevisionRefusedError{Err: fmt.Errorf("revision %d: %w", rv.Number, inventory.ErrSealed)}
-				}
-				r.obs.Info(fmt.Sprintf("warning: revision %d keeps its objects that hold secret values sealed with the workflow's record-key; without it they are not compared", rv.Number))
+				// Compared without them, a drifted Secret would read as
+				// in sync.
+				return &RevisionRefusedError{Err: fmt.Errorf("revision %d: %w", rv.Number, inventory.ErrSealed)}
 			}
 			r.maskRecorded(objs, rv.Masked)
 			r.objects = make([]*Object, 0, len(objs))
