@@ -152,6 +152,13 @@ func (r *run) collectMasked() {
 	if r.prev != nil {
 		if newest := r.prev.Newest(); newest != nil {
 			add(newest.Masked)
+			if r.store != nil && r.store.Key != nil && !r.warnedRecord {
+				if err := r.store.Authenticate(r.prev, newest.Number); err != nil {
+					// Its masked fields may have been taken out: say so.
+					r.warnedRecord = true
+					r.obs.Info("warning: the fields this run masks in live objects come from the inventory's newest revision, which is not as this workflow recorded it (" + err.Error() + "); a field someone took out of it is not masked")
+				}
+			}
 		}
 	}
 	for id, paths := range out {

@@ -195,11 +195,13 @@ type run struct {
 	liveMasked map[string][]string
 	// priors are, by revision number, the content adopted objects had
 	// before gantry took them over, as read from the revisions keeping it.
-	priors  map[int]map[string]*unstructured.Unstructured
-	opts    Options
-	connect Connector
-	obs     Observer
-	res     *result.Result
+	priors map[int]map[string]*unstructured.Unstructured
+	// warnedRecord: the run said its record is not authentic.
+	warnedRecord bool
+	opts         Options
+	connect      Connector
+	obs          Observer
+	res          *result.Result
 
 	clients *kube.Clients
 	// connecting, when not nil, is closed when the connection opened
