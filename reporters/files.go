@@ -3,6 +3,7 @@ package reporters
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 
@@ -30,7 +31,11 @@ func (j *JSONReport) Report(_ context.Context, res *result.Result) error {
 		return err
 	}
 	out := []byte(j.Redact.String(string(b)) + "\n")
-	if j.Path == "-" && j.Out != nil {
+	if j.Path == "-" {
+		// Standard output: never a file named "-".
+		if j.Out == nil {
+			return fmt.Errorf("--report -: no standard output to write the report to")
+		}
 		_, err := j.Out.Write(out)
 		return err
 	}
