@@ -111,6 +111,7 @@ test: tools
 	@echo "make test: the container image tests (TestImage*) are skipped; make test-image runs them in a Docker engine"
 	@rm -f $(FIGURES)
 	GANTRY_FIGURES=$(FIGURES) $(GO) test -count=1 -timeout 40m ./...
+	@hack/fuzz.sh $(FUZZ_QUICK_TIME) $(FUZZ_QUICK) >$(FIGURES).fuzz || { cat $(FIGURES).fuzz; rm -f $(FIGURES).fuzz; exit 1; }; cat $(FIGURES).fuzz >>$(FIGURES); rm -f $(FIGURES).fuzz
 	@echo "reliability figures (make test, seed $${GANTRY_FAULT_SEED:-1}):"; cat $(FIGURES); rm -f $(FIGURES)
 
 ## soak: every kill point (24) and 24 interleavings of the fault suite, then each fuzz target for SOAK_FUZZTIME (default 2m); prints the figures
@@ -145,14 +146,17 @@ $(BIN)/kustomize-controller: hack/tools/flux-kustomize/go.mod hack/tools/flux-ku
 	cp "$$(cd hack/tools/flux-kustomize && $(GO) list -m -f '{{.Dir}}' github.com/fluxcd/kustomize-controller)/config/crd/bases/"*.yaml $(BIN)/flux-crds/
 	@chmod u+w $(BIN)/flux-crds/*
 
-## fuzz: each fuzz target for FUZZTIME (default 30s); make test runs their seeds
+## fuzz: each fuzz target for FUZZTIME (default 30s); make test runs their seeds, and fuzzes the sinks whose packages build for fuzzing in seconds
 FUZZTIME ?= 30s
+# The sinks' targets whose packages build for fuzzing in seconds: make test
+# fuzzes them for FUZZ_QUICK_TIME each. The others (whose packages link
+# client-go, sops and kustomize, minutes of instrumented build on two
+# cores) run their seeds in make test and fuzz here and in make soak.
+FUZZ_QUICK := reporters:FuzzOutputsCannotInject reporters:FuzzDotenvValue reporters:FuzzStickyContentKey safefile:FuzzSafeWrite diffs:FuzzSecretValuesNeverInDiffs
+FUZZ_QUICK_TIME ?= 3s
+FUZZ_TARGETS := $(FUZZ_QUICK) pipeline:FuzzManifestDecoding entrypoint:FuzzLoad entrypoint:FuzzLogWriter inventory:FuzzEntryID
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzManifestDecoding -fuzztime $(FUZZTIME) ./pipeline
-	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME) ./entrypoint
-	$(GO) test -run '^$$' -fuzz FuzzEntryID -fuzztime $(FUZZTIME) ./inventory
-	$(GO) test -run '^$$' -fuzz FuzzOutputsCannotInject -fuzztime $(FUZZTIME) ./reporters
-	$(GO) test -run '^$$' -fuzz FuzzSecretValuesNeverInDiffs -fuzztime $(FUZZTIME) ./diffs
+	hack/fuzz.sh $(FUZZTIME) $(FUZZ_TARGETS)
 
 ## test-race: every test under the race detector (gantry runs requests concurrently)
 test-race: tools
