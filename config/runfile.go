@@ -69,6 +69,11 @@ type unitSpec struct {
 	envRefs  []string
 }
 
+// MaxUnits is the most units a run file may list. A run file is read on
+// pull and merge requests, whose authors write it: a longer one is
+// refused as soon as it is parsed, before any unit is configured.
+const MaxUnits = 1000
+
 // loadRunFile reads a run file: a list of units under units:, and under
 // defaults: the inputs they share. Every problem in it is reported at
 // once, each naming the file and line. env resolves the secret references.
@@ -110,6 +115,10 @@ func loadRunFile(path string, env map[string]string, pol *policy, refsOnly bool)
 		r.fail(top, "no units: list the units to run under units:")
 	case units.Kind != yaml.SequenceNode || len(units.Content) == 0:
 		r.fail(units, "units: want a list of units, each a mapping with name and the inputs of one run")
+	case len(units.Content) > MaxUnits:
+		// Refused before any unit is read: each costs a configuration,
+		// and a pull request writes the file.
+		return nil, fmt.Errorf("%s: units: %d units, over the limit of %d a run file may list", r.at(units), len(units.Content), MaxUnits)
 	default:
 		for _, u := range units.Content {
 			if spec := r.unit(u, defaults); spec != nil {
@@ -133,6 +142,8 @@ type runFileReader struct {
 	// masks are the lines of the values the input being read read
 	// through references.
 	masks []string
+	// inputs are the inputs by name, made once for every unit.
+	inputs map[string]Input
 	// envRefs are the variables the settings being read refer to with
 	// {env: NAME}; defaultRefs, those of defaults, which every unit reads.
 	envRefs, defaultRefs []string
@@ -206,10 +217,13 @@ func (r *runFileReader) settings(n *yaml.Node, what string) map[string]value {
 		r.fail(n, "%s: want a mapping of inputs, such as timeout: 5m", what)
 		return out
 	}
-	inputs := map[string]Input{}
-	for _, in := range Inputs {
-		inputs[in.Name] = in
+	if r.inputs == nil {
+		r.inputs = map[string]Input{}
+		for _, in := range Inputs {
+			r.inputs[in.Name] = in
+		}
 	}
+	inputs := r.inputs
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		in, ok := inputs[k.Value]
@@ -287,9 +301,10 @@ func (r *runFileReader) secret(v *yaml.Node, what string) (string, bool) {
 	kind, ref := v.Content[0].Value, v.Content[1].Value
 	if kind == "env" {
 		// The workflow's run-file-env decides what may be read, for a
-		// plan too: a plan passes its jobs only what it allows.
+		// plan too: a plan passes its jobs only what it allows, and
+		// only names, which go on into the jobs it writes.
 		if err := r.policy.mayRead(ref); err != nil {
-			r.fail(v, "%s: {env: %s}: %v", what, ref, err)
+			r.fail(v, "%s: {env: %s}: %v", what, shownName(ref), err)
 			return "", false
 		}
 		if !slices.Contains(r.envRefs, ref) {

@@ -10,7 +10,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -180,19 +182,56 @@ func defaultWorkspace(env map[string]string) string {
 	}
 }
 
-// mayRead says whether a run file may read the variable name.
+// variableName is what a run file may name with {env: NAME}: a
+// variable's name as shells and CI engines spell one. It is checked
+// before any pattern is matched: path.Match's * matches any character but
+// a slash, a line ending too, and a name goes on into the jobs a plan
+// writes.
+var variableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// errNotAName says what a variable's name is.
+var errNotAName = errors.New("not a variable's name: want letters, digits and _, not starting with a digit, as in SOPS_AGE_KEY")
+
+// matchesName says whether pattern (of run-file-env, or of the CI's
+// credentials) matches name. Only a variable's name is matched: whatever
+// the pattern, nothing else is.
+func matchesName(pattern, name string) bool {
+	if !variableName.MatchString(name) {
+		return false
+	}
+	ok, _ := path.Match(pattern, name)
+	return ok
+}
+
+// shownName is a variable's name, or what a run file gave as one, as a
+// message shows it: quoted when it is empty or would not print as itself
+// (a line ending, a control character).
+func shownName(name string) string {
+	if q := strconv.Quote(name); name != "" && q[1:len(q)-1] == name {
+		return name
+	}
+	return strconv.Quote(name)
+}
+
+// mayRead says whether a run file may read the variable name: the CI's
+// credentials never (GitHub's INPUT_* names hold a -), anything else
+// that is no variable's name never, and a name only if run-file-env lets
+// it.
 func (p *policy) mayRead(name string) error {
 	for _, pat := range ciCredentials {
 		if ok, _ := path.Match(pat, name); ok {
-			return fmt.Errorf("%s is the CI's own credential or one of gantry's inputs: a run file never reads it", name)
+			return fmt.Errorf("%s is the CI's own credential or one of gantry's inputs: a run file never reads it", shownName(name))
 		}
 	}
+	if !variableName.MatchString(name) {
+		return errNotAName
+	}
 	for _, pat := range p.env {
-		if ok, _ := path.Match(pat, name); ok {
+		if matchesName(pat, name) {
 			return nil
 		}
 	}
-	return fmt.Errorf("the workflow does not let a run file read %s: list it in run-file-env (a flag or variable, never the run file)", name)
+	return fmt.Errorf("the workflow does not let a run file read %s: list it in run-file-env (a flag or variable, never the run file)", shownName(name))
 }
 
 // confine resolves a path a run file names, relative to base (the run
