@@ -1,14 +1,21 @@
 package entrypoint
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	yamlv2 "go.yaml.in/yaml/v2"
+	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gantry-dev/gantry/config"
@@ -39,16 +46,7 @@ func runPlan(inv *config.Given, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gantry plan: invalid run file %s:\n%s\n", file, config.Indent(err.Error()))
 		return ExitInvalid
 	}
-	cfg := units[0].Config
-	var out []byte
-	switch cfg.Format {
-	case "github":
-		out, err = githubPlan(units, file, cfg.Image)
-	case "tekton":
-		out, err = tektonPlan(units, file, cfg.PipelineName)
-	case "gitlab":
-		out, err = gitlabPlan(units, file, planImage(cfg.Image))
-	}
+	out, err := planFor(units, file)
 	if err != nil {
 		fmt.Fprintf(stderr, "gantry plan: %v\n", err)
 		return ExitFailed
@@ -57,6 +55,20 @@ func runPlan(inv *config.Given, stdout, stderr io.Writer) int {
 		return ExitFailed
 	}
 	return ExitOK
+}
+
+// planFor is the plan of units in the format their configuration names.
+func planFor(units []*config.Unit, file string) ([]byte, error) {
+	cfg := units[0].Config
+	switch cfg.Format {
+	case "github":
+		return githubPlan(units, file, cfg.Image)
+	case "tekton":
+		return tektonPlan(units, file, cfg.PipelineName)
+	case "gitlab":
+		return gitlabPlan(units, file, planImage(cfg.Image))
+	}
+	return nil, fmt.Errorf("format %q: want github, tekton or gitlab", cfg.Format)
 }
 
 // planLevels are the units that run, by dependency level, in the run
@@ -122,6 +134,9 @@ func githubPlan(units []*config.Unit, file, image string) ([]byte, error) {
 			env := yamlv2.MapSlice{}
 			var refs []string
 			for _, ref := range u.EnvRefs {
+				if slices.Contains(refs, ref) {
+					continue // a key is written once
+				}
 				if !secretName.MatchString(ref) || strings.HasPrefix(strings.ToUpper(ref), "GITHUB_") {
 					unnamed = append(unnamed, ref)
 					continue
@@ -187,34 +202,33 @@ func githubPlan(units []*config.Unit, file, image string) ([]byte, error) {
 		}},
 		{Key: "jobs", Value: jobs},
 	}
-	b, err := yamlv2.Marshal(wf)
-	if err != nil {
-		return nil, err
+	head := []string{
+		"The units of " + file + ", a job each, needs from depends-on (written by gantry plan --format github).",
+		"Keep it as .github/workflows/gantry-" + planName(file) + ".yml and call it from a workflow:",
+		"  jobs:",
+		"    deploy:",
+		"      uses: ./.github/workflows/gantry-" + planName(file) + ".yml",
+		"      with: {command: apply}   # diff on pull requests",
+		"      secrets: inherit",
+		"A unit runs once those it depends on succeeded; a failed unit stops its dependents, not its siblings.",
+		"To delete, run gantry delete --run-file " + file + " in one job: it deletes in the reverse order.",
 	}
-	head := "# The units of " + file + ", a job each, needs from depends-on (written by gantry plan --format github).\n" +
-		"# Keep it as .github/workflows/gantry-" + planName(file) + ".yml and call it from a workflow:\n" +
-		"#   jobs:\n" +
-		"#     deploy:\n" +
-		"#       uses: ./.github/workflows/gantry-" + planName(file) + ".yml\n" +
-		"#       with: {command: apply}   # diff on pull requests\n" +
-		"#       secrets: inherit\n" +
-		"# A unit runs once those it depends on succeeded; a failed unit stops its dependents, not its siblings.\n" +
-		"# To delete, run gantry delete --run-file " + file + " in one job: it deletes in the reverse order.\n"
 	if len(unnamed) > 0 {
 		slices.Sort(unnamed)
-		head += "# Not a secret's name, so not passed: " + strings.Join(slices.Compact(unnamed), ", ") + ". Set them in each job's env.\n"
+		head = append(head, "Not a secret's name, so not passed: "+strings.Join(slices.Compact(unnamed), ", ")+". Set them in each job's env.")
 	}
-	return append([]byte(head), b...), nil
+	return planYAML(head, wf)
 }
 
 // secretName is what GitHub allows as a secret's name.
 var secretName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // jobID is a unit's job: unit names are DNS labels, and a job's id must
-// start with a letter or _.
+// start with a letter or _. No DNS label starts with _, so two units
+// never make one id (as 1a and unit-1a did, when the prefix was unit-).
 func jobID(unit string) string {
 	if unit != "" && unit[0] >= '0' && unit[0] <= '9' {
-		return "unit-" + unit
+		return "_" + unit
 	}
 	return unit
 }
@@ -358,21 +372,18 @@ func gitlabPlan(units []*config.Unit, file, image string) ([]byte, error) {
 			}})
 		}
 	}
-	b, err := yamlv2.Marshal(doc)
-	if err != nil {
-		return nil, err
-	}
-	head := "# The units of " + file + ", a job each, needs from depends-on (written by gantry plan --format gitlab).\n" +
-		"# Trigger it from the parent pipeline, passing the parent's source on:\n" +
-		"#   gantry-units:\n" +
-		"#     trigger:\n" +
-		"#       include: [{artifact: gantry-plan.yml, job: gantry-plan}]\n" +
-		"#       strategy: depend\n" +
-		"#     variables:\n" +
-		"#       GANTRY_PIPELINE_SOURCE: $CI_PIPELINE_SOURCE\n" +
-		"# diff on a merge request, apply on the default branch (never on a schedule), drift on a schedule;\n" +
-		"# a GANTRY_COMMAND the parent sets wins. The variables the run file reads must be CI/CD variables.\n"
-	return append([]byte(head), b...), nil
+	return planYAML([]string{
+		"The units of " + file + ", a job each, needs from depends-on (written by gantry plan --format gitlab).",
+		"Trigger it from the parent pipeline, passing the parent's source on:",
+		"  gantry-units:",
+		"    trigger:",
+		"      include: [{artifact: gantry-plan.yml, job: gantry-plan}]",
+		"      strategy: depend",
+		"    variables:",
+		"      GANTRY_PIPELINE_SOURCE: $CI_PIPELINE_SOURCE",
+		"diff on a merge request, apply on the default branch (never on a schedule), drift on a schedule;",
+		"a GANTRY_COMMAND the parent sets wins. The variables the run file reads must be CI/CD variables.",
+	}, doc)
 }
 
 // planName is a DNS label made of the run file's name, for the Pipeline.
@@ -383,4 +394,60 @@ func planName(file string) string {
 		name = "units" // gantry-units, not gantry-gantry
 	}
 	return name
+}
+
+// planYAML writes a plan: head as its comment, then body, its data. No
+// text of a plan is written by hand, so that nothing a run file names (a
+// unit, a variable, the file itself) can end a comment or start a key:
+// the body is written by the encoder that has always written plans (its
+// layout is what users keep in their repositories), the comment by
+// yaml.v3, which writes each line of a node's comment as a comment. A
+// line that would not print as one line of text (a line ending of any
+// kind, a control character, bytes that are no UTF-8) is quoted first:
+// the encoder checks values, not comments. What is written is read back
+// before it is returned: it must hold the body's data and nothing else.
+func planYAML(head []string, body yamlv2.MapSlice) ([]byte, error) {
+	lines := make([]string, len(head))
+	for i, l := range head {
+		lines[i] = commentLine(l)
+	}
+	var comment bytes.Buffer
+	enc := yamlv3.NewEncoder(&comment)
+	// The comment of an empty mapping: the encoder writes the comment,
+	// then the mapping as {}, which is left out.
+	err := enc.Encode(&yamlv3.Node{Kind: yamlv3.DocumentNode, Content: []*yamlv3.Node{
+		{Kind: yamlv3.MappingNode, Style: yamlv3.FlowStyle, HeadComment: strings.Join(lines, "\n")},
+	}})
+	if err == nil {
+		err = enc.Close()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("writing the plan's comment: %w", err)
+	}
+	head0, ok := bytes.CutSuffix(comment.Bytes(), []byte("{}\n"))
+	if !ok {
+		return nil, fmt.Errorf("writing the plan's comment: the encoder wrote %q", comment.Bytes())
+	}
+	data, err := yamlv2.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("writing the plan: %w", err)
+	}
+	out := append(head0, data...)
+	var want, got any
+	errWant, errGot := yamlv3.Unmarshal(data, &want), yamlv3.Unmarshal(out, &got)
+	if err := errors.Join(errWant, errGot); err != nil || !reflect.DeepEqual(want, got) {
+		return nil, fmt.Errorf("writing the plan: what was written does not read back as the plan (%v)", err)
+	}
+	return out, nil
+}
+
+// commentLine is a line of a plan's comment: as it is when it prints as
+// one line of text, quoted otherwise.
+func commentLine(l string) string {
+	for _, r := range l {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			return strconv.Quote(l)
+		}
+	}
+	return l
 }
