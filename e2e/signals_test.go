@@ -45,13 +45,21 @@ func TestSIGTERMStopsALongBuild(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "kustomization.yaml"), k.String())
 
 	cmd := exec.Command(gantryBinary(t), "build", "--path="+dir)
-	var stderr bytes.Buffer
+	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	cmd.Env = []string{"HOME=" + os.Getenv("HOME"), recordKeyEnv}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	// Once the build has started (on a loaded machine the process takes
+	// a while to get there), and a little into it.
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(stderr.String(), "▸ build"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("the build never started:\n%s", stderr.String())
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
 	start := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
