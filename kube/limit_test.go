@@ -1,9 +1,11 @@
 package kube
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -73,28 +75,35 @@ func TestInFlightGrowsWhereAnswersWaitOnTheWire(t *testing.T) {
 
 // A server that queues: it answers one request at a time, so that each
 // answer takes longer the more are in flight (a cluster on the runner's
-// own cores). The bound stays at its start.
+// own cores). The bound stays at its start. The answers' times are the
+// limiter's only signal, and a machine busy with other work (the other
+// packages' tests) can stretch them at random: up to three rounds are
+// run, and the bound must stay at its start in one. A limiter that grows
+// where the server queues grows in every round.
 func TestInFlightDoesNotGrowWhereTheServerQueues(t *testing.T) {
 	t.Parallel()
-	var one sync.Mutex
-	var in, most atomic.Int64
-	srv := newSlowServer(t, 0, func(http.ResponseWriter, *http.Request, int) {
-		n := in.Add(1)
-		defer in.Add(-1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+	var problems []string
+	for round := range 3 {
+		var one sync.Mutex
+		var in, most atomic.Int64
+		srv := newSlowServer(t, 0, func(http.ResponseWriter, *http.Request, int) {
+			n := in.Add(1)
+			defer in.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			one.Lock()
+			time.Sleep(2 * time.Millisecond)
+			one.Unlock()
+		})
+		l := newInFlight(newTransport(), 8, 256)
+		requests(t, l, srv, 400, 128)
+		m, b := most.Load(), l.bound()
+		if m <= 8 && b == 8 {
+			return
 		}
-		one.Lock()
-		time.Sleep(2 * time.Millisecond)
-		one.Unlock()
-	})
-	l := newInFlight(newTransport(), 8, 256)
-	requests(t, l, srv, 400, 128)
-	if m := most.Load(); m > 8 {
-		t.Errorf("the server had %d requests at once, want at most the start, 8", m)
+		problems = append(problems, fmt.Sprintf("round %d: the server had %d requests at once and the bound is %d, want at most the start, 8, and the bound kept there", round+1, m, b))
 	}
-	if b := l.bound(); b != 8 {
-		t.Errorf("the bound is %d, want it kept at its start, 8", b)
-	}
+	t.Error(strings.Join(problems, "\n"))
 }
 
 // Grown far away, the bound comes back to its start once the server
