@@ -26,13 +26,18 @@ func (*JSONReport) Name() string { return "JSON report" }
 
 // Report implements Reporter.
 func (j *JSONReport) Report(_ context.Context, res *result.Result) error {
-	b, err := json.MarshalIndent(res, "", "  ")
+	return j.write(res)
+}
+
+// write writes v, redacted, to Path, or to Out for "-" (standard output:
+// never a file named "-").
+func (j *JSONReport) write(v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
 	out := []byte(j.Redact.String(string(b)) + "\n")
 	if j.Path == "-" {
-		// Standard output: never a file named "-".
 		if j.Out == nil {
 			return fmt.Errorf("--report -: no standard output to write the report to")
 		}

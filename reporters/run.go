@@ -3,7 +3,6 @@ package reporters
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -50,20 +49,7 @@ var (
 
 // ReportRun implements RunReporter: the run, every unit's whole result in it.
 func (j *JSONReport) ReportRun(_ context.Context, run *result.Run) error {
-	b, err := json.MarshalIndent(run, "", "  ")
-	if err != nil {
-		return err
-	}
-	out := []byte(j.Redact.String(string(b)) + "\n")
-	if j.Path == "-" {
-		// Standard output, as Report writes it: never a file named "-".
-		if j.Out == nil {
-			return fmt.Errorf("--report -: no standard output to write the report to")
-		}
-		_, err := j.Out.Write(out)
-		return err
-	}
-	return writeFile(j.Path, out)
+	return j.write(run)
 }
 
 // ReportRun implements RunReporter: every unit's diffs, in the units' order.
