@@ -96,8 +96,6 @@ func taintString(s string) string {
 			b.WriteRune('A' + (r-'A'+1)%26)
 		case r >= '0' && r <= '9':
 			b.WriteRune('0' + (r-'0'+1)%10)
-		case r == 'q':
-			b.WriteRune('x')
 		default:
 			b.WriteRune('q')
 		}
