@@ -39,17 +39,21 @@ func (f *sopsFS) decryptedFiles() bool {
 }
 
 // taintSOPSTree changes, in place, every value SOPS decrypted (by path)
-// except what names an object (apiVersion, kind, metadata): a string
-// gets another character at every position, a number another number, a
-// boolean the other one.
+// but an object's apiVersion and kind, which kustomize needs to read it
+// at all: a string gets another character at every position, a number
+// another number, a boolean the other one. Names, labels and annotations
+// are changed too: a piece of them is a piece of what was decrypted.
+// Only a document that is an object (it has apiVersion and kind) keeps
+// them; a dotenv's key named kind is a value like any.
 func taintSOPSTree(branches sops.TreeBranches, encrypted map[string]bool) {
+	var object bool
 	var walk func(path string, depth int, v any) any
 	walk = func(path string, depth int, v any) any {
 		switch t := v.(type) {
 		case sops.TreeBranch:
 			for i, item := range t {
 				k, ok := item.Key.(string)
-				if !ok || depth == 0 && (k == "apiVersion" || k == "kind" || k == "metadata") {
+				if !ok || object && depth == 0 && (k == "apiVersion" || k == "kind") {
 					continue
 				}
 				t[i].Value = walk(path+"\x00"+k, depth+1, item.Value)
@@ -79,6 +83,13 @@ func taintSOPSTree(branches sops.TreeBranches, encrypted map[string]bool) {
 		return v
 	}
 	for i, b := range branches {
+		keys := map[string]bool{}
+		for _, item := range b {
+			if k, ok := item.Key.(string); ok {
+				keys[k] = true
+			}
+		}
+		object = keys["apiVersion"] && keys["kind"]
 		branches[i] = walk(strconv.Itoa(i), 0, b).(sops.TreeBranch)
 	}
 }
@@ -169,37 +180,57 @@ func checkProvenance(objects []*Object, opts BuildOptions, sfs *sopsFS) error {
 			renamed[t.GetName()] = r.GetName()
 			continue
 		}
-		if encrypted[t.Source] {
-			continue // its own file's object, renamed by its own values
+		if r := ownObject(objects, pairs, t); r != nil {
+			// Its own file's object, renamed by its own values.
+			pairs[t] = r
+			renamed[t.GetName()] = r.GetName()
+			continue
 		}
 		return &BuildError{File: t.Source, Err: &ProvenanceError{Object: fmt.Sprintf("%s %s", t.GetKind(), t.GetName()), Fields: []string{"its name"}, Files: files}}
 	}
 	for t, r := range pairs {
-		if encrypted[r.Source] {
-			continue
-		}
+		// What an encrypted file defines, or a generator made, may hold a
+		// decrypted value: a Secret in its data, anything as a whole
+		// decrypted value (masked, then, as any). Nothing else may, and no
+		// object may hold a piece of one.
+		mayHold := encrypted[r.Source] || r.Generated
+		secret := r.GroupVersionKind().Group == "" && r.GetKind() == "Secret" && t.GetKind() == "Secret"
 		var fields []string
-		wholeOnly := true
 		diffLeaves(r.Object, renameLeaves(t.Object, renamed), "", func(path string, realValue any) {
-			fields = append(fields, path)
-			if s, ok := realValue.(string); !ok || !values[s] {
-				wholeOnly = false
+			s, isString := realValue.(string)
+			switch {
+			case mayHold && secret && (strings.HasPrefix(path, "/data/") || strings.HasPrefix(path, "/stringData/")):
+			case mayHold && isString && values[s]:
+			default:
+				fields = append(fields, path)
 			}
 		})
-		if len(fields) == 0 {
-			continue
+		if len(fields) > 0 {
+			slices.Sort(fields)
+			return &BuildError{File: r.Source, Err: &ProvenanceError{Object: objectRef(r), Fields: fields, Files: files}}
 		}
-		core := r.GroupVersionKind().Group == ""
-		switch {
-		case r.Generated && core && r.GetKind() == "Secret":
-			continue
-		case r.Generated && core && r.GetKind() == "ConfigMap" && wholeOnly:
-			continue
-		}
-		slices.Sort(fields)
-		return &BuildError{File: r.Source, Err: &ProvenanceError{Object: objectRef(r), Fields: fields, Files: files}}
 	}
 	return nil
+}
+
+// ownObject pairs a tainted object that its own encrypted file renamed
+// (its name was encrypted too) with the one real object of that file and
+// kind not paired yet; nil when there is not exactly one.
+func ownObject(objects []*Object, pairs map[*Object]*Object, t *Object) *Object {
+	taken := map[*Object]bool{}
+	for _, r := range pairs {
+		taken[r] = true
+	}
+	var found *Object
+	for _, r := range objects {
+		if r.Source == t.Source && r.GroupVersionKind() == t.GroupVersionKind() && !taken[r] {
+			if found != nil {
+				return nil
+			}
+			found = r
+		}
+	}
+	return found
 }
 
 func objectRef(o *Object) string {

@@ -19,15 +19,26 @@ import (
 )
 
 // workspaces are the folders whose content a pull request may shape: the
-// working folder and the CI's workspace.
+// CI's workspace when the CI names one, else the working folder; each
+// both as spelled and as it really is (links resolved), so that a path
+// spelled either way is confined to it. The working folder is not one
+// when the CI names its workspace: it may be a folder of it that the
+// pull request made a link out of.
 func workspaces() []string {
 	var out []string
-	if wd, err := os.Getwd(); err == nil {
-		out = append(out, wd)
-	}
 	for _, v := range []string{"GITHUB_WORKSPACE", "CI_PROJECT_DIR"} {
 		if d := os.Getenv(v); d != "" && filepath.IsAbs(d) {
 			out = append(out, filepath.Clean(d))
+		}
+	}
+	if len(out) == 0 {
+		if wd, err := os.Getwd(); err == nil {
+			out = append(out, wd)
+		}
+	}
+	for _, d := range out {
+		if real, err := filepath.EvalSymlinks(d); err == nil && real != d {
+			out = append(out, real)
 		}
 	}
 	return out
@@ -49,9 +60,11 @@ func rootOf(path string) (root, rel string, err error) {
 	if root != "" {
 		return root, rel, nil
 	}
+	// The nearest folder that is one, not a link to one: os.Root checks
+	// every link below it.
 	dir := filepath.Dir(abs)
 	for {
-		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+		if fi, err := os.Lstat(dir); err == nil && fi.IsDir() {
 			r, err := filepath.Rel(dir, abs)
 			return dir, r, err
 		}
