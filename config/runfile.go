@@ -74,6 +74,12 @@ type unitSpec struct {
 // refused as soon as it is parsed, before any unit is configured.
 const MaxUnits = 1000
 
+// MaxRunFileBytes is the largest run file read, whatever max-file-bytes
+// allows the build: a thousand units in block style with every input
+// fit in it several times over, and a file it admits is parsed in a
+// fraction of a second, so that MaxUnits is judged at once.
+const MaxRunFileBytes = 1 << 20
+
 // loadRunFile reads a run file: a list of units under units:, and under
 // defaults: the inputs they share. Every problem in it is reported at
 // once, each naming the file and line. env resolves the secret references.
@@ -81,7 +87,7 @@ func loadRunFile(path string, env map[string]string, pol *policy, refsOnly bool)
 	if _, err := pol.confine(".", path, false, pol.maxFileBytes); err != nil {
 		return nil, fmt.Errorf("run-file: %w (the workspace is the input workspace; by default GITHUB_WORKSPACE, CI_PROJECT_DIR, or the git repository of the working directory)", err)
 	}
-	data, err := readBounded(path, pol.maxFileBytes)
+	data, err := readBounded(path, min(pol.maxFileBytes, MaxRunFileBytes))
 	if err != nil {
 		return nil, fmt.Errorf("run-file: %w", err)
 	}

@@ -17,22 +17,31 @@ func unitsFile(n int) string {
 	return b.String()
 }
 
-// A run file lists at most MaxUnits units: one more, or a hundred
-// thousand, is refused whole as soon as it is parsed, naming the file,
-// the count and the bound, before any unit is read; MaxUnits load.
-// (How long each takes is measured, not asserted: see docs/reliability.md.)
+// A run file lists at most MaxUnits units: one more, or as many as
+// MaxRunFileBytes holds, is refused whole as soon as it is parsed, naming
+// the file, the count and the bound, before any unit is read; a file
+// over MaxRunFileBytes (a hundred thousand units) is refused before it
+// is parsed; MaxUnits load. (How long each takes is measured, not
+// asserted: see docs/reliability.md.)
 func TestRunFileUnitBound(t *testing.T) {
 	t.Parallel()
-	for _, n := range []int{MaxUnits + 1, 100_000} {
+	big := writeRunFile(t, unitsFile(100_000), "x")
+	units, err := LoadUnits(given(big, nil, nil), big, true)
+	want := fmt.Sprintf("run-file: %s is over the limit of %d bytes", big, MaxRunFileBytes)
+	if err == nil || err.Error() != want || units != nil {
+		t.Errorf("100,000 units: %d loaded, error %.300v, want %q", len(units), err, want)
+	}
+	dense := MaxRunFileBytes / len("- {name: u00000, path: x, inventory: u00000}\n")
+	for _, n := range []int{MaxUnits + 1, dense - 1} {
 		file := writeRunFile(t, unitsFile(n), "x")
-		units, err := LoadUnits(given(file, nil, nil), file, true)
-		want := fmt.Sprintf("%s:2: units: %d units, over the limit of %d a run file may list", file, n, MaxUnits)
+		units, err = LoadUnits(given(file, nil, nil), file, true)
+		want = fmt.Sprintf("%s:2: units: %d units, over the limit of %d a run file may list", file, n, MaxUnits)
 		if err == nil || err.Error() != want || units != nil {
 			t.Errorf("%d units: %d loaded, error %.300v, want %q", n, len(units), err, want)
 		}
 	}
 	file := writeRunFile(t, unitsFile(MaxUnits), "x")
-	units, err := LoadUnits(given(file, nil, nil), file, true)
+	units, err = LoadUnits(given(file, nil, nil), file, true)
 	if err != nil || len(units) != MaxUnits {
 		t.Errorf("%d units: %d loaded, error %.300v", MaxUnits, len(units), err)
 	}
