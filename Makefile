@@ -25,7 +25,7 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/gantry .
 
-## tools: the local control plane (Kubernetes v1.36.3, etcd, kwok) the interop CLIs (age, cosign, sops), actionlint, tektoncheck from the Go module proxy, gitlab-ci-local from the npm registry, and a registry server (Debian docker-registry), into bin/
+## tools: the local control plane (Kubernetes v1.36.3, etcd, kwok) the interop CLIs (age, cosign, sops), actionlint, tektoncheck from the Go module proxy, gitlab-ci-local from the npm registry, and a registry server (Debian docker-registry) and rsync for gitlab-ci-local, into bin/
 tools: $(TOOLS)
 	@hack/install-registry.sh
 
