@@ -271,6 +271,9 @@ type run struct {
 	compared   *inventory.Revision
 	managed    map[string][]fieldpath.Path
 	noRevision bool
+	// progressEvery is how often the wait says what it still waits
+	// for (0: defaultProgressEvery).
+	progressEvery time.Duration
 }
 
 func newRun(command string, opts Options, connect Connector, obs Observer) *run {

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -100,7 +101,7 @@ func (r *run) wait(ctx context.Context) error {
 	}
 	last, timedOut := r.poll(ctx, set)
 
-	var errs []error
+	var failed []notReadyObject
 	ectx, cancel := graceContext(ctx, 5*time.Second)
 	defer cancel()
 	for _, id := range set {
@@ -110,22 +111,23 @@ func (r *run) wait(ctx context.Context) error {
 			h.Status = rs.Status.String()
 		}
 		if rs == nil || rs.Status != status.CurrentStatus {
-			h.Message = r.explain(ectx, id, rs)
-			errs = append(errs, fmt.Errorf("%s is %s: %s", fmtID(id), h.Status, h.Message))
+			causes := r.explain(ectx, id, rs)
+			h.Message = strings.Join(causes, "\n")
+			failed = append(failed, notReadyObject{ref: fmtID(id), status: h.Status, causes: causes})
 		}
 		if i, ok := r.byID[id.String()]; ok {
 			r.res.Objects[i].Health = h
 		}
 	}
-	if len(errs) == 0 {
+	if len(failed) == 0 {
 		r.obs.Info(readyMessage(len(targets)))
 		return nil
 	}
-	what := "not ready"
+	var timeout time.Duration
 	if timedOut {
-		what = fmt.Sprintf("not ready within the timeout (%s)", r.opts.Timeout)
+		timeout = r.opts.Timeout
 	}
-	return fmt.Errorf("%d of %d objects %s: %w", len(errs), len(targets), what, errors.Join(errs...))
+	return errors.New(waitFailure(failed, len(targets), timeout))
 }
 
 func readyMessage(n int) string {
@@ -136,7 +138,9 @@ func readyMessage(n int) string {
 }
 
 // poll returns the last status seen per object, and whether the deadline
-// passed before the objects settled.
+// passed before the objects settled. Every progressEvery (default
+// defaultProgressEvery) until they settle, it says which objects are not
+// ready yet, and why.
 func (r *run) poll(ctx context.Context, set object.ObjMetadataSet) (map[object.ObjMetadata]*event.ResourceStatus, bool) {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -144,7 +148,23 @@ func (r *run) poll(ctx context.Context, set object.ObjMetadataSet) (map[object.O
 	events := poller.Poll(pctx, set, polling.PollOptions{PollInterval: pollInterval(len(set))})
 	last := map[object.ObjMetadata]*event.ResourceStatus{}
 	settled := false
-	for e := range events {
+	start := time.Now()
+	tick := time.NewTicker(cmp.Or(r.progressEvery, defaultProgressEvery))
+	defer tick.Stop()
+	for {
+		var e event.Event
+		var ok bool
+		select {
+		case e, ok = <-events:
+		case <-tick.C:
+			if !settled && pctx.Err() == nil {
+				r.progress(pctx, set, last, time.Since(start))
+			}
+			continue
+		}
+		if !ok {
+			break
+		}
 		if e.Type != event.ResourceUpdateEvent || e.Resource == nil {
 			continue
 		}
@@ -169,14 +189,67 @@ func (r *run) poll(ctx context.Context, set object.ObjMetadataSet) (map[object.O
 	return last, !settled && ctx.Err() != nil
 }
 
-// explain says why an object is not ready: kstatus's message and failing
-// conditions, and for workloads what is wrong with their pods.
-func (r *run) explain(ctx context.Context, id object.ObjMetadata, rs *event.ResourceStatus) string {
+// progress says which objects of set are not ready yet, after elapsed:
+// one line, naming the first few with a short why (their status, and for
+// a workload what its pods say, from one LIST of them, without events).
+func (r *run) progress(ctx context.Context, set object.ObjMetadataSet, last map[object.ObjMetadata]*event.ResourceStatus, elapsed time.Duration) {
+	var waiting []waitingObject
+	for _, id := range set {
+		rs := last[id]
+		if rs != nil && rs.Status == status.CurrentStatus {
+			continue
+		}
+		w := waitingObject{ref: fmtID(id)}
+		if len(waiting) < maxProgressNamed {
+			w.why = r.shortWhy(ctx, id, rs)
+		}
+		waiting = append(waiting, w)
+	}
+	if len(waiting) == 0 {
+		return
+	}
+	var left time.Duration
+	if d, ok := ctx.Deadline(); ok {
+		left = time.Until(d)
+	}
+	r.obs.Info(progressLine(waiting, len(set), elapsed, left))
+}
+
+// shortWhy is why an object is not ready, as a progress line says it:
+// its status and kstatus's message, and its pods' most common cause.
+func (r *run) shortWhy(ctx context.Context, id object.ObjMetadata, rs *event.ResourceStatus) string {
+	if rs == nil {
+		return "not read yet"
+	}
+	var parts []string
+	if rs.Status != status.InProgressStatus {
+		parts = append(parts, rs.Status.String())
+	}
+	if rs.Message != "" {
+		parts = append(parts, rs.Message)
+	}
+	if rs.Resource != nil {
+		if sel := podSelector(rs.Resource); sel != "" {
+			lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			causes := r.podReasons(lctx, id.Namespace, sel, false)
+			cancel()
+			if len(causes) > 0 {
+				parts = append(parts, causes[0])
+			}
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// explain says why an object is not ready, one cause per line: kstatus's
+// message and failing conditions, and for workloads what is wrong with
+// their pods, each cause once with the number of pods that give it.
+func (r *run) explain(ctx context.Context, id object.ObjMetadata, rs *event.ResourceStatus) []string {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var parts []string
 	if rs == nil {
-		return "its status could not be read"
+		return []string{"its status could not be read"}
 	}
 	if rs.Message != "" {
 		parts = append(parts, rs.Message)
@@ -196,10 +269,10 @@ func (r *run) explain(ctx context.Context, id object.ObjMetadata, rs *event.Reso
 		}
 		parts = append(parts, failingConditions(obj)...)
 		if sel := podSelector(obj); sel != "" {
-			parts = append(parts, r.podReasons(ctx, id.Namespace, sel)...)
+			parts = append(parts, r.podReasons(ctx, id.Namespace, sel, true)...)
 		}
 	}
-	return strings.Join(dedupe(parts), "; ")
+	return boundCauses(parts)
 }
 
 // failingConditions lists conditions that say something is wrong.
@@ -249,50 +322,49 @@ func podSelector(u *unstructured.Unstructured) string {
 	return b.String()
 }
 
-// podReasons reads why a workload's pods are not ready: unschedulable,
-// image pull failures, crash loops, from pod status and Warning events.
-func (r *run) podReasons(ctx context.Context, namespace, selector string) []string {
-	pods, err := r.clients.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector, Limit: 50})
+// maxPodsListed bounds the pods read of one workload; maxEventReads the
+// pods whose events are read, one LIST each, for want of a cause in
+// their status.
+const (
+	maxPodsListed = 50
+	maxEventReads = 3
+)
+
+// podReasons reads why a workload's pods are not ready (unschedulable,
+// image pull failures, crash loops), grouped: one line per distinct
+// cause, with the number of pods that give it, most pods first. A pod's
+// status says it; withEvents, the Warning events of a pod whose status
+// does not are read too.
+func (r *run) podReasons(ctx context.Context, namespace, selector string, withEvents bool) []string {
+	list, err := r.clients.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector, Limit: maxPodsListed})
 	if err != nil {
 		return []string{"its pods could not be listed: " + err.Error()}
 	}
-	var out []string
-	notReady := 0
-	for _, p := range pods.Items {
-		if isPodReady(&p) {
+	var groups causeGroups
+	eventReads := 0
+	for i := range list.Items {
+		p := &list.Items[i]
+		if isPodReady(p) {
 			continue
 		}
-		notReady++
-		if notReady > 3 {
-			continue // three pods say enough
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-				out = append(out, fmt.Sprintf("pod %s %s: %s", p.Name, strings.ToLower(c.Reason), c.Message))
+		causes := statusCauses(p)
+		if len(causes) == 0 && withEvents && eventReads < maxEventReads {
+			eventReads++
+			events, err := r.clients.Kube.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{
+				FieldSelector: fields.AndSelectors(
+					fields.OneTermEqualSelector("involvedObject.name", p.Name),
+					fields.OneTermEqualSelector("type", corev1.EventTypeWarning),
+				).String(),
+			})
+			if err == nil {
+				causes = eventCauses(events.Items)
 			}
 		}
-		for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
-			if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
-				out = append(out, fmt.Sprintf("pod %s container %s: %s: %s", p.Name, cs.Name, w.Reason, w.Message))
-			}
-			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
-				out = append(out, fmt.Sprintf("pod %s container %s terminated: %s (exit code %d)", p.Name, cs.Name, t.Reason, t.ExitCode))
-			}
-		}
-		events, err := r.clients.Kube.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{
-			FieldSelector: fields.AndSelectors(
-				fields.OneTermEqualSelector("involvedObject.name", p.Name),
-				fields.OneTermEqualSelector("type", corev1.EventTypeWarning),
-			).String(),
-		})
-		if err == nil {
-			for _, e := range events.Items {
-				out = append(out, fmt.Sprintf("pod %s event %s: %s", p.Name, e.Reason, e.Message))
-			}
-		}
+		groups.add(causes)
 	}
-	if notReady > 3 {
-		out = append(out, fmt.Sprintf("and %d more pods not ready", notReady-3))
+	out := groups.lines()
+	if list.Continue != "" {
+		out = append(out, fmt.Sprintf("(of the first %d pods)", maxPodsListed))
 	}
 	return out
 }
@@ -304,20 +376,6 @@ func isPodReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-func dedupe(in []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, s := range in {
-		s = strings.TrimSpace(s)
-		if s == "" || seen[s] {
-			continue
-		}
-		seen[s] = true
-		out = append(out, s)
-	}
-	return out
 }
 
 // fmtID names an object like ssa does: Kind/namespace/name.

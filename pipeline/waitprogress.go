@@ -1,0 +1,244 @@
+package pipeline
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// defaultProgressEvery is how often the wait says which objects it still
+// waits for: a plain line in the log, as CI logs show no spinner.
+const defaultProgressEvery = 5 * time.Second
+
+// Bounds of what the wait prints: a line of a failure, the why of an
+// object in a progress line, the objects a progress line names, the
+// causes said per object and the objects a failure names.
+const (
+	maxCauseLen       = 300
+	maxProgressWhyLen = 160
+	maxProgressNamed  = 3
+	maxCauses         = 6
+	maxFailureObjects = 10
+)
+
+// podCause is one reason a pod is not ready, as said once for every pod
+// that gives it: what (unschedulable, waiting in container web
+// (ImagePullBackOff), ...) and the cluster's message, on one line.
+type podCause struct {
+	what, msg string
+}
+
+func (c podCause) String() string {
+	if c.msg == "" {
+		return c.what
+	}
+	return c.what + ": " + c.msg
+}
+
+// statusCauses says why a pod is not ready from its status alone: it
+// cannot be scheduled, a container waits for a reason other than being
+// created, or ended with an error.
+func statusCauses(p *corev1.Pod) []podCause {
+	var out []podCause
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			out = append(out, podCause{what: strings.ToLower(flat(c.Reason)), msg: flat(c.Message)})
+		}
+	}
+	for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
+			c := podCause{what: fmt.Sprintf("waiting in container %s (%s)", flat(cs.Name), flat(w.Reason)), msg: flat(w.Message)}
+			if t := cs.LastTerminationState.Terminated; w.Reason == "CrashLoopBackOff" && t != nil {
+				// The back-off's message names the pod and its delay,
+				// which differ from pod to pod; how the container
+				// ended does not.
+				c.msg = fmt.Sprintf("last ended %s, exit code %d", flat(t.Reason), t.ExitCode)
+			}
+			out = append(out, c)
+		}
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			out = append(out, podCause{what: fmt.Sprintf("with container %s terminated (%s, exit code %d)", flat(cs.Name), flat(t.Reason), t.ExitCode)})
+		}
+	}
+	return out
+}
+
+// eventCauses says why a pod is not ready from its Warning events.
+func eventCauses(events []corev1.Event) []podCause {
+	var out []podCause
+	for _, e := range events {
+		out = append(out, podCause{what: "with event " + flat(e.Reason), msg: flat(e.Message)})
+	}
+	return out
+}
+
+// noCause is the cause of a pod that is not ready and says nothing of why.
+var noCause = podCause{what: "not ready", msg: "no reason reported yet"}
+
+// causeGroups counts, for each distinct cause, the pods that give it: a
+// cause given twice by one pod (its condition and its event) counts
+// once, and the same cause of many pods is said once.
+type causeGroups struct {
+	order []string
+	pods  map[string]int
+}
+
+// add counts one pod's causes.
+func (g *causeGroups) add(causes []podCause) {
+	if g.pods == nil {
+		g.pods = map[string]int{}
+	}
+	if len(causes) == 0 {
+		causes = []podCause{noCause}
+	}
+	seen := map[string]bool{}
+	for _, c := range causes {
+		s := c.String()
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		if g.pods[s] == 0 {
+			g.order = append(g.order, s)
+		}
+		g.pods[s]++
+	}
+}
+
+// lines are the causes, most pods first (then as first seen), each as
+// "2 pods unschedulable: 0/3 nodes are available: ...".
+func (g *causeGroups) lines() []string {
+	order := append([]string(nil), g.order...)
+	// A stable insertion sort: few causes.
+	for i := 1; i < len(order); i++ {
+		for j := i; j > 0 && g.pods[order[j]] > g.pods[order[j-1]]; j-- {
+			order[j], order[j-1] = order[j-1], order[j]
+		}
+	}
+	out := make([]string, len(order))
+	for i, s := range order {
+		out[i] = pods(g.pods[s]) + " " + s
+	}
+	return out
+}
+
+func pods(n int) string {
+	if n == 1 {
+		return "1 pod"
+	}
+	return fmt.Sprintf("%d pods", n)
+}
+
+// boundCauses keeps an object's causes readable: each on one line of at
+// most maxCauseLen runes, the same line once, at most maxCauses of them
+// and how many more there were.
+func boundCauses(in []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range in {
+		s = clip(flat(s), maxCauseLen)
+		if s == "" || seen[s] {
+			continue
+		}
+		seen[s] = true
+		out = append(out, s)
+	}
+	if len(out) > maxCauses {
+		more := len(out) - (maxCauses - 1)
+		out = append(out[:maxCauses-1], fmt.Sprintf("and %d more causes", more))
+	}
+	return out
+}
+
+// notReadyObject is an object the wait gave up on, with why: one cause
+// per line.
+type notReadyObject struct {
+	ref, status string
+	causes      []string
+}
+
+// waitFailure is the wait's failure: how many objects are not ready, and
+// for each (at most maxFailureObjects) its status and causes, one per
+// line, indented under it.
+func waitFailure(objects []notReadyObject, total int, timeout time.Duration) string {
+	var b strings.Builder
+	what := "not ready"
+	if timeout > 0 {
+		what = fmt.Sprintf("not ready within the timeout (%s)", timeout)
+	}
+	fmt.Fprintf(&b, "%d of %d objects %s:", len(objects), total, what)
+	for i, o := range objects {
+		if i == maxFailureObjects {
+			fmt.Fprintf(&b, "\nand %d more objects not ready: the report's objects say why", len(objects)-i)
+			break
+		}
+		fmt.Fprintf(&b, "\n%s is %s", o.ref, o.status)
+		if len(o.causes) > 0 {
+			b.WriteString(":")
+		}
+		for _, c := range o.causes {
+			b.WriteString("\n  " + c)
+		}
+	}
+	return b.String()
+}
+
+// waitingObject is an object a progress line names, and a short why.
+type waitingObject struct {
+	ref, why string
+}
+
+// progressLine says which objects the wait still waits for, and why, on
+// one line of bounded length: the first maxProgressNamed objects, and how
+// many more. left is the time until the deadline (under half a second:
+// not said).
+func progressLine(waiting []waitingObject, total int, elapsed, left time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "still waiting for %d of %d objects after %s", len(waiting), total, roundSeconds(elapsed))
+	if left := roundSeconds(left); left > 0 {
+		fmt.Fprintf(&b, " (%s left)", left)
+	}
+	b.WriteString(": ")
+	for i, w := range waiting {
+		if i == maxProgressNamed {
+			fmt.Fprintf(&b, "; and %d more", len(waiting)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(w.ref)
+		if why := clip(flat(w.why), maxProgressWhyLen); why != "" {
+			b.WriteString(" (" + why + ")")
+		}
+	}
+	return b.String()
+}
+
+func roundSeconds(d time.Duration) time.Duration {
+	return max(d.Round(time.Second), 0)
+}
+
+// flat puts a message from the cluster on one line: line breaks, tabs
+// and other controls become spaces, runs of spaces one.
+func flat(s string) string {
+	return strings.Join(strings.Fields(strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+			return ' '
+		}
+		return r
+	}, s)), " ")
+}
+
+// clip cuts s to at most n runes, marking the cut with an ellipsis.
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	runes := []rune(s)
+	return strings.TrimRight(string(runes[:n-1]), " ") + "…"
+}
