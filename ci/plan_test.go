@@ -154,9 +154,16 @@ func checkGitHubPlan(t *testing.T, gh string) {
 	if got, want := needs, map[string]string{"crds": "", "app-a": "crds", "app-b": "crds", "last": "app-a,app-b"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("jobs and needs %v, want %v", got, want)
 	}
-	a := wf.Jobs["app-a"].Steps[1]
-	if a.With["run-file-env"] != "SOPS_AGE_KEY" || a.Env["SOPS_AGE_KEY"] != "${{ secrets.SOPS_AGE_KEY }}" || len(wf.Jobs["app-b"].Steps[1].Env) != 0 {
-		t.Errorf("secrets: app-a %+v, app-b %+v", a, wf.Jobs["app-b"].Steps[1])
+	last := func(job string) struct {
+		Uses string
+		With map[string]string
+		Env  map[string]string
+	} {
+		return wf.Jobs[job].Steps[len(wf.Jobs[job].Steps)-1]
+	}
+	a, b := last("app-a"), last("app-b")
+	if a.With["run-file-env"] != "SOPS_AGE_KEY" || a.Env["SOPS_AGE_KEY"] != "${{ secrets.SOPS_AGE_KEY }}" || len(b.Env) != 1 || b.Env["KUBECONFIG"] != "kubeconfig" {
+		t.Errorf("secrets: app-a %+v, app-b %+v", a, b)
 	}
 
 	repo := t.TempDir()

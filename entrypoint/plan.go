@@ -46,9 +46,12 @@ func runPlan(inv *config.Given, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gantry plan: invalid run file %s:\n%s\n", file, config.Indent(err.Error()))
 		return ExitInvalid
 	}
-	out, err := planFor(units, file)
+	out, err := planFor(units, file, givenRunFileEnv(*inv))
 	if err != nil {
 		fmt.Fprintf(stderr, "gantry plan: %v\n", err)
+		if errors.As(err, new(*invalidPlanError)) {
+			return ExitInvalid
+		}
 		return ExitFailed
 	}
 	if _, err := stdout.Write(out); err != nil {
@@ -57,16 +60,37 @@ func runPlan(inv *config.Given, stdout, stderr io.Writer) int {
 	return ExitOK
 }
 
-// planFor is the plan of units in the format their configuration names.
-func planFor(units []*config.Unit, file string) ([]byte, error) {
+// givenRunFileEnv is the run-file-env plan was given, by the inputs'
+// precedence (flag, INPUT_*, GANTRY_*): one name or pattern a line. The
+// run file was read with it, so each line is a name or pattern.
+func givenRunFileEnv(g config.Given) []string {
+	raw, ok := g.Flags["run-file-env"]
+	if !ok {
+		raw = g.Env["INPUT_RUN-FILE-ENV"]
+	}
+	if strings.TrimSpace(raw) == "" {
+		raw = g.Env["GANTRY_RUN_FILE_ENV"]
+	}
+	var out []string
+	for _, l := range strings.Split(raw, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// planFor is the plan of units in the format their configuration names;
+// runFileEnv is the run-file-env the plan was given, which its jobs get.
+func planFor(units []*config.Unit, file string, runFileEnv []string) ([]byte, error) {
 	cfg := units[0].Config
 	switch cfg.Format {
 	case "github":
 		return githubPlan(units, file, cfg.Image)
 	case "tekton":
-		return tektonPlan(units, file, cfg.PipelineName)
+		return tektonPlan(units, file, cfg.PipelineName, runFileEnv)
 	case "gitlab":
-		return gitlabPlan(units, file, planImage(cfg.Image))
+		return gitlabPlan(units, file, planImage(cfg.Image), runFileEnv)
 	}
 	return nil, fmt.Errorf("format %q: want github, tekton or gitlab", cfg.Format)
 }
@@ -130,12 +154,24 @@ func githubPlan(units []*config.Unit, file, image string) ([]byte, error) {
 				{Key: "command", Value: "${{ inputs.command }}"},
 				{Key: "run-file", Value: file},
 				{Key: "unit", Value: u.Name},
+				// Signs each revision, as the README's workflow does;
+				// empty (no such secret) records unsigned.
+				{Key: "record-key", Value: "${{ secrets." + recordKeySecret + " }}"},
 			}
-			env := yamlv2.MapSlice{}
+			// The workflow's own kubeconfig, written by the step before:
+			// every unit that names no kubeconfig of its own reaches its
+			// cluster (its context) with it, and a kubeconfig the run file
+			// names may reach only its servers (run-file-servers).
+			env := yamlv2.MapSlice{{Key: "KUBECONFIG", Value: kubeconfigFile}}
 			var refs []string
 			for _, ref := range u.EnvRefs {
 				if slices.Contains(refs, ref) {
 					continue // a key is written once
+				}
+				if ref == "KUBECONFIG" {
+					// The file above: the secret is its content.
+					refs = append(refs, ref)
+					continue
 				}
 				if !secretName.MatchString(ref) || strings.HasPrefix(strings.ToUpper(ref), "GITHUB_") {
 					unnamed = append(unnamed, ref)
@@ -180,6 +216,12 @@ func githubPlan(units []*config.Unit, file, image string) ([]byte, error) {
 				}},
 				yamlv2.MapItem{Key: "steps", Value: []any{
 					yamlv2.MapSlice{{Key: "uses", Value: "actions/checkout@v4"}, {Key: "with", Value: yamlv2.MapSlice{{Key: "fetch-depth", Value: 0}}}},
+					// In the workspace, which the action's container sees.
+					yamlv2.MapSlice{
+						{Key: "name", Value: "kubeconfig"},
+						{Key: "run", Value: `echo "$KUBECONFIG_DATA" > ` + kubeconfigFile},
+						{Key: "env", Value: yamlv2.MapSlice{{Key: "KUBECONFIG_DATA", Value: "${{ secrets." + kubeconfigSecret + " }}"}}},
+					},
 					step,
 				}},
 			)
@@ -212,6 +254,24 @@ func githubPlan(units []*config.Unit, file, image string) ([]byte, error) {
 		"      secrets: inherit",
 		"A unit runs once those it depends on succeeded; a failed unit stops its dependents, not its siblings.",
 		"To delete, run gantry delete --run-file " + file + " in one job: it deletes in the reverse order.",
+		"Secrets of the repository, which secrets: inherit passes on:",
+		"  " + kubeconfigSecret + ": the kubeconfig, with the contexts the units name; each job writes it to the file",
+		"    " + kubeconfigFile + " in the workspace and gives it to gantry as KUBECONFIG, for every unit that names none.",
+		"  " + recordKeySecret + ": the record-key that signs each revision (openssl rand -base64 32).",
+	}
+	var passed []string
+	for _, l := range planLevels(units) {
+		for _, u := range l {
+			for _, ref := range u.EnvRefs {
+				if secretName.MatchString(ref) && !strings.HasPrefix(strings.ToUpper(ref), "GITHUB_") && ref != "KUBECONFIG" && !slices.Contains(passed, ref) {
+					passed = append(passed, ref)
+				}
+			}
+		}
+	}
+	if len(passed) > 0 {
+		slices.Sort(passed)
+		head = append(head, "  "+strings.Join(passed, ", ")+": what the run file reads with {env: NAME}, as the variable of the same name.")
 	}
 	if len(unnamed) > 0 {
 		slices.Sort(unnamed)
@@ -219,6 +279,15 @@ func githubPlan(units []*config.Unit, file, image string) ([]byte, error) {
 	}
 	return planYAML(head, wf)
 }
+
+// The secrets a GitHub plan's jobs read for every unit, and the file in
+// the workspace the kubeconfig is written to, as the README's workflow
+// writes it.
+const (
+	kubeconfigSecret = "KUBECONFIG"
+	recordKeySecret  = "GANTRY_RECORD_KEY"
+	kubeconfigFile   = "kubeconfig"
+)
 
 // secretName is what GitHub allows as a secret's name.
 var secretName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -260,9 +329,17 @@ func planImage(given string) string {
 	return imageRepository + ":" + release()
 }
 
+// deleteTask is the Tekton task that deletes a unit.
+func deleteTask(unit string) string { return "delete-" + unit }
+
 // tektonPlan is a Pipeline whose tasks run the gantry Task on one unit
-// each, runAfter the units it depends on.
-func tektonPlan(units []*config.Unit, file, name string) ([]byte, error) {
+// each. Tekton's runAfter is fixed, and delete goes the other way, so
+// each unit has two tasks, whose when expressions pick one by the
+// command: the unit's, runAfter the units it depends on, for every
+// command but delete; delete-<unit>, runAfter the delete tasks of the
+// units that depend on it, for delete. A task its when skips holds up
+// none that run after it.
+func tektonPlan(units []*config.Unit, file, name string, runFileEnv []string) ([]byte, error) {
 	if name == "" {
 		name = "gantry-" + planName(file)
 	}
@@ -270,30 +347,51 @@ func tektonPlan(units []*config.Unit, file, name string) ([]byte, error) {
 	for _, u := range units {
 		byName[u.Name] = u
 	}
-	param := func(name, value string) map[string]any { return map[string]any{"name": name, "value": value} }
-	var tasks []any
-	for _, l := range planLevels(units) {
+	levels := planLevels(units)
+	dependents := map[string][]string{}
+	for _, l := range levels {
 		for _, u := range l {
-			t := map[string]any{
-				"name":    u.Name,
-				"taskRef": map[string]any{"name": "gantry"},
-				"params": []any{
-					param("command", "$(params.command)"),
-					param("run-file", filepath.ToSlash(file)),
-					param("unit", u.Name),
-					param("kubeconfig", "$(params.kubeconfig)"),
-					param("secret-name", "$(params.secret-name)"),
-					param("run-file-env", "$(params.run-file-env)"),
-				},
-				"workspaces": []any{
-					map[string]any{"name": "source", "workspace": "source"},
-					map[string]any{"name": "kubeconfig", "workspace": "kubeconfig"},
-				},
+			if byName[deleteTask(u.Name)] != nil && !byName[deleteTask(u.Name)].Suspend {
+				return nil, &invalidPlanError{fmt.Sprintf("units %s and %s: a Tekton plan names the task that deletes %s %s, which is the other unit's task; rename one", u.Name, deleteTask(u.Name), u.Name, deleteTask(u.Name))}
 			}
-			if deps := activeDeps(u, byName); len(deps) > 0 {
-				t["runAfter"] = deps
+			for _, d := range activeDeps(u, byName) {
+				dependents[d] = append(dependents[d], deleteTask(u.Name))
 			}
-			tasks = append(tasks, t)
+		}
+	}
+	param := func(name, value string) map[string]any { return map[string]any{"name": name, "value": value} }
+	task := func(name string, u *config.Unit, operator string, after []string) map[string]any {
+		t := map[string]any{
+			"name":    name,
+			"taskRef": map[string]any{"name": "gantry"},
+			"params": []any{
+				param("command", "$(params.command)"),
+				param("run-file", filepath.ToSlash(file)),
+				param("unit", u.Name),
+				param("kubeconfig", "$(params.kubeconfig)"),
+				param("secret-name", "$(params.secret-name)"),
+				param("run-file-env", "$(params.run-file-env)"),
+			},
+			"workspaces": []any{
+				map[string]any{"name": "source", "workspace": "source"},
+				map[string]any{"name": "kubeconfig", "workspace": "kubeconfig"},
+			},
+			"when": []any{map[string]any{"input": "$(params.command)", "operator": operator, "values": []string{"delete"}}},
+		}
+		if len(after) > 0 {
+			t["runAfter"] = after
+		}
+		return t
+	}
+	var tasks []any
+	for _, l := range levels {
+		for _, u := range l {
+			tasks = append(tasks, task(u.Name, u, "notin", activeDeps(u, byName)))
+		}
+	}
+	for i := len(levels) - 1; i >= 0; i-- {
+		for _, u := range levels[i] {
+			tasks = append(tasks, task(deleteTask(u.Name), u, "in", dependents[u.Name]))
 		}
 	}
 	pipeline := map[string]any{
@@ -301,12 +399,17 @@ func tektonPlan(units []*config.Unit, file, name string) ([]byte, error) {
 		"kind":       "Pipeline",
 		"metadata":   map[string]any{"name": name},
 		"spec": map[string]any{
-			"description": "The units of " + filepath.ToSlash(file) + ", one gantry Task each, in dependency order (written by gantry plan).",
+			"description": "The units of " + filepath.ToSlash(file) + ", one gantry Task each (written by gantry plan --format tekton): " +
+				"diff, validate, apply and drift in dependency order, delete in the reverse order, dependents first. " +
+				"Cluster credentials: the service account the PipelineRun runs its tasks as (taskRunTemplate.serviceAccountName), " +
+				"or a kubeconfig workspace bound to a Secret and the kubeconfig param naming its file. " +
+				"Secrets are keys of the Secret secret-name: GANTRY_RECORD_KEY signs each revision, " +
+				"and the variables run-file-env names are what the run file reads with {env: NAME}.",
 			"params": []any{
-				map[string]any{"name": "command", "type": "string", "default": "apply", "description": "diff, apply or delete"},
-				map[string]any{"name": "kubeconfig", "type": "string", "default": "", "description": "The kubeconfig param of the gantry Task."},
-				map[string]any{"name": "secret-name", "type": "string", "default": "gantry-secrets", "description": "The secret-name param of the gantry Task."},
-				map[string]any{"name": "run-file-env", "type": "string", "default": "", "description": "The variables the run file may read with {env: NAME} (the run-file-env param of the gantry Task)."},
+				map[string]any{"name": "command", "type": "string", "default": "apply", "description": "diff, validate, apply or drift, each unit after those it depends on; delete, each unit after those that depend on it."},
+				map[string]any{"name": "kubeconfig", "type": "string", "default": "", "description": "The kubeconfig every unit uses, such as /workspace/kubeconfig/config with the kubeconfig workspace bound to a Secret with the key config. Empty: the service account the tasks run as, or each unit's own kubeconfig."},
+				map[string]any{"name": "secret-name", "type": "string", "default": "gantry-secrets", "description": "The Secret whose keys become the tasks' variables: GANTRY_RECORD_KEY and the other secret inputs as GANTRY_<INPUT>, and the variables the run file reads."},
+				map[string]any{"name": "run-file-env", "type": "string", "default": strings.Join(runFileEnv, "\n"), "description": "The variables the run file may read with {env: NAME}, one name or pattern a line (the run-file-env param of the gantry Task; by default what gantry plan was given)."},
 			},
 			"workspaces": []any{
 				map[string]any{"name": "source", "description": "The repository checkout."},
@@ -324,7 +427,7 @@ func tektonPlan(units []*config.Unit, file, name string) ([]byte, error) {
 // but never on a schedule, drift on a schedule. A child pipeline's own
 // CI_PIPELINE_SOURCE is parent_pipeline, so the parent's trigger job
 // passes its source on as GANTRY_PIPELINE_SOURCE.
-func gitlabPlan(units []*config.Unit, file, image string) ([]byte, error) {
+func gitlabPlan(units []*config.Unit, file, image string, runFileEnv []string) ([]byte, error) {
 	byName := map[string]*config.Unit{}
 	for _, u := range units {
 		byName[u.Name] = u
@@ -333,12 +436,16 @@ func gitlabPlan(units []*config.Unit, file, image string) ([]byte, error) {
 	command := func(c string) yamlv2.MapSlice {
 		return yamlv2.MapSlice{{Key: "GANTRY_COMMAND", Value: c}}
 	}
+	variables := yamlv2.MapSlice{{Key: "GANTRY_RUN_FILE", Value: file}}
+	if len(runFileEnv) > 0 {
+		variables = append(variables, yamlv2.MapItem{Key: "GANTRY_RUN_FILE_ENV", Value: strings.Join(runFileEnv, "\n")})
+	}
 	doc := yamlv2.MapSlice{
 		{Key: "stages", Value: []string{"gantry"}},
 		{Key: ".gantry-unit", Value: yamlv2.MapSlice{
 			{Key: "stage", Value: "gantry"},
 			{Key: "image", Value: yamlv2.MapSlice{{Key: "name", Value: image}, {Key: "entrypoint", Value: []string{""}}}},
-			{Key: "variables", Value: yamlv2.MapSlice{{Key: "GANTRY_RUN_FILE", Value: file}}},
+			{Key: "variables", Value: variables},
 			{Key: "rules", Value: []yamlv2.MapSlice{
 				// A command the parent names is its own choice.
 				{{Key: "if", Value: `$GANTRY_COMMAND`}},
@@ -382,9 +489,19 @@ func gitlabPlan(units []*config.Unit, file, image string) ([]byte, error) {
 		"    variables:",
 		"      GANTRY_PIPELINE_SOURCE: $CI_PIPELINE_SOURCE",
 		"diff on a merge request, apply on the default branch (never on a schedule), drift on a schedule;",
-		"a GANTRY_COMMAND the parent sets wins. The variables the run file reads must be CI/CD variables.",
+		"a GANTRY_COMMAND the parent sets wins. To delete, run gantry delete --run-file " + file + " in one job: it deletes in the reverse order.",
+		"The jobs take the project's CI/CD variables, as the GitLab template's do:",
+		"  KUBECONFIG: a File variable, the kubeconfig, with the contexts the units name;",
+		"  GANTRY_RECORD_KEY: the record-key that signs each revision (masked); GANTRY_GITLAB_TOKEN: for the merge request note;",
+		"  and the variables the run file reads with {env: NAME} (GANTRY_RUN_FILE_ENV lets it read them).",
 	}, doc)
 }
+
+// invalidPlanError is a run file that has no plan in the format asked:
+// bad input, as an invalid run file is.
+type invalidPlanError struct{ msg string }
+
+func (e *invalidPlanError) Error() string { return e.msg }
 
 // planName is a DNS label made of the run file's name, for the Pipeline.
 func planName(file string) string {

@@ -2,6 +2,7 @@ package entrypoint
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -26,7 +27,7 @@ const hostileEnvRef = "APP_X\nenv:\n  ACTIONS_ALLOW_UNSECURE_COMMANDS: true\n  A
 var planKeys = map[string]struct{ top, job, spec []string }{
 	"github": {top: []string{"jobs", "name", "on", "permissions"}, job: []string{"concurrency", "name", "needs", "runs-on", "steps"}},
 	"gitlab": {top: []string{".gantry-unit", "stages"}, job: []string{"extends", "needs", "resource_group", "variables"}},
-	"tekton": {top: []string{"apiVersion", "kind", "metadata", "spec"}, job: []string{"name", "params", "runAfter", "taskRef", "workspaces"}, spec: []string{"description", "params", "tasks", "workspaces"}},
+	"tekton": {top: []string{"apiVersion", "kind", "metadata", "spec"}, job: []string{"name", "params", "runAfter", "taskRef", "when", "workspaces"}, spec: []string{"description", "params", "tasks", "workspaces"}},
 }
 
 // checkPlanShape is the rule of a plan's sink: what was written parses
@@ -107,7 +108,7 @@ func TestPlanCommentsHoldNoKeys(t *testing.T) {
 			t.Run(fmt.Sprintf("%s %q", format, file), func(t *testing.T) {
 				t.Parallel()
 				units := planUnits(format, [2]string{"web", "1db"}, hostileEnvRef)
-				out, err := planFor(units, file)
+				out, err := planFor(units, file, []string{hostileEnvRef})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -163,7 +164,7 @@ func TestPlanRefusesAnEnvReferenceThatIsNoName(t *testing.T) {
 func TestPlanJobIDsAreOnePerUnit(t *testing.T) {
 	t.Parallel()
 	units := planUnits("github", [2]string{"1a", "unit-1a"}, "SOPS_AGE_KEY")
-	out, err := planFor(units, "gantry.yaml")
+	out, err := planFor(units, "gantry.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +210,10 @@ func FuzzPlanIsData(f *testing.F) {
 			if err != nil {
 				break
 			}
-			out, err := planFor(units, runFile)
+			out, err := planFor(units, runFile, []string{"*"})
+			if errors.As(err, new(*invalidPlanError)) {
+				continue // no such plan: a unit named delete-<unit> in a Tekton plan
+			}
 			if err != nil {
 				t.Fatalf("%s: %v", format, err)
 			}
@@ -219,7 +223,7 @@ func FuzzPlanIsData(f *testing.F) {
 		// values are not checked first.
 		for _, format := range []string{"github", "gitlab", "tekton"} {
 			units := planUnits(format, [2]string{"web", "db"}, envName)
-			out, err := planFor(units, file)
+			out, err := planFor(units, file, []string{envName})
 			if err != nil {
 				t.Fatalf("%s: %v", format, err)
 			}
