@@ -299,3 +299,37 @@ func TestReadmeWorkflowPassesActionlint(t *testing.T) {
 		t.Errorf("actionlint: %v\n%s", err, out)
 	}
 }
+
+// goldenBlock is a fenced block a page marks <!-- golden: PATH -->: it
+// shows a test's golden file (PATH, relative to the page) as it is.
+var goldenBlock = regexp.MustCompile("(?m)^<!-- golden: (\\S+) -->\n```[a-z]*\n((?s:.*?))```\n")
+
+// Every block a page shows from a golden file is that file as the tests
+// write it now: the output the docs show is the output gantry gives.
+func TestPagesShowTheirGoldens(t *testing.T) {
+	t.Parallel()
+	shown := 0
+	for _, p := range pages(t) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(b), "<!-- golden:"); n != len(goldenBlock.FindAllIndex(b, -1)) {
+			t.Errorf("%s: %d golden markers, not each before a fenced block", p, n)
+		}
+		for _, m := range goldenBlock.FindAllStringSubmatch(string(b), -1) {
+			shown++
+			want, err := os.ReadFile(filepath.Join(filepath.Dir(p), m[1]))
+			if err != nil {
+				t.Errorf("%s shows %s: %v", p, m[1], err)
+				continue
+			}
+			if m[2] != string(want) {
+				t.Errorf("%s shows %s, which the tests now write as:\n%s", p, m[1], want)
+			}
+		}
+	}
+	if shown == 0 {
+		t.Error("no page shows a golden file: the markers were not found")
+	}
+}
