@@ -23,6 +23,7 @@ import (
 	"github.com/gantry-dev/gantry/config"
 	"github.com/gantry-dev/gantry/diffs"
 	"github.com/gantry-dev/gantry/inventory"
+	"github.com/gantry-dev/gantry/logguard"
 	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/reporters"
 	"github.com/gantry-dev/gantry/result"
@@ -78,7 +79,7 @@ func (c *console) printf(format string, a ...any) {
 // warning) on GitHub: beside the guard that keeps content from reading
 // as one.
 func (c *console) command(format string, a ...any) {
-	c.write(commandWriter(c.w), format, a...)
+	c.write(logguard.Commands(c.w), format, a...)
 }
 
 func (c *console) write(w io.Writer, format string, a ...any) {
@@ -206,7 +207,7 @@ func (c *console) warn(msg string) {
 // escapeCommandData escapes a workflow command's message as the runner
 // expects.
 func escapeCommandData(s string) string {
-	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", "##[", "##"+blocker+"[").Replace(s)
+	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", "##[", "##"+logguard.Blocker+"[").Replace(s)
 }
 
 // summary prints the outcome, counts and, on failure, every error.
@@ -405,10 +406,7 @@ func useColor(mode string, w io.Writer, env map[string]string) bool {
 		return true
 	}
 	if env["GITHUB_ACTIONS"] == "true" || env["GITLAB_CI"] == "true" {
-		if g, ok := w.(*commandGuard); ok {
-			w = g.w // the log behind GitHub's guard
-		}
-		f, ok := w.(*os.File)
+		f, ok := logguard.Behind(w).(*os.File) // the log behind GitHub's guard
 		if !ok {
 			return false
 		}
@@ -423,7 +421,7 @@ func useColor(mode string, w io.Writer, env map[string]string) bool {
 // between can end the fence.
 func fence(w io.Writer) (end func(), err error) {
 	token := "gantry-" + strings.ToLower(rand.Text())
-	own := commandWriter(w) // the fence is gantry's own: beside the guard
+	own := logguard.Commands(w) // the fence is gantry's own: beside the guard
 	if _, err := fmt.Fprintf(own, "::stop-commands::%s\n", token); err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/gantry-dev/gantry/config"
 	"github.com/gantry-dev/gantry/kube"
+	"github.com/gantry-dev/gantry/logguard"
 	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/reporters"
 	"github.com/gantry-dev/gantry/result"
@@ -62,7 +63,7 @@ func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		// guard and cannot read as a workflow command: progress, errors,
 		// built objects, diffs, the JSON report of --report -. Its own
 		// commands go beside the guard (commandWriter).
-		stdout, stderr = newCommandGuard(stdout), newCommandGuard(stderr)
+		stdout, stderr = logguard.New(stdout), logguard.New(stderr)
 	}
 	inv, err := parseCommandLine(args, env, stdout, stderr)
 	switch {
@@ -200,7 +201,7 @@ type session struct {
 func newSession(env map[string]string, p platform, secrets []string, stderr io.Writer) *session {
 	s := &session{env: env, platform: p, redact: reporters.NewRedactor(secrets...)}
 	if p == githubActions {
-		s.gha = githubAction(commandWriter(stderr), env)
+		s.gha = githubAction(logguard.Commands(stderr), env)
 		for _, v := range s.redact.Secrets() {
 			s.gha.AddMask(v)
 		}

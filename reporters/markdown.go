@@ -372,22 +372,60 @@ func round(d time.Duration) string {
 	}
 }
 
-// cell makes text safe inside a Markdown table cell.
+// cell makes text safe inside a Markdown table cell: text, on one row.
 func cell(s string) string {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return " "
 	}
-	s = htmlEscape(s)
-	s = strings.ReplaceAll(s, "|", "\\|")
-	s = strings.ReplaceAll(s, "\r", "")
+	s = strings.ReplaceAll(text(s), "\r", "")
 	return strings.ReplaceAll(s, "\n", "<br>")
 }
 
+// text makes a value from the configuration or the cluster plain text in
+// Markdown, where it is read as Markdown (a paragraph, a quote, a table
+// cell, a heading): every ASCII punctuation character that may open or
+// close inline markup anywhere (\ ` * _ [ ] ( ) { } < > | ~ $ & # ! @) is
+// escaped, and at a line's start, after its spaces, what may start a
+// block (- + = and the . or ) after digits), so that none starts a link,
+// emphasis, math, a list, a heading, a table's cell, a code span or HTML;
+// an @ cannot mention, nor # or ! reference (see htmlEscape). A bare URL
+// stays a URL that GitHub and GitLab may link, as it shows. Line breaks
+// are kept: callers put lines where they belong.
+func text(s string) string {
+	var b strings.Builder
+	lineStart, digits := true, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\n' || c == '\r':
+			lineStart, digits = true, false
+			b.WriteByte(c)
+			continue
+		case lineStart && (c == ' ' || c == '\t'):
+			b.WriteByte(c)
+			continue
+		case strings.IndexByte("&<>#!@", c) >= 0:
+			b.WriteString(textEscaper.Replace(string(c)))
+		case strings.IndexByte("\\`*_[](){}|~$", c) >= 0,
+			lineStart && strings.IndexByte("-+=", c) >= 0,
+			digits && c == '.':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		default:
+			b.WriteByte(c)
+		}
+		digits = (lineStart || digits) && c >= '0' && c <= '9'
+		lineStart = false
+	}
+	return b.String()
+}
+
 // htmlEscape makes text from the configuration or the cluster plain text
-// in Markdown: no HTML (a hidden comment, a marker), no @mention that
-// pings a person or team, no #reference or !reference to an issue or
-// merge request that GitLab or GitHub would link and notify.
+// inside HTML that gantry writes (a <summary>, where Markdown is not
+// read): no HTML (a hidden comment, a marker), no @mention that pings a
+// person or team, no #reference or !reference to an issue or merge
+// request that GitLab or GitHub would link and notify.
 func htmlEscape(s string) string {
 	return textEscaper.Replace(s)
 }
@@ -438,7 +476,12 @@ func codeCell(s string) string {
 func quote(s string) string {
 	var b strings.Builder
 	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
-		b.WriteString("> " + htmlEscape(strings.TrimRight(l, "\r")) + "\n")
+		l = strings.TrimRight(l, "\r")
+		// Leading spaces would make an indented code block: kept as
+		// no-break spaces, which Markdown does not count.
+		body := strings.TrimLeft(l, " \t")
+		indent := strings.Repeat("\u00a0", len(l)-len(body))
+		b.WriteString("> " + indent + text(body) + "\n")
 	}
 	return b.String()
 }

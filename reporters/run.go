@@ -190,7 +190,7 @@ func RunMarkdown(run *result.Run, page Page, detail Detail) string {
 	if page.Marker != "" {
 		fmt.Fprintf(&b, "<!-- %s -->\n", page.Marker)
 	}
-	fmt.Fprintf(&b, "### %s gantry %s: %s\n\n", runIcon(run.Reason), run.Command, htmlEscape(oneLine(run.Message)))
+	fmt.Fprintf(&b, "### %s gantry %s: %s\n\n", runIcon(run.Reason), run.Command, text(oneLine(run.Message)))
 
 	actions := result.ActionsOf(run.Command)
 	b.WriteString("| unit | cluster | outcome | " + strings.Join(actionNames(actions), " | ") + " | time |\n|---|---|---|")
@@ -225,7 +225,7 @@ func RunMarkdown(run *result.Run, page Page, detail Detail) string {
 		fmt.Fprintf(&b, "<details%s><summary>%s <b>%s</b>: %s</summary>\n\n", open, runIcon(u.Reason), htmlEscape(oneLine(u.Name)), htmlEscape(oneLine(unitOutcome(u))))
 		switch u.Reason {
 		case result.ReasonSuspended, result.ReasonDependencyNotReady:
-			b.WriteString(u.Message + "\n")
+			b.WriteString(text(oneLine(u.Message)) + "\n")
 		default:
 			body := Markdown(u.Result, Page{}, detail)
 			// The section's summary is the unit's headline.

@@ -1,4 +1,8 @@
-package entrypoint
+// Package logguard is the one way to a CI log that reads workflow
+// commands from what a process prints (GitHub's runner): a Guard passes
+// everything through, neutralizing every line the runner would take for a
+// command, and Commands writes the tool's own commands beside it.
+package logguard
 
 import (
 	"io"
@@ -7,11 +11,11 @@ import (
 	"unicode/utf8"
 )
 
-// commandGuard is the one way to GitHub's log: on GitHub, everything
+// Guard is the one way to GitHub's log: on GitHub, everything
 // gantry prints, to stdout and to stderr, passes through one (one per
 // stream, as the runner reads each stream on its own). Gantry's own
 // commands (groups, masks, annotations, warnings, the stop-commands
-// fence) are written beside it, through commandWriter, never through it.
+// fence) are written beside it, through Commands, never through it.
 //
 // It neutralizes workflow commands as the runner (actions/runner) finds
 // them, whatever the content (object names, error messages, values of
@@ -29,7 +33,7 @@ import (
 //     such as U+200B, many combining marks). The guard skips whitespace
 //     and every rune that may be ignorable (mayBeIgnorable) at the start
 //     of a line, and when the first rune past them is a colon it writes
-//     blocker before it: a rune that is neither whitespace nor ignorable.
+//     Blocker before it: a rune that is neither whitespace nor ignorable.
 //   - ##[ anywhere in a line is a command (ActionCommand.TryParse), found
 //     with the culture-sensitive IndexOf: ignorable runes inside it do not
 //     break it. The guard writes blocker before every [ that follows two #
@@ -38,7 +42,7 @@ import (
 // Nothing else is changed: what the guard writes is what it was given
 // with blockers inserted. Bytes that are not UTF-8 (or a rune split
 // between two writes) count as ignorable, which can only add blockers.
-type commandGuard struct {
+type Guard struct {
 	mu sync.Mutex
 	w  io.Writer
 	// lineStart says the last byte written to w ended a line (\n): where
@@ -52,23 +56,32 @@ type commandGuard struct {
 	hashes int
 }
 
-// newCommandGuard guards w; a guard is returned as it is, never guarded
-// twice (gantry's own commands would not pass the outer one).
-func newCommandGuard(w io.Writer) *commandGuard {
-	if g, ok := w.(*commandGuard); ok {
+// New guards w; a guard is returned as it is, never guarded twice
+// (gantry's own commands would not pass the outer one).
+func New(w io.Writer) *Guard {
+	if g, ok := w.(*Guard); ok {
 		return g
 	}
-	return &commandGuard{w: w, lineStart: true, inPrefix: true}
+	return &Guard{w: w, lineStart: true, inPrefix: true}
 }
 
-// blocker is what the guard writes before a colon that would start a
+// Behind is the writer a guard writes to, or w itself when it is no
+// guard: to ask what the log is (a terminal, a file), never to write.
+func Behind(w io.Writer) io.Writer {
+	if g, ok := w.(*Guard); ok {
+		return g.w
+	}
+	return w
+}
+
+// Blocker is what the guard writes before a colon that would start a
 // command and before the [ of ##[: BRAILLE PATTERN BLANK, a symbol that
 // prints blank, is not whitespace for .NET (category So), and has a
 // primary weight in ICU's collation, so the runner's StartsWith and
 // IndexOf stop at it.
-const blocker = "\u2800"
+const Blocker = "\u2800"
 
-func (g *commandGuard) Write(p []byte) (int, error) {
+func (g *Guard) Write(p []byte) (int, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	out := g.neutralize(p)
@@ -83,7 +96,7 @@ func (g *commandGuard) Write(p []byte) (int, error) {
 
 // neutralize returns p with a blocker wherever the runner would otherwise
 // read a command, carrying the state of the line across writes.
-func (g *commandGuard) neutralize(p []byte) []byte {
+func (g *Guard) neutralize(p []byte) []byte {
 	out := make([]byte, 0, len(p)+8)
 	for len(p) > 0 {
 		r, size := utf8.DecodeRune(p)
@@ -97,14 +110,14 @@ func (g *commandGuard) neutralize(p []byte) []byte {
 			if g.inPrefix && !isDotNetSpace(r) {
 				g.inPrefix = false
 				if r == ':' {
-					out = append(out, blocker...)
+					out = append(out, Blocker...)
 				}
 			}
 			switch {
 			case r == '#':
 				g.hashes = min(g.hashes+1, 2)
 			case r == '[' && g.hashes == 2:
-				out = append(out, blocker...)
+				out = append(out, Blocker...)
 				g.hashes = 0
 			default:
 				g.hashes = 0
@@ -148,10 +161,11 @@ func mayBeIgnorable(r rune) bool {
 		unicode.Pc, unicode.Pd, unicode.Ps, unicode.Pe, unicode.Pi, unicode.Pf, unicode.S)
 }
 
-// commandWriter is where gantry writes its own workflow commands: beside
-// the guard that keeps everything else from reading as one.
-func commandWriter(w io.Writer) io.Writer {
-	if g, ok := w.(*commandGuard); ok {
+// Commands is where gantry writes its own workflow commands: beside the
+// guard that keeps everything else from reading as one. On a writer that
+// is no guard, it is the writer itself.
+func Commands(w io.Writer) io.Writer {
+	if g, ok := w.(*Guard); ok {
 		return &rawLines{g: g}
 	}
 	return w
@@ -159,7 +173,7 @@ func commandWriter(w io.Writer) io.Writer {
 
 // rawLines writes gantry's own commands to the guarded log, in order
 // with what goes through the guard, each on a line of its own.
-type rawLines struct{ g *commandGuard }
+type rawLines struct{ g *Guard }
 
 func (r *rawLines) Write(p []byte) (int, error) {
 	r.g.mu.Lock()
