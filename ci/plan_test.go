@@ -114,7 +114,7 @@ func TestPlanFormats(t *testing.T) {
 // checkGitHubPlan reads the workflow plan wrote: a job per unit that runs
 // (three levels: crds, then app-a and app-b, then last), needs from
 // depends-on with the suspended unit left out, no matrix (whose fail-fast
-// would cancel siblings), each unit given the secrets its run file reads.
+// would cancel siblings), each job given the secrets the run file reads.
 // actionlint checks it, called from a workflow as its header says.
 func checkGitHubPlan(t *testing.T, gh string) {
 	t.Helper()
@@ -162,7 +162,8 @@ func checkGitHubPlan(t *testing.T, gh string) {
 		return wf.Jobs[job].Steps[len(wf.Jobs[job].Steps)-1]
 	}
 	a, b := last("app-a"), last("app-b")
-	if a.With["run-file-env"] != "SOPS_AGE_KEY" || a.Env["SOPS_AGE_KEY"] != "${{ secrets.SOPS_AGE_KEY }}" || len(b.Env) != 1 || b.Env["KUBECONFIG"] != "kubeconfig" {
+	// Every job reads the whole run file, app-a's reference too.
+	if a.With["run-file-env"] != "SOPS_AGE_KEY" || a.Env["SOPS_AGE_KEY"] != "${{ secrets.SOPS_AGE_KEY }}" || !reflect.DeepEqual(a.Env, b.Env) || b.Env["KUBECONFIG"] != "kubeconfig" {
 		t.Errorf("secrets: app-a %+v, app-b %+v", a, b)
 	}
 

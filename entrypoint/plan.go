@@ -138,14 +138,26 @@ func activeDeps(u *config.Unit, byName map[string]*config.Unit) []string {
 // unit, needs from depends-on: a unit starts as soon as those it depends
 // on succeeded, a failed unit stops only its dependents (jobs of a
 // workflow go on when a sibling fails; a matrix would cancel them), and
-// each unit gets the variables its run file reads with {env: NAME}, from
-// the secrets of the same name.
+// each job gets the variables its run file reads with {env: NAME}, from
+// the secrets of the same name, the kubeconfig and the record-key.
 func githubPlan(units []*config.Unit, file, image string) ([]byte, error) {
 	byName := map[string]*config.Unit{}
 	for _, u := range units {
 		byName[u.Name] = u
 	}
 	file = filepath.ToSlash(file)
+	// A job runs one unit, but gantry reads the whole run file, every
+	// reference of every unit (a suspended one's too): each job is given
+	// every variable the file reads, or the others' references would be
+	// refused.
+	var allRefs []string
+	for _, u := range units {
+		for _, ref := range u.EnvRefs {
+			if !slices.Contains(allRefs, ref) {
+				allRefs = append(allRefs, ref)
+			}
+		}
+	}
 	jobs := yamlv2.MapSlice{}
 	var unnamed []string
 	for _, l := range planLevels(units) {
@@ -164,7 +176,7 @@ func githubPlan(units []*config.Unit, file, image string) ([]byte, error) {
 			// names may reach only its servers (run-file-servers).
 			env := yamlv2.MapSlice{{Key: "KUBECONFIG", Value: kubeconfigFile}}
 			var refs []string
-			for _, ref := range u.EnvRefs {
+			for _, ref := range allRefs {
 				if slices.Contains(refs, ref) {
 					continue // a key is written once
 				}
@@ -260,13 +272,9 @@ func githubPlan(units []*config.Unit, file, image string) ([]byte, error) {
 		"  " + recordKeySecret + ": the record-key that signs each revision (openssl rand -base64 32).",
 	}
 	var passed []string
-	for _, l := range planLevels(units) {
-		for _, u := range l {
-			for _, ref := range u.EnvRefs {
-				if secretName.MatchString(ref) && !strings.HasPrefix(strings.ToUpper(ref), "GITHUB_") && ref != "KUBECONFIG" && !slices.Contains(passed, ref) {
-					passed = append(passed, ref)
-				}
-			}
+	for _, ref := range allRefs {
+		if secretName.MatchString(ref) && !strings.HasPrefix(strings.ToUpper(ref), "GITHUB_") && ref != "KUBECONFIG" && !slices.Contains(passed, ref) {
+			passed = append(passed, ref)
 		}
 	}
 	if len(passed) > 0 {

@@ -1,4 +1,4 @@
-// Command tektoncheck decodes Tekton Task and Pipeline files strictly into
+// Command tektoncheck decodes Tekton Task, Pipeline and PipelineRun files strictly into
 // Tekton's own Go types and runs Tekton's validation on them, the way the Tekton
 // controller's webhook would. It lives in its own module so Tekton's
 // dependency pins never touch gantry's.
@@ -59,8 +59,17 @@ func check(path string) error {
 		if err := pipeline.Validate(ctx); err != nil {
 			return fmt.Errorf("validation: %w", err)
 		}
+	case "PipelineRun":
+		var run pipelinev1.PipelineRun
+		if err := yaml.UnmarshalStrict(b, &run); err != nil {
+			return fmt.Errorf("decoding: %w", err)
+		}
+		run.SetDefaults(ctx)
+		if err := run.Validate(ctx); err != nil {
+			return fmt.Errorf("validation: %w", err)
+		}
 	default:
-		return fmt.Errorf("kind %q: want a Task or a Pipeline", meta.Kind)
+		return fmt.Errorf("kind %q: want a Task, a Pipeline or a PipelineRun", meta.Kind)
 	}
 	return nil
 }
