@@ -193,10 +193,17 @@ artifact and the other side, Secret values masked.`,
 		Short: "Print a run file's units as a CI engine's jobs, one per unit, in dependency order",
 		Long: `Read a run file and print its units as jobs of a CI engine, each running one
 unit with gantry (run-file and unit), ordered by depends-on: for github, a
-matrix per dependency level, as JSON for fromJSON; for tekton, a Pipeline
-of the gantry Task with runAfter; for gitlab, a child pipeline with needs.
-The graph is checked as apply checks it; secrets are not read.`,
-		Example: `  # A Tekton Pipeline of the units
+reusable workflow with a job per unit and needs (no matrix); for tekton, a
+Pipeline of the gantry Task with runAfter, whose delete runs in the reverse
+order; for gitlab, a child pipeline with needs. Each job gets the
+run-file-env plan is given. The graph is checked as apply checks it;
+secrets are not read. The plan's comment (for tekton, its description) says
+which secrets and variables its jobs read: the kubeconfig, the record-key
+and the variables the run file reads.`,
+		Example: `  # A reusable GitHub workflow of the units, for .github/workflows/
+  gantry plan --run-file gantry.yaml --format github --run-file-env SOPS_AGE_KEY > gantry-units.yml
+
+  # A Tekton Pipeline of the units
   gantry plan --run-file gantry.yaml --format tekton > pipeline.yaml
 
   # A GitLab child pipeline, for trigger: include: artifact
