@@ -268,7 +268,7 @@ func writeObjects(w io.Writer, objects []*pipeline.Object, fenced bool, redact *
 		defer end()
 	}
 	for i, o := range objects {
-		u := o.Unstructured
+		u := pipeline.MaskFields(o.Unstructured, o.DecryptedFields)
 		if u.GetKind() == "Secret" && u.GroupVersionKind().Group == "" {
 			u = redactSecret(u)
 		}

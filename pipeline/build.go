@@ -49,6 +49,11 @@ type Object struct {
 	Source string
 	// Generated: a kustomize generator made it.
 	Generated bool
+	// DecryptedFields are the fields (JSON pointers) whose values SOPS
+	// decrypted, found by provenance, not by their values: masked in
+	// every diff and revision whatever their length. Its identity
+	// (apiVersion, kind, name, namespace) is never among them.
+	DecryptedFields []string
 }
 
 // BuildOptions say what to build.

@@ -16,18 +16,21 @@ import (
 // and is not listed. A revision records them, never the values, so that
 // what later reads the revision (drift, history, a rollback) masks them
 // as the apply did.
-func maskedFields(objs []*unstructured.Unstructured, secret func(string) bool) map[string][]string {
-	if secret == nil {
-		return nil
-	}
+//
+// decrypted are the fields each object (by index in objs) holds a value
+// SOPS decrypted in, whatever their values: listed too.
+func maskedFields(objs []*unstructured.Unstructured, secret func(string) bool, decrypted [][]string) map[string][]string {
 	out := map[string][]string{}
-	for _, u := range objs {
+	for i, u := range objs {
 		if u.GetAPIVersion() == "v1" && u.GetKind() == "Secret" {
 			continue
 		}
 		var paths []string
+		if i < len(decrypted) {
+			paths = append(paths, decrypted[i]...)
+		}
 		walkStrings(u.Object, "", func(path, v string) {
-			if secret(v) {
+			if secret != nil && secret(v) && !slices.Contains(paths, path) {
 				paths = append(paths, path)
 			}
 		})
@@ -62,6 +65,64 @@ func escapePointer(k string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
 }
 
+// hiddenValue is what a masked field shows in a diff or a build.
+const hiddenValue = "***"
+
+// MaskFields returns u with the value of each field at paths (JSON
+// pointers) replaced by ***, whatever the value: how a decrypted or
+// substituted value is kept out of a diff or a build by where it is, not
+// by what it is, so that a short one ("true", a port) is hidden without
+// hiding every such word elsewhere. u itself is not changed; u is
+// returned as it is when no path is found in it.
+func MaskFields(u *unstructured.Unstructured, paths []string) *unstructured.Unstructured {
+	if u == nil || len(paths) == 0 {
+		return u
+	}
+	var c *unstructured.Unstructured
+	for _, p := range paths {
+		if _, ok := atPointer(u.Object, p); !ok || p == "" {
+			continue
+		}
+		if c == nil {
+			c = u.DeepCopy()
+		}
+		setAtPointer(c.Object, p, hiddenValue)
+	}
+	if c == nil {
+		return u
+	}
+	return c
+}
+
+// setAtPointer sets the value at an existing JSON pointer in v.
+func setAtPointer(v any, pointer, value string) {
+	toks := strings.Split(strings.TrimPrefix(pointer, "/"), "/")
+	for i, tok := range toks {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		last := i == len(toks)-1
+		switch t := v.(type) {
+		case map[string]any:
+			if last {
+				t[tok] = value
+				return
+			}
+			v = t[tok]
+		case []any:
+			n, err := strconv.Atoi(tok)
+			if err != nil || n < 0 || n >= len(t) {
+				return
+			}
+			if last {
+				t[n] = value
+				return
+			}
+			v = t[n]
+		default:
+			return
+		}
+	}
+}
+
 // atPointer returns the value at a JSON pointer in v.
 func atPointer(v any, pointer string) (any, bool) {
 	if pointer == "" {
@@ -89,6 +150,17 @@ func atPointer(v any, pointer string) (any, bool) {
 	return v, true
 }
 
+// hiddenFields are the fields a diff of o hides whatever their values:
+// those it was decrypted into, and those the run masks in its live
+// object (collectMasked).
+func (r *run) hiddenFields(o *Object) []string {
+	live := r.liveMasked[inventory.EntryFor(o.Unstructured).ID]
+	if len(live) == 0 {
+		return o.DecryptedFields
+	}
+	return append(slices.Clone(o.DecryptedFields), live...)
+}
+
 // maskRecorded masks, from now on, the values a revision says were
 // secret: those of its objects' recorded fields.
 func (r *run) maskRecorded(objs []*unstructured.Unstructured, masked map[string][]string) {
@@ -99,7 +171,7 @@ func (r *run) maskRecorded(objs []*unstructured.Unstructured, masked map[string]
 	for _, u := range objs {
 		for _, p := range masked[inventory.EntryFor(u).ID] {
 			if v, ok := atPointer(u.Object, p); ok {
-				if s, ok := v.(string); ok {
+				if s, ok := v.(string); ok && len(strings.TrimSpace(s)) >= minSecretDataMask {
 					values = append(values, s)
 				}
 			}
@@ -120,8 +192,10 @@ func (r *run) maskLive(live *unstructured.Unstructured) {
 	}
 	var values []string
 	for _, p := range r.liveMasked[inventory.EntryFor(live).ID] {
+		// A short value is hidden where it is (MaskFields), not masked
+		// wherever it appears.
 		if v, ok := atPointer(live.Object, p); ok {
-			if s, ok := v.(string); ok && s != "" {
+			if s, ok := v.(string); ok && len(strings.TrimSpace(s)) >= minSecretDataMask {
 				values = append(values, s)
 			}
 		}
@@ -142,10 +216,12 @@ func (r *run) collectMasked() {
 		}
 	}
 	objs := make([]*unstructured.Unstructured, 0, len(r.objects))
+	var decrypted [][]string
 	for _, o := range r.objects {
 		objs = append(objs, o.Unstructured)
+		decrypted = append(decrypted, o.DecryptedFields)
 	}
-	add(maskedFields(objs, r.opts.Secret))
+	add(maskedFields(objs, r.opts.Secret, decrypted))
 	if r.compared != nil {
 		add(r.compared.Masked)
 	}

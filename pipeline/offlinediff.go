@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -89,8 +90,15 @@ func (r *run) diffOffline(ctx context.Context, before []*Object, problems []erro
 		problems = make([]error, len(r.objects))
 	}
 	old := map[string]*unstructured.Unstructured{}
+	hidden := map[string][]string{} // the fields decrypted, in the base or the head
 	for _, o := range before {
-		old[inventory.EntryFor(o.Unstructured).ID] = o.Unstructured
+		id := inventory.EntryFor(o.Unstructured).ID
+		old[id] = o.Unstructured
+		hidden[id] = o.DecryptedFields
+	}
+	for _, o := range r.objects {
+		id := inventory.EntryFor(o.Unstructured).ID
+		hidden[id] = append(slices.Clone(hidden[id]), o.DecryptedFields...)
 	}
 	var failures []error
 	for i, obj := range r.objects {
@@ -105,7 +113,7 @@ func (r *run) diffOffline(ctx context.Context, before []*Object, problems []erro
 		var d string
 		if was == nil || !reflect.DeepEqual(withoutSOPS(was).Object, withoutSOPS(obj.Unstructured).Object) {
 			var err error
-			if d, err = diffs.BetweenMasked(ref(obj), "base", "head", withoutSOPS(was), withoutSOPS(obj.Unstructured), r.opts.Mask); err != nil {
+			if d, err = diffs.BetweenMasked(ref(obj), "base", "head", MaskFields(withoutSOPS(was), hidden[id]), MaskFields(withoutSOPS(obj.Unstructured), hidden[id]), r.opts.Mask); err != nil {
 				return fmt.Errorf("%s: %w", ref(obj), err)
 			}
 		}
@@ -127,7 +135,7 @@ func (r *run) diffOffline(ctx context.Context, before []*Object, problems []erro
 		if !ok {
 			continue
 		}
-		d, err := diffs.BetweenMasked(ref(o), "base", "head", withoutSOPS(u), nil, r.opts.Mask)
+		d, err := diffs.BetweenMasked(ref(o), "base", "head", MaskFields(withoutSOPS(u), o.DecryptedFields), nil, r.opts.Mask)
 		if err != nil {
 			return err
 		}

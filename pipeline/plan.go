@@ -138,6 +138,8 @@ type plan struct {
 	takeOver []ssa.FieldManager
 	// mask masks the secrets a value holds, in its diff.
 	mask func(string) string
+	// hidden are the fields its diff hides, whatever their values.
+	hidden func() []string
 	// adopts: the object exists and does not carry this inventory's
 	// labels, so the apply takes over an object gantry did not make.
 	adopts bool
@@ -152,6 +154,8 @@ type planner struct {
 	force   bool
 	// mask masks the secrets a value holds, in diffs.
 	mask func(string) string
+	// hidden are the fields of an object that its diff hides.
+	hidden func(*Object) []string
 	// crdsWithResources lets force recreate a CRD whose custom
 	// resources exist (prune-crds-with-resources).
 	crdsWithResources bool
@@ -253,6 +257,7 @@ func (r *run) newPlanner() *planner {
 	p.takeOver = r.opts.takeOver
 	p.onDryRun = r.findSources
 	p.mask = r.opts.Mask
+	p.hidden = func(o *Object) []string { return r.hiddenFields(o) }
 	p.onLive = r.maskLive
 	p.readiness = r.opts.Wait
 	return p
@@ -498,6 +503,11 @@ func (p *planner) forget(keys []objectKey) {
 // plan reads the live object and dry-runs the desired one.
 func (p *planner) plan(ctx context.Context, o *Object) *plan {
 	pl := &plan{obj: o, mask: p.mask}
+	if p.hidden != nil {
+		pl.hidden = func() []string { return p.hidden(o) }
+	} else {
+		pl.hidden = func() []string { return o.DecryptedFields }
+	}
 	if utils.AnyInMetadata(o.Unstructured, ignoreSelector) {
 		pl.kind, pl.reason = planSkip, "annotated to be ignored (ssa: Ignore or reconcile: disabled)"
 		return pl
@@ -663,7 +673,8 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 // withDiff renders the change for reports. A diff that cannot be rendered
 // is reported as such; it does not fail the object.
 func (pl *plan) withDiff(live, desired *unstructured.Unstructured) *plan {
-	d, err := diffs.ObjectMasked(ref(pl.obj), live, desired, pl.mask)
+	hidden := pl.hidden()
+	d, err := diffs.ObjectMasked(ref(pl.obj), MaskFields(live, hidden), MaskFields(desired, hidden), pl.mask)
 	if err != nil {
 		d = "(diff unavailable: " + err.Error() + ")"
 	}

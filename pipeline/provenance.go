@@ -201,6 +201,9 @@ func checkProvenance(objects []*Object, opts BuildOptions, sfs *sopsFS) error {
 			switch {
 			case mayHold && secret && (strings.HasPrefix(path, "/data/") || strings.HasPrefix(path, "/stringData/")):
 			case mayHold && isString && values[s]:
+				if !identityField(path) {
+					r.DecryptedFields = append(r.DecryptedFields, path)
+				}
 			default:
 				fields = append(fields, path)
 			}
@@ -299,6 +302,16 @@ func diffLeaves(a, b any, path string, fn func(path string, aValue any)) {
 			fn(cmpOrRoot(path), a)
 		}
 	}
+}
+
+// identityField says whether a JSON pointer is an object's identity:
+// apiVersion, kind, metadata.name or metadata.namespace.
+func identityField(path string) bool {
+	switch path {
+	case "/apiVersion", "/kind", "/metadata/name", "/metadata/namespace":
+		return true
+	}
+	return false
 }
 
 func cmpOrRoot(path string) string {

@@ -34,10 +34,12 @@ func (r *run) prepareRevision() (wait func() error) {
 
 func (r *run) makeRevision() error {
 	objs := make([]*unstructured.Unstructured, 0, len(r.objects))
+	var decrypted [][]string
 	for _, o := range r.objects {
 		objs = append(objs, appliedObject(o.Unstructured))
+		decrypted = append(decrypted, o.DecryptedFields)
 	}
-	masked := maskedFields(objs, r.opts.Secret)
+	masked := maskedFields(objs, r.opts.Secret, decrypted)
 	rv, err := inventory.NewRevision(r.opts.InventoryNamespace, r.opts.Inventory, objs, masked, r.opts.RecordKey)
 	a := r.res.Artifact
 	var tooLarge *inventory.TooLargeError

@@ -163,9 +163,10 @@ func sopsDecryptWith(data []byte, in, out formats.Format, ids []age.Identity, ch
 		}
 	}
 	if reveal != nil {
+		identity := identityPaths(tree.Branches)
 		var values []string
 		walkSOPSTree(tree.Branches, func(path string, v any) {
-			if encrypted[path] {
+			if encrypted[path] && !identity[path] {
 				values = append(values, fmt.Sprint(v))
 			}
 		})
@@ -175,6 +176,41 @@ func sopsDecryptWith(data []byte, in, out formats.Format, ids []age.Identity, ch
 		taint(tree.Branches, encrypted)
 	}
 	return sopsStore(out).EmitPlainFile(tree.Branches)
+}
+
+// identityPaths are the paths of a SOPS tree that name an object rather
+// than hold its content: the apiVersion, kind, metadata.name and
+// metadata.namespace of each document that is an object. A file
+// encrypted whole (sops without --encrypted-regex) encrypts them too, but
+// they are printed in every report as the object's name, so they are
+// never masked as secrets.
+func identityPaths(branches sops.TreeBranches) map[string]bool {
+	out := map[string]bool{}
+	for i, b := range branches {
+		var hasAPI, hasKind bool
+		var meta sops.TreeBranch
+		for _, item := range b {
+			switch item.Key {
+			case "apiVersion":
+				hasAPI = true
+			case "kind":
+				hasKind = true
+			case "metadata":
+				meta, _ = item.Value.(sops.TreeBranch)
+			}
+		}
+		if !hasAPI || !hasKind {
+			continue
+		}
+		doc := fmt.Sprint(i)
+		out[doc+"\x00apiVersion"], out[doc+"\x00kind"] = true, true
+		for _, item := range meta {
+			if item.Key == "name" || item.Key == "namespace" {
+				out[doc+"\x00metadata\x00"+item.Key.(string)] = true
+			}
+		}
+	}
+	return out
 }
 
 // walkSOPSTree calls fn with every leaf value of a SOPS tree and its path.
@@ -228,9 +264,33 @@ type sopsFS struct {
 	values    map[string]bool // the values decrypted
 }
 
+// longEnough tells reveal only the decrypted values of at least
+// minSecretDataMask characters, the ones worth masking wherever they
+// appear: a short one ("true", "shop", a port) would mask every such word
+// of every report and log, gantry's own outputs and names included. A
+// value of any length is masked where it is: in a Secret's data by its
+// kind, elsewhere in the fields it was decrypted into (Object's
+// DecryptedFields), which provenance finds without matching values.
+func longEnough(reveal func([]string)) func([]string) {
+	if reveal == nil {
+		return nil
+	}
+	return func(values []string) {
+		var long []string
+		for _, v := range values {
+			if len(strings.TrimSpace(v)) >= minSecretDataMask {
+				long = append(long, v)
+			}
+		}
+		if len(long) > 0 {
+			reveal(long)
+		}
+	}
+}
+
 func newSOPSFS(fs filesys.FileSystem, opts BuildOptions, display func(string) string) *sopsFS {
 	return &sopsFS{FileSystem: fs, ids: opts.SOPSIdentities, keep: opts.KeepSOPSEncrypted && len(opts.SOPSIdentities) == 0, packed: opts.Packed,
-		reveal: opts.Decrypted, display: display, encrypted: map[string]bool{},
+		reveal: longEnough(opts.Decrypted), display: display, encrypted: map[string]bool{},
 		decrypted: map[string]bool{}, values: map[string]bool{}, taint: opts.tainted}
 }
 
@@ -358,6 +418,12 @@ var (
 // cover an object that was transformed, so it is not checked here, as
 // Flux's kustomize-controller does not check it.
 func decryptObject(o *Object, ids []age.Identity, reveal func([]string)) error {
+	var fields []string
+	walkStrings(o.Object, "", func(path, v string) {
+		if isSOPSValue(v) && !identityField(path) {
+			fields = append(fields, path)
+		}
+	})
 	b, err := o.MarshalJSON()
 	if err != nil {
 		return err
@@ -371,6 +437,7 @@ func decryptObject(o *Object, ids []age.Identity, reveal func([]string)) error {
 		return fmt.Errorf("reading what was decrypted: %w", err)
 	}
 	o.Unstructured = u
+	o.DecryptedFields = append(o.DecryptedFields, fields...)
 	return nil
 }
 

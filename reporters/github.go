@@ -97,6 +97,30 @@ func Outputs(res *result.Result, reportPath, diffPath string) map[string]string 
 	return out
 }
 
+// computedOutputs are the outputs whose values gantry computes itself
+// (booleans, counts, reasons, revision numbers): never a secret, so never
+// masked. A decrypted "true" or a short password that happens to read as
+// a count must not turn changed into *** and silently skip the steps
+// that test it. Every other output (a revision, names, paths, URLs) is
+// masked as anything printed.
+var computedOutputs = func() map[string]bool {
+	m := map[string]bool{"changed": true, "reason": true, "cause": true, "drifted": true, "drifted-objects": true,
+		"history-revision": true, "rolled-back-to": true}
+	for _, a := range result.Actions {
+		m[string(a)] = true
+	}
+	return m
+}()
+
+// outputValue is the value an output is written with: masked unless
+// gantry computed it (a unit's <unit>-changed and <unit>-reason too).
+func outputValue(name, v string, redact *Redactor) string {
+	if computedOutputs[name] || strings.HasSuffix(name, "-changed") || strings.HasSuffix(name, "-reason") {
+		return v
+	}
+	return redact.String(v)
+}
+
 // OutputNames lists the outputs in a stable order.
 func OutputNames() []string {
 	names := []string{}
@@ -130,7 +154,7 @@ func (g *GitHubOutputs) Report(_ context.Context, res *result.Result) error {
 func (g *GitHubOutputs) write(outputs map[string]string, names []string) error {
 	var b bytes.Buffer
 	for _, name := range names {
-		if err := writeOutput(&b, name, g.Redact.String(outputs[name])); err != nil {
+		if err := writeOutput(&b, name, outputValue(name, outputs[name], g.Redact)); err != nil {
 			return err
 		}
 	}

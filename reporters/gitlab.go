@@ -137,7 +137,7 @@ func (d *Dotenv) Report(_ context.Context, res *result.Result) error {
 func (d *Dotenv) write(outputs map[string]string, names []string) error {
 	var b strings.Builder
 	for _, name := range names {
-		v := dotenvValue(d.Redact.String(outputs[name]))
+		v := dotenvValue(outputValue(name, outputs[name], d.Redact))
 		fmt.Fprintf(&b, "GANTRY_%s=%s\n", strings.ToUpper(strings.ReplaceAll(name, "-", "_")), v)
 	}
 	if b.Len() > DotenvLimit {

@@ -33,7 +33,7 @@ func (t *TektonResults) Report(_ context.Context, res *result.Result) error {
 	total := 0
 	var errs []error
 	for _, name := range TektonResultNames {
-		v := singleLine(t.Redact.String(outputs[name]))
+		v := singleLine(outputValue(name, outputs[name], t.Redact))
 		if len(v) > 256 {
 			v = v[:256]
 		}

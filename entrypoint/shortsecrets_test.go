@@ -1,0 +1,83 @@
+package entrypoint
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"filippo.io/age"
+
+	"github.com/gantry-dev/gantry/e2e/cluster"
+)
+
+// A SOPS Secret encrypted whole (sops without --encrypted-regex: its name
+// and namespace too) with short values, user: shop and debug: "true", in
+// the namespace shop, and an encrypted ConfigMap with a port. On GitHub,
+// only the long password is registered with the runner (::add-mask::);
+// the namespace and the object's name print as they are, so "shop" and
+// "true" are not masked in the whole job log. The short values are hidden where
+// they are: the Secret's data by its kind, the ConfigMap's fields because
+// they were decrypted there, whatever they hold.
+func TestShortDecryptedValuesAreHiddenWhereTheyAre(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs the sops CLI built by make tools")
+	}
+	sopsBin, err := cluster.Tool("sops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	dir := filepath.Join(ws, "app")
+	const password = "canary-long-pw-5c1e"
+	files := map[string]string{
+		"namespace.yaml":     "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n",
+		"secret.yaml":        "apiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: shop}\nstringData: {user: shop, debug: \"true\", password: " + password + "}\n",
+		"settings.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: shop}\ndata: {port: \"5432\", mode: brisk}\n",
+		"kustomization.yaml": "resources: [namespace.yaml, secret.yaml, settings.yaml]\n",
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, enc := range [][]string{{"secret.yaml"}, {"settings.yaml", "--encrypted-regex", "^data$"}} {
+		cmd := exec.Command(sopsBin, append(append([]string{"--encrypt", "--age", id.Recipient().String(), "--in-place"}, enc[1:]...), filepath.Join(dir, enc[0]))...)
+		cmd.Env = []string{"HOME=" + t.TempDir()}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("sops %s: %v\n%s", enc[0], err, out)
+		}
+	}
+	var stdout, stderr strings.Builder
+	code := Run(t.Context(), []string{"build", "--path=" + dir, "--sops-age-key=" + id.String()},
+		[]string{"HOME=" + t.TempDir(), "GITHUB_ACTIONS=true", "GITHUB_WORKSPACE=" + ws}, &stdout, &stderr)
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	log := strings.Replace(stdout.String()+stderr.String(), "::add-mask::"+password, "", 1)
+	if !strings.Contains(stderr.String(), "::add-mask::"+password) {
+		t.Errorf("the password is not registered with the runner:\n%s", stderr.String())
+	}
+	for _, short := range []string{"shop", "true", "5432", "brisk", "db", "v1", "Secret"} {
+		if strings.Contains(stderr.String(), "::add-mask::"+short+"\n") {
+			t.Errorf("%q is registered with the runner: every %q of the job's log would read ***", short, short)
+		}
+	}
+	if strings.Contains(log, password) || strings.Contains(log, "5432") || strings.Contains(log, "brisk") {
+		t.Errorf("a decrypted value is printed:\n%s", log)
+	}
+	for _, want := range []string{"name: shop\n", "name: db\n", "namespace: shop\n", "port: '***'", "mode: '***'"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("the build lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}
