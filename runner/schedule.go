@@ -19,9 +19,12 @@ type Run struct {
 // Units runs units as their graph allows, at most concurrency at once:
 // a unit starts once every unit it depends on has finished and reached
 // its goal (run says whether a unit must also be healthy for that: it is
-// depended on). A unit whose dependency did not is not run, and is
-// DependencyNotReady; a suspended unit is not run, is Suspended, and its
-// dependents wait for nothing from it. With reverse (delete), a unit goes
+// depended on). A unit that writes (apply, delete, a drift that corrects)
+// whose dependency did not reach its goal is not run, and is
+// DependencyNotReady; a preview (diff, validate, a drift that only
+// reports) runs all the same, so that its outcome is known. A suspended
+// unit is not run, is Suspended, and its dependents wait for nothing
+// from it. With reverse (delete), a unit goes
 // after every unit that depends on it. Units not started when ctx ends
 // are Cancelled; a running unit stops as a single run does. The result
 // keeps the units' order.
@@ -76,7 +79,7 @@ func (s *Session) Units(ctx context.Context, units []*config.Unit, concurrency i
 			u := units[i]
 			now := time.Now()
 			switch {
-			case blockedBy[i] != "":
+			case blockedBy[i] != "" && writes(u.Config):
 				runs[i].Result = notRun(version, u, result.ReasonDependencyNotReady, blockedMessage(u, blockedBy[i], reverse), now)
 			case u.Suspend:
 				runs[i].Result = notRun(version, u, result.ReasonSuspended, "suspended: not run", now)
@@ -123,6 +126,19 @@ func reachedGoal(r *result.Result) bool {
 		return true
 	}
 	return false
+}
+
+// writes says whether a unit's command changes a cluster: its dependents
+// must not run when it failed. A preview writes nothing and depends on no
+// unit's outcome but for what it shows.
+func writes(cfg *config.Config) bool {
+	switch cfg.Command {
+	case "diff", "validate":
+		return false
+	case "drift":
+		return cfg.Correct
+	}
+	return true
 }
 
 func blockedMessage(u *config.Unit, by string, reverse bool) string {

@@ -143,6 +143,52 @@ func TestRunUnitsStopsAtAFailureAndSkipsSuspended(t *testing.T) {
 	}
 }
 
+// A preview writes nothing: a unit whose dependency failed still runs
+// its diff or validation, and so do its own dependents, each with its
+// outcome; a unit that writes (apply, delete, a drift that corrects) is
+// still not run after a failed dependency.
+func TestPreviewsRunAfterAFailedDependency(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		command string
+		correct bool
+		runs    bool
+	}{
+		{"diff", false, true},
+		{"validate", false, true},
+		{"drift", false, true},
+		{"drift", true, false},
+		{"apply", false, false},
+	} {
+		units := fakeUnits([][2]any{
+			{"crds", []string(nil)},
+			{"app", []string{"crds"}},
+			{"after-app", []string{"app"}},
+		})
+		for _, u := range units {
+			u.Config.Command, u.Config.Correct = tc.command, tc.correct
+		}
+		r := &recorder{fail: map[string]result.Reason{"crds": result.ReasonValidationFailed, "after-app": result.ReasonProgressing}}
+		runs := byName((&Session{Version: "test"}).Units(context.Background(), units, 4, false, r.run))
+		want := map[string]result.Reason{"crds": result.ReasonValidationFailed,
+			"app": result.ReasonDependencyNotReady, "after-app": result.ReasonDependencyNotReady}
+		if tc.runs {
+			want["app"], want["after-app"] = result.ReasonSucceeded, result.ReasonProgressing
+		}
+		for name, w := range want {
+			if got := runs[name].Result.Reason; got != w {
+				t.Errorf("%s (correct %v): %s is %s, want %s (%s)", tc.command, tc.correct, name, got, w, runs[name].Result.Message)
+			}
+		}
+		if got := slices.Contains(r.called, "app"); got != tc.runs {
+			t.Errorf("%s (correct %v): app run %v, want %v", tc.command, tc.correct, got, tc.runs)
+		}
+		if app, crds := runs["app"], runs["crds"]; tc.runs && app.Start.Before(crds.End) {
+			t.Errorf("%s: app started before crds ended", tc.command)
+		}
+	}
+}
+
 // At most concurrency units run at once.
 func TestRunUnitsBoundsConcurrency(t *testing.T) {
 	t.Parallel()
