@@ -4,6 +4,7 @@
 package kube
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 )
 
@@ -205,7 +207,11 @@ func (c *Clients) Reconnect() (*Clients, error) {
 func (c *Clients) Reachable() error {
 	ask := func() error {
 		if _, err := c.Kube.Discovery().ServerVersion(); err != nil {
-			return fmt.Errorf("cannot reach the cluster at %s: %w", c.Config.Host, err)
+			if status := apierrors.APIStatus(nil); errors.As(err, &status) {
+				// It answered, with an error (401, 403, 500...).
+				return fmt.Errorf("cannot reach the cluster at %s: %w", c.Config.Host, err)
+			}
+			return &NotReachedError{Host: c.Config.Host, Err: err}
 		}
 		return nil
 	}
@@ -297,6 +303,27 @@ func (c *Clients) Builtins() *schemas.Builtins {
 // NoConfigError is a run with no cluster to talk to: no kubeconfig was
 // given or found, and gantry is not in a pod. It is the input's fault.
 type NoConfigError struct{ msg string }
+
+// NotReachedError says that the cluster's API server did not answer at
+// all: the connection was refused, timed out or found no such host.
+type NotReachedError struct {
+	Host string
+	Err  error
+}
+
+func (e *NotReachedError) Error() string {
+	return fmt.Sprintf("cannot reach the cluster at %s: %v", e.Host, e.Err)
+}
+
+func (e *NotReachedError) Unwrap() error { return e.Err }
+
+// IsUnreachable reports whether err says that the API server did not
+// answer: a failed first contact, or an outage the retries gave up on.
+func IsUnreachable(err error) bool {
+	var notReached *NotReachedError
+	var down *UnreachableError
+	return errors.As(err, &notReached) || errors.As(err, &down)
+}
 
 func (e *NoConfigError) Error() string { return e.msg }
 

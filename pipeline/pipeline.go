@@ -326,6 +326,11 @@ func (r *run) execute(parent context.Context, stages []stage) *result.Result {
 				if errors.As(err, &noConfig) {
 					r.res.Reason = result.ReasonInvalidInput
 				}
+				if kube.IsUnreachable(err) && !r.wrote {
+					// Nothing is known of the objects: the cluster
+					// did not answer.
+					r.res.Reason = result.ReasonClusterUnreachable
+				}
 				if parent.Err() != nil {
 					// The run itself was cancelled (SIGTERM, Ctrl-C),
 					// not failed by its input or the cluster.

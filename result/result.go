@@ -26,6 +26,10 @@ const (
 	// ReasonArtifactFailed is for pulling, verifying or pushing an artifact.
 	ReasonArtifactFailed   Reason = "ArtifactFailed"
 	ReasonValidationFailed Reason = "ValidationFailed"
+	// ReasonClusterUnreachable: the cluster's API server did not answer
+	// (refused, timed out, no such host), so nothing about the objects
+	// was learned.
+	ReasonClusterUnreachable Reason = "ClusterUnreachable"
 	// ReasonApplyFailed is Flux's ReconciliationFailed: the apply failed.
 	ReasonApplyFailed       Reason = "ReconciliationFailed"
 	ReasonPruneFailed       Reason = "PruneFailed"

@@ -200,9 +200,9 @@ Under ` + "`gantry.dev/`" + ` or ` + "`kustomize.toolkit.fluxcd.io/`" + `:
 | code | meaning |
 |---|---|
 | 0 | success (for ` + "`diff`" + `: also with changes, unless ` + "`detailed-exitcode`" + `) |
-| 1 | the deployment failed: artifact, validation, apply, prune or health |
+| 1 | the deployment failed: artifact, an unreachable cluster (reason ` + "`ClusterUnreachable`" + `), validation, apply, prune or health |
 | 2 | invalid input: configuration, or manifests that do not build |
-| 3 | changes pending (` + "`diff`" + `, ` + "`diff-artifact`" + ` with ` + "`detailed-exitcode`" + `) |
+| 3 | changes pending (` + "`diff`" + `, ` + "`diff-artifact`" + ` with ` + "`detailed-exitcode`" + `), or drift found (` + "`drift`" + `) |
 `)
 	return b.String()
 }
