@@ -697,7 +697,7 @@ func (in *inputs) identities(c *Config, name string) []age.Identity {
 	}
 	var ids []age.Identity
 	if err == nil {
-		c.Secrets = append(c.Secrets, raw)
+		c.Secrets = append(c.Secrets, keyLines(raw)...)
 		ids, err = artifact.ParseIdentities(raw)
 	}
 	if err != nil {
@@ -890,6 +890,25 @@ func keyText(raw string) (string, error) {
 	}
 	return string(b), nil
 }
+
+// keyLines are the lines of age key text that are secret: the keys, not
+// the comments age-keygen writes around them ("# created: ...",
+// "# public key: age1...", public and shown everywhere), nor a PEM key's
+// armor lines.
+func keyLines(text string) []string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "#") || strings.HasPrefix(l, "-----") {
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// ageKeyInputs are the inputs that hold age key text.
+var ageKeyInputs = map[string]bool{"sops-age-key": true, "age-identities": true}
 
 // isKeyText says raw is key text, not the path of a file holding it.
 func isKeyText(raw string) bool {

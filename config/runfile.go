@@ -261,6 +261,10 @@ func (r *runFileReader) settings(n *yaml.Node, what string) map[string]value {
 				continue
 			}
 		}
+		if ageKeyInputs[in.Name] {
+			// Of key text, only the keys are secrets: not its comments.
+			r.masks = slices.DeleteFunc(r.masks, func(l string) bool { return !slices.Contains(keyLines(raw), l) })
+		}
 		out[in.Name] = value{raw: raw, origin: origin, from: FromRunFile, masks: r.masks}
 	}
 	return out
