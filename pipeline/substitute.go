@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/gantry-dev/gantry/result"
 )
@@ -60,6 +59,15 @@ func substitute(s string, vars map[string]string) (string, []string, error) {
 // substituteAll substitutes the variables in every object, strictly: an
 // unset variable without a default is an error naming it, the object and its
 // file. Values never appear in errors.
+//
+// Each string value is substituted on its own, never the object's YAML as
+// one text: a reference and its default lie within one value, so no
+// default can reach across values (a "${Y:-'" in one field closed by a
+// "'}" in another would splice the fields between them, a Secret's data
+// included, into the first). A value that is one reference and nothing
+// else takes the type of what it is replaced with (replicas: ${REPLICAS}
+// becomes a number, as Flux's substitution of the text makes it); a
+// value that would read as a mapping or a list stays a string.
 func substituteAll(objects []*Object, vars map[string]string) error {
 	var errs []error
 	for _, o := range objects {
@@ -67,32 +75,72 @@ func substituteAll(objects []*Object, vars map[string]string) error {
 		if strings.EqualFold(a[substituteAnnotation], "disabled") || strings.EqualFold(a[fluxSubstituteAnnotation], "disabled") {
 			continue
 		}
-		b, err := yaml.Marshal(o.Object)
-		if err != nil {
-			return err
-		}
-		out, missing, err := substitute(string(b), vars)
-		if err != nil {
-			errs = append(errs, &BuildError{File: o.Source, Err: fmt.Errorf("%s: %w", ref(o), err)})
+		missing := map[string]bool{}
+		var bad error
+		o.Object = substituteValue(o.Object, vars, missing, &bad).(map[string]any)
+		if bad != nil {
+			errs = append(errs, &BuildError{File: o.Source, Err: fmt.Errorf("%s: %w", ref(o), bad)})
 			continue
 		}
 		if len(missing) > 0 {
-			errs = append(errs, &BuildError{File: o.Source, Err: fmt.Errorf("%s: variable %s not set and has no default (strict substitution)", ref(o), "${"+strings.Join(missing, "}, ${")+"}")})
-			continue
-		}
-		if out == string(b) {
-			continue
-		}
-		j, err := yaml.YAMLToJSON([]byte(out))
-		if err == nil {
-			err = o.UnmarshalJSON(j)
-		}
-		if err != nil {
-			errs = append(errs, &BuildError{File: o.Source, Err: fmt.Errorf("%s: the result of substitution is not a valid object: %w", ref(o), err)})
+			names := make([]string, 0, len(missing))
+			for n := range missing {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			errs = append(errs, &BuildError{File: o.Source, Err: fmt.Errorf("%s: variable %s not set and has no default (strict substitution)", ref(o), "${"+strings.Join(names, "}, ${")+"}")})
 			continue
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// number is a decimal number as YAML reads one.
+var number = regexp.MustCompile(`^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$`)
+
+// wholeRef is a value that is one variable reference and nothing else.
+var wholeRef = regexp.MustCompile(`^\$\{[^}]*\}$`)
+
+// substituteValue substitutes every string of v, keys left as they are.
+func substituteValue(v any, vars map[string]string, missing map[string]bool, bad *error) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			t[k] = substituteValue(e, vars, missing, bad)
+		}
+		return t
+	case []any:
+		for i, e := range t {
+			t[i] = substituteValue(e, vars, missing, bad)
+		}
+		return t
+	case string:
+		out, names, err := substitute(t, vars)
+		if err != nil && *bad == nil {
+			*bad = err
+		}
+		for _, n := range names {
+			missing[n] = true
+		}
+		if out == t || !wholeRef.MatchString(t) {
+			return out
+		}
+		// As the YAML text it would have been: a whole number, a number
+		// or a boolean takes its type; anything else stays the string.
+		if n, err := strconv.ParseInt(out, 10, 64); err == nil {
+			return n
+		}
+		if number.MatchString(out) {
+			if f, err := strconv.ParseFloat(out, 64); err == nil {
+				return f
+			}
+		}
+		if out == "true" || out == "false" {
+			return out == "true"
+		}
+		return out
+	}
+	return v
 }
 
 // ref names an object for messages: Kind/namespace/name or Kind/name.
