@@ -38,6 +38,9 @@ func parseCommandLine(args []string, env map[string]string, stdout, stderr io.Wr
 		switch args[0] {
 		case "help", "completion", cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd:
 		default:
+			if best := suggest.Closest(args[0], commands); best != "" {
+				return nil, fmt.Errorf("command (from %s): unknown command %q; did you mean %s? (see gantry --help)", inv.CommandOrigin, args[0], best)
+			}
 			return nil, fmt.Errorf("command (from %s): %q is not one of %s", inv.CommandOrigin, args[0], strings.Join(commands, ", "))
 		}
 	}

@@ -156,6 +156,8 @@ func TestCommandLineErrors(t *testing.T) {
 		{[]string{"apply", dir, "--dry-run=server"}, nil, "gantry has no --dry-run: gantry diff shows what apply would change"},
 		{[]string{"deploy"}, nil, `command (from the command line): "deploy" is not one of build, diff, validate, apply, rollback, history, drift, delete, release, inventory, push, pull, tag, list, inspect, diff-artifact, plan, version`},
 		{nil, map[string]string{"GANTRY_COMMAND": "deploy"}, `command (from GANTRY_COMMAND): "deploy" is not one of`},
+		{[]string{"aply", dir}, nil, `command (from the command line): unknown command "aply"; did you mean apply? (see gantry --help)`},
+		{nil, map[string]string{"GANTRY_COMMAND": "histroy"}, `command (from GANTRY_COMMAND): unknown command "histroy"; did you mean history?`},
 		{[]string{"--path", dir}, nil, "a command comes first"},
 		{[]string{"build", dir, "--path", dir}, nil, "path given twice"},
 		{[]string{"build", dir, "other"}, nil, "build takes one path, got 2 arguments"},
