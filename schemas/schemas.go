@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -202,10 +203,26 @@ func (v *Validator) Validate(ctx context.Context, u *unstructured.Unstructured) 
 				return err
 			}
 			// The kind's handwritten rules, once the object reads as its
-			// type, as the API server runs them after decoding it.
-			if len(msgs) == 0 {
-				errs, _ := native.Validate(v.inNamespace(u))
-				msgs = messages(errs)
+			// type, as the API server runs them after decoding it. Where
+			// fields do not read as their type, the rules run on the
+			// object without them, so that every mistake is named in one
+			// run, not one a run (the API server stops at the first).
+			rules := u
+			if len(msgs) > 0 {
+				rules = nil
+				if rest, ok := withoutFields(u, msgs); ok {
+					if more, err := b.check(gvk, withoutNulls(withoutSecretValues(rest)), false); err == nil && len(more) == 0 {
+						rules = rest
+					}
+				}
+			}
+			if rules != nil {
+				errs, _ := native.Validate(v.inNamespace(rules))
+				for _, p := range messages(errs) {
+					if !underAny(u.Object, p.Field, msgs) {
+						msgs = append(msgs, p)
+					}
+				}
 			}
 		}
 	} else {
@@ -230,6 +247,191 @@ func (v *Validator) Validate(ctx context.Context, u *unstructured.Unstructured) 
 		return nil
 	}
 	return &InvalidError{Kind: gvk.Kind, Name: u.GetName(), Problems: msgs}
+}
+
+// withoutFields is u without the field of each problem, when every
+// problem names one that u holds (ok); the paths are structured-merge-
+// diff's (.spec.replicas, containers[name="web"], ports[0]).
+func withoutFields(u *unstructured.Unstructured, problems []Problem) (*unstructured.Unstructured, bool) {
+	c := u.DeepCopy()
+	for _, p := range problems {
+		if p.Field == "" || !removeField(c.Object, p.Field) {
+			return nil, false
+		}
+	}
+	return c, true
+}
+
+// removeField removes the field at path from obj, reporting whether it
+// was there.
+func removeField(obj map[string]any, path string) bool {
+	steps := splitPath(strings.TrimPrefix(path, "."))
+	if len(steps) == 0 {
+		return false
+	}
+	var parent any = obj
+	for i, st := range steps {
+		last := i == len(steps)-1
+		switch t := parent.(type) {
+		case map[string]any:
+			if st.bracket {
+				return false
+			}
+			next, ok := t[st.key]
+			if !ok {
+				return false
+			}
+			if last {
+				delete(t, st.key)
+				return true
+			}
+			parent = next
+		case []any:
+			if !st.bracket {
+				return false
+			}
+			at := st.element(t)
+			if at < 0 {
+				return false
+			}
+			if last {
+				return false // an element, not a field: nothing to take out
+			}
+			parent = t[at]
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// pathStep is one step of a field path: a key, or a bracket (an index,
+// key=value selectors, or =value for a set).
+type pathStep struct {
+	key     string
+	bracket bool
+}
+
+// element is the index in list of the element a bracket step names, or -1.
+func (s pathStep) element(list []any) int {
+	if n, err := strconv.Atoi(s.key); err == nil {
+		if n >= 0 && n < len(list) {
+			return n
+		}
+		return -1
+	}
+	// A key the element leaves out (a defaulted protocol) does not rule
+	// it out; one it holds must match, and one must.
+	found := -1
+	for i, e := range list {
+		match, matched := true, 0
+		for _, sel := range strings.Split(s.key, ",") {
+			k, want, ok := strings.Cut(sel, "=")
+			if !ok {
+				return -1
+			}
+			want = strings.Trim(want, `"`)
+			var got any = e
+			if k != "" {
+				m, isMap := e.(map[string]any)
+				if !isMap {
+					match = false
+					break
+				}
+				v, has := m[k]
+				if !has {
+					continue
+				}
+				got = v
+			}
+			if fmt.Sprint(got) != want {
+				match = false
+				break
+			}
+			matched++
+		}
+		if match && matched > 0 {
+			if found >= 0 {
+				return -1
+			}
+			found = i
+		}
+	}
+	return found
+}
+
+func splitPath(path string) []pathStep {
+	var steps []pathStep
+	for path != "" {
+		switch path[0] {
+		case '.':
+			path = path[1:]
+		case '[':
+			end := strings.IndexByte(path, ']')
+			if end < 0 {
+				return nil
+			}
+			steps = append(steps, pathStep{key: path[1:end], bracket: true})
+			path = path[end+1:]
+		default:
+			end := strings.IndexAny(path, ".[")
+			if end < 0 {
+				end = len(path)
+			}
+			steps = append(steps, pathStep{key: path[:end]})
+			path = path[end:]
+		}
+	}
+	return steps
+}
+
+// underAny says whether field is the field of one of problems, or inside
+// it: a problem the rules find again there is the same mistake. The
+// problems' paths may select list elements by their keys; obj resolves
+// them to the indexes the rules write.
+func underAny(obj map[string]any, field string, problems []Problem) bool {
+	field = strings.TrimPrefix(field, ".")
+	for _, p := range problems {
+		f := indexPath(obj, strings.TrimPrefix(p.Field, "."))
+		if f != "" && (field == f || strings.HasPrefix(field, f+".") || strings.HasPrefix(field, f+"[")) {
+			return true
+		}
+	}
+	return false
+}
+
+// indexPath is path with each list element named by its index in obj, as
+// the API server's validation names it (containers[0]); path as it is
+// where obj does not hold it.
+func indexPath(obj map[string]any, path string) string {
+	var b strings.Builder
+	var at any = obj
+	for _, st := range splitPath(path) {
+		switch t := at.(type) {
+		case map[string]any:
+			if st.bracket {
+				return path
+			}
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(st.key)
+			at = t[st.key]
+		case []any:
+			i := -1
+			if st.bracket {
+				i = st.element(t)
+			}
+			if i < 0 {
+				return path
+			}
+			fmt.Fprintf(&b, "[%d]", i)
+			at = t[i]
+		default:
+			return path
+		}
+	}
+	return b.String()
 }
 
 func messages(errs field.ErrorList) []Problem {
