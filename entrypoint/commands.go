@@ -100,7 +100,8 @@ artifact whose objects did not fit is pulled and verified again.`,
 		Short: "List the revisions an inventory keeps",
 		Long: `List the revisions of an inventory, newest first: number, time, source and
 git revision, content digest, outcome and who ran it. Secret values are
-never shown: a revision's objects stay in the cluster, in a Secret.`,
+never shown: a revision's objects stay in the cluster, in a Secret. Exit 1
+when the inventory does not exist.`,
 		Example: `  # What rollback can go back to
   gantry history --inventory shop
 

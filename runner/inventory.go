@@ -45,6 +45,10 @@ func (s *Session) Revisions(ctx context.Context, cfg *config.Config, warnings io
 	if err != nil {
 		return []*inventory.Revision{}, err
 	}
+	if !inv.Exists() {
+		return []*inventory.Revision{}, fmt.Errorf("inventory %s/%s not found: no apply has recorded it in namespace %s (gantry inventory --inventory-namespace %s lists those there)",
+			cfg.InventoryNamespace, cfg.Inventory, cfg.InventoryNamespace, cfg.InventoryNamespace)
+	}
 	// The inventory records which revisions exist; a Secret that only
 	// looks like one is named, never listed.
 	if strays, err := store.Strays(ctx, inv); err == nil && len(strays) > 0 {
