@@ -389,7 +389,7 @@ func (in *inputs) source(c *Config) {
 // cluster: where the unit goes and under which names it is kept there.
 func (in *inputs) cluster(c *Config) {
 	if c.Inventory == "" && slices.Contains([]string{"apply", "delete", "release", "rollback", "history", "drift"}, c.Command) {
-		in.bad("inventory", "required for %s", c.Command)
+		in.bad("inventory", "required for %s: give --inventory NAME (GANTRY_INVENTORY, or the Action's inventory input), the name of the record in the cluster of what this configuration applied, the same on every run of it", c.Command)
 	}
 	if c.Inventory != "" {
 		for _, msg := range validation.IsDNS1123Label(c.Inventory) {

@@ -106,7 +106,7 @@ func TestInventoryRequiredForApplyAndDelete(t *testing.T) {
 	t.Parallel()
 	for _, cmd := range []string{"apply", "delete"} {
 		_, err := Load([]string{cmd}, map[string]string{"GANTRY_PATH": t.TempDir()}, io.Discard)
-		if err == nil || !strings.Contains(err.Error(), "inventory (from default): required for "+cmd) {
+		if err == nil || !strings.Contains(err.Error(), "inventory (from default): required for "+cmd+": give --inventory NAME (GANTRY_INVENTORY") {
 			t.Errorf("%s: %v", cmd, err)
 		}
 	}
