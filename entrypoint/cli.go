@@ -152,8 +152,9 @@ Every flag is also an environment variable, GANTRY_ and its name in upper
 case with underscores (--inventory-namespace is GANTRY_INVENTORY_NAMESPACE),
 and an input of the GitHub Action. A flag wins over a variable.
 
-Exit codes: 0 success; 1 the deployment failed; 2 invalid input; 3 changes
-pending (diff with --detailed-exitcode).`,
+Exit codes: 0 success; 1 the deployment failed (or the cluster did not
+answer); 2 invalid input; 3 changes pending (diff with --detailed-exitcode),
+or drift found (drift).`,
 		Version:           Version,
 		SilenceErrors:     true,
 		SilenceUsage:      true,
