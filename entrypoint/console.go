@@ -229,6 +229,10 @@ func (c *console) summary(res *result.Result) {
 			parts = append(parts, "nothing pushed")
 		}
 	}
+	if len(res.Objects) == 0 && !res.ReachedGoal() {
+		// Nothing ran as far as any object: a row of zeros says nothing.
+		actions = nil
+	}
 	for _, a := range actions {
 		parts = append(parts, fmt.Sprintf("%d %s", counts[a], a))
 	}
@@ -246,7 +250,10 @@ func (c *console) summary(res *result.Result) {
 	} else if res.Failed() {
 		reason = c.paint("31", reason)
 	}
-	c.printf("gantry %s: %s: %s%s\n", res.Command, reason, strings.Join(parts, ", "), where)
+	if len(parts) > 0 {
+		reason += ": " + strings.Join(parts, ", ")
+	}
+	c.printf("gantry %s: %s%s\n", res.Command, reason, where)
 	if res.Message != "" && !res.Succeeded() {
 		c.printf("%s\n", config.Indent(res.Message))
 	}

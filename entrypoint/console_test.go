@@ -49,3 +49,16 @@ func TestConsoleGolden(t *testing.T) {
 		}
 	}
 }
+
+// A run that failed before any object was considered prints its reason
+// and message, not a row of zero counters.
+func TestConsoleSummaryWithoutObjects(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	c := newConsole(&b, reporters.NewRedactor(), plainCLI)
+	c.summary(&result.Result{Command: "apply", Reason: result.ReasonBuildFailed, Message: "kustomization.yaml: no such file",
+		Inventory: &result.Inventory{Name: "shop", Namespace: "deploy"}, Objects: []result.Object{}})
+	if want := "gantry apply: BuildFailed (inventory deploy/shop)\n  - kustomization.yaml: no such file\n"; b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
+	}
+}
