@@ -26,6 +26,7 @@ func runFileOf(inv *config.Given) string {
 func runFile(ctx context.Context, inv *config.Given, file string, p platform, stdout, stderr io.Writer) int {
 	env := inv.Env
 	units, unitsErr := config.LoadUnits(*inv, file, false)
+	all := units // a selection's dependencies too
 	dependedOn := map[string]bool{}
 	if unitsErr == nil && len(units[0].Config.Units) > 0 {
 		units, dependedOn, unitsErr = config.SelectUnits(units, units[0].Config.Units)
@@ -47,6 +48,7 @@ func runFile(ctx context.Context, inv *config.Given, file string, p platform, st
 	}
 	s := newSession(env, p, secrets, stderr)
 	defer s.run.Close()
+	s.run.RunFile = all
 	if runCfg != nil && runCfg.Trace {
 		defer s.startTrace()()
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 
 	"github.com/gantry-dev/gantry/artifact"
@@ -54,6 +55,15 @@ type Session struct {
 
 	// Trace, when not nil, records every request sent to a cluster.
 	Trace *kube.Trace
+
+	// RunFile is every unit of the run file, those a selection of units
+	// leaves out too: offline, a unit sees the CRDs of the units it
+	// depends on. Units sets it to the units it runs when it is nil.
+	RunFile []*config.Unit
+	// unitCRDs are the CRDs each unit's configuration builds, built once
+	// for the run.
+	unitCRDsMu sync.Mutex
+	unitCRDs   map[string]*builtCRDs
 
 	// clusters are what units on one cluster, as one identity, share:
 	// its discovery, version, schemas and bounds on requests in flight.
@@ -233,7 +243,7 @@ func (s *Session) Unit(ctx context.Context, u *config.Unit, out Output, depended
 	connect := s.Connect(u.Config, out)
 	switch u.Config.Command {
 	case "validate":
-		offline, err := offlineOptions(ctx, u.Config, opts)
+		offline, err := s.offlineOptions(ctx, u, opts)
 		if err != nil {
 			return &result.Result{Schema: result.SchemaVersion, Command: "validate", Version: s.Version,
 				Reason: result.ReasonInvalidInput, Message: err.Error(), Stages: []result.Stage{}, Objects: []result.Object{}}
@@ -242,7 +252,7 @@ func (s *Session) Unit(ctx context.Context, u *config.Unit, out Output, depended
 		return pipeline.Validate(ctx, opts, connect, out)
 	case "diff":
 		if u.Config.Offline {
-			return s.offlineDiff(ctx, u.Config, opts, out)
+			return s.offlineDiff(ctx, u, opts, out)
 		}
 		if u.Config.Inventory == "" {
 			opts.Prune = false
@@ -258,12 +268,13 @@ func (s *Session) Unit(ctx context.Context, u *config.Unit, out Output, depended
 
 // offlineDiff compares the unit's configuration with itself at the base
 // revision, with no cluster (diff --offline --base).
-func (s *Session) offlineDiff(ctx context.Context, cfg *config.Config, opts pipeline.Options, out Output) *result.Result {
+func (s *Session) offlineDiff(ctx context.Context, u *config.Unit, opts pipeline.Options, out Output) *result.Result {
+	cfg := u.Config
 	fail := func(err error) *result.Result {
 		return &result.Result{Schema: result.SchemaVersion, Command: "diff", Version: s.Version, Base: cfg.Base,
 			Reason: result.ReasonBuildFailed, Message: err.Error(), Stages: []result.Stage{}, Objects: []result.Object{}}
 	}
-	offline, err := offlineOptions(ctx, cfg, opts)
+	offline, err := s.offlineOptions(ctx, u, opts)
 	if err != nil {
 		return fail(err)
 	}
@@ -282,13 +293,18 @@ func (s *Session) offlineDiff(ctx context.Context, cfg *config.Config, opts pipe
 }
 
 // offlineOptions are validate's, with the CRDs of the crds folders and
-// artifacts built as the set is built; nil for a validate against the
-// cluster.
-func offlineOptions(ctx context.Context, cfg *config.Config, opts pipeline.Options) (*pipeline.OfflineOptions, error) {
+// artifacts built as the set is built, and those the units u depends on
+// build (CRDs in one unit, their custom resources in the next); nil for a
+// validate against the cluster.
+func (s *Session) offlineOptions(ctx context.Context, u *config.Unit, opts pipeline.Options) (*pipeline.OfflineOptions, error) {
+	cfg := u.Config
 	if !cfg.Offline {
 		return nil, nil
 	}
 	o := &pipeline.OfflineOptions{Release: cfg.Release, AllowUnknownGroups: cfg.AllowUnknownKinds}
+	for _, d := range s.dependencies(u) {
+		o.CRDs = append(o.CRDs, s.builtCRDs(d)...)
+	}
 	for _, source := range cfg.CRDs {
 		dir := source
 		if strings.HasPrefix(source, "oci://") {
@@ -319,4 +335,76 @@ func offlineOptions(ctx context.Context, cfg *config.Config, opts pipeline.Optio
 		}
 	}
 	return o, nil
+}
+
+// builtCRDs are what one unit's configuration builds once for the run.
+type builtCRDs struct {
+	once sync.Once
+	crds []*unstructured.Unstructured
+}
+
+// dependencies are the units u depends on, directly or through others,
+// in the run file's order: in the whole run file, whether or not a
+// selection of units runs them.
+func (s *Session) dependencies(u *config.Unit) []*config.Unit {
+	byName := map[string]*config.Unit{}
+	for _, d := range s.RunFile {
+		byName[d.Name] = d
+	}
+	deps := u.DependsOn
+	if full, ok := byName[u.Name]; ok {
+		deps = full.DependsOn // a selection keeps only the selected
+	}
+	seen := map[string]bool{u.Name: true}
+	var visit func(names []string)
+	visit = func(names []string) {
+		for _, n := range names {
+			if d, ok := byName[n]; ok && !seen[n] {
+				seen[n] = true
+				visit(d.DependsOn)
+			}
+		}
+	}
+	visit(deps)
+	var out []*config.Unit
+	for _, d := range s.RunFile {
+		if seen[d.Name] && d.Name != u.Name {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// builtCRDs are the CRDs u's configuration builds, as its crds input's
+// are built (SOPS-encrypted files kept as they are): none when it builds
+// an artifact or fails to build, which its own result reports.
+func (s *Session) builtCRDs(u *config.Unit) []*unstructured.Unstructured {
+	s.unitCRDsMu.Lock()
+	if s.unitCRDs == nil {
+		s.unitCRDs = map[string]*builtCRDs{}
+	}
+	b, ok := s.unitCRDs[u.Name]
+	if !ok {
+		b = &builtCRDs{}
+		s.unitCRDs[u.Name] = b
+	}
+	s.unitCRDsMu.Unlock()
+	b.once.Do(func() {
+		opts := s.Options(u.Config).Build
+		if opts.Path == "" {
+			return
+		}
+		opts.SOPSIdentities, opts.KeepSOPSEncrypted, opts.NoOrigins = nil, true, true
+		opts.Decrypted, opts.SecretValues, opts.Skipped = nil, nil, nil
+		objects, err := pipeline.Build(opts)
+		if err != nil {
+			return
+		}
+		for _, obj := range objects {
+			if obj.GetKind() == "CustomResourceDefinition" && strings.HasPrefix(obj.GetAPIVersion(), "apiextensions.k8s.io/") {
+				b.crds = append(b.crds, obj.Unstructured)
+			}
+		}
+	})
+	return b.crds
 }

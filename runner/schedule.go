@@ -31,6 +31,9 @@ type Run struct {
 func (s *Session) Units(ctx context.Context, units []*config.Unit, concurrency int, reverse bool,
 	run func(ctx context.Context, u *config.Unit, dependedOn bool) *result.Result) []Run {
 	version := s.Version
+	if s.RunFile == nil {
+		s.RunFile = units
+	}
 	n := len(units)
 	runs := make([]Run, n)
 	index := make(map[string]int, n)
