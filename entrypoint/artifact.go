@@ -115,7 +115,7 @@ func (s *session) diffArtifact(ctx context.Context, cfg *config.Config, client *
 	if err := writeArtifactDiff(stdout, cfg, objects, counts, useColor(cfg.Color, stdout, s.env)); err != nil {
 		console.warn("printing the diff: " + err.Error())
 	}
-	console.printf("gantry diff-artifact: %d of %d objects differ between %s and %s\n", changed, len(sorted), cfg.Artifact, cfg.CompareTo)
+	console.printf("gantry diff-artifact: %d of %d %s between %s and %s\n", changed, len(sorted), plural(len(sorted), "object differs", "objects differ"), cfg.Artifact, cfg.CompareTo)
 	if changed > 0 && cfg.DetailedExitcode {
 		return ExitChanges
 	}

@@ -317,7 +317,7 @@ func (s *session) runInventory(ctx context.Context, cfg *config.Config, stdout, 
 	invs, err := s.run.Inventories(ctx, cfg, s.console)
 	for _, inv := range invs {
 		if cfg.Inventory == "" {
-			fmt.Fprintf(stdout, "%s/%s\t%d objects\trevision %s\tapplied %s\n", inv.Namespace, inv.Name, len(inv.Entries), orNone(inv.Revision), inv.LastApplied.Format("2006-01-02T15:04:05Z07:00"))
+			fmt.Fprintf(stdout, "%s/%s\t%d %s\trevision %s\tapplied %s\n", inv.Namespace, inv.Name, len(inv.Entries), plural(len(inv.Entries), "object", "objects"), orNone(inv.Revision), inv.LastApplied.Format("2006-01-02T15:04:05Z07:00"))
 			continue
 		}
 		fmt.Fprintf(stdout, "inventory %s/%s: revision %s, source %s, applied %s by gantry %s\n", inv.Namespace, inv.Name, orNone(inv.Revision), inv.Source, inv.LastApplied.Format("2006-01-02T15:04:05Z07:00"), inv.GantryVersion)
@@ -454,4 +454,12 @@ func printable(v string) string {
 	}
 	q := strconv.Quote(v)
 	return q[1 : len(q)-1]
+}
+
+// plural is one when n is 1, else many.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -132,7 +132,7 @@ func (r *run) validationFailures(stage string) error {
 			r.record(o, false)
 		}
 	}
-	return fmt.Errorf("%d of %d objects failed validation, nothing was applied: %w", len(errs), len(r.plans), joinErrors(errs))
+	return fmt.Errorf("%d of %s failed validation, nothing was applied: %w", len(errs), nObjects(len(r.plans)), joinErrors(errs))
 }
 
 // lockUnlessNew takes the inventory's lock and loads it, unless the

@@ -73,7 +73,7 @@ func (r *run) diff(ctx context.Context) error {
 		r.record(o, o.Action != result.Unchanged)
 	}
 	if offline > 0 {
-		r.obs.Info(fmt.Sprintf("%d objects need a Namespace or CRD that the set creates: validated offline against their schemas; apply also dry-runs them on the server", offline))
+		r.obs.Info(fmt.Sprintf("%s need a Namespace or CRD that the set creates: validated offline against their schemas; apply also dry-runs them on the server", nObjects(offline)))
 	}
 	if r.opts.Prune {
 		stale := r.staleEntries()
@@ -95,7 +95,7 @@ func (r *run) diff(ctx context.Context) error {
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("%d objects failed validation: %w", len(errs), errors.Join(errs...))
+		return fmt.Errorf("%s failed validation: %w", nObjects(len(errs)), errors.Join(errs...))
 	}
 	return nil
 }

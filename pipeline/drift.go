@@ -79,6 +79,11 @@ func Drift(ctx context.Context, opts Options, connect Connector, obs Observer) *
 	return res
 }
 
+// nObjects is n objects, in words: "1 object", "2 objects".
+func nObjects(n int) string {
+	return fmt.Sprintf("%d %s", n, plural(n, "object", "objects"))
+}
+
 func plural(n int, one, many string) string {
 	if n == 1 {
 		return one

@@ -69,7 +69,7 @@ func DiffOffline(ctx context.Context, opts Options, base BaseSource, obs Observe
 			if baseErr != nil {
 				return fmt.Errorf("the base (%s): %w", base.Revision, baseErr)
 			}
-			r.obs.Info(fmt.Sprintf("%d objects at %s", len(before), base.Revision))
+			r.obs.Info(fmt.Sprintf("%s at %s", nObjects(len(before)), base.Revision))
 			return nil
 		}},
 		{name: "diff", reason: result.ReasonValidationFailed, stopOnError: true, run: func(ctx context.Context) error {

@@ -521,7 +521,7 @@ func (r *run) buildStage() stage {
 				return b.err
 			}
 			r.objects, r.artifactObjects = b.objects, b.packed
-			r.obs.Info(fmt.Sprintf("%d objects from %s", len(b.objects), r.opts.Build.Path))
+			r.obs.Info(fmt.Sprintf("%s from %s", nObjects(len(b.objects)), r.opts.Build.Path))
 			if r.opts.Build.Substitute == nil {
 				if w := unsubstituted(b.objects); w != "" {
 					r.obs.Info("warning: " + w)

@@ -54,7 +54,7 @@ func (r *run) plan(ctx context.Context) error {
 		r.plans = append(r.plans, &plan{obj: o, kind: planUnchanged})
 	}
 	if n := r.planner.fast.Load(); n > 0 && r.res.Command != "drift" {
-		r.obs.Info(fmt.Sprintf("%d of %d objects already hold every value gantry applies: not dry-run (validate: all dry-runs them too)", n, len(r.objects)))
+		r.obs.Info(fmt.Sprintf("%d of %s already hold every value gantry applies: not dry-run (validate: all dry-runs them too)", n, nObjects(len(r.objects))))
 	}
 	if slices.ContainsFunc(r.plans, func(pl *plan) bool { return pl.kind != planUnchanged }) {
 		r.findSources() // something to name that no dry-run started

@@ -424,7 +424,7 @@ func (r *run) deleteStale(ctx context.Context, stale []inventory.Entry, stage st
 func (r *run) prune(ctx context.Context) error {
 	stale := r.staleEntries()
 	if n := len(stale) - len(r.staleListed()); n > 0 {
-		r.obs.Info(fmt.Sprintf("%d objects carry this inventory's labels but were listed nowhere (written by a run after it lost the inventory's Lease, say): pruned as its own", n))
+		r.obs.Info(fmt.Sprintf("%s carry this inventory's labels but were listed nowhere (written by a run after it lost the inventory's Lease, say): pruned as its own", nObjects(n)))
 	}
 	var releaseErr error
 	if r.from != nil {
