@@ -81,3 +81,56 @@ func TestShortDecryptedValuesAreHiddenWhereTheyAre(t *testing.T) {
 		}
 	}
 }
+
+// An offline check that refuses a value SOPS decrypted (a Service whose
+// type, encrypted alone, is "PIN482") says what is wrong and where
+// without the value: in the log, the summary and the JSON report.
+func TestValidationErrorsHideDecryptedValues(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs the sops CLI built by make tools")
+	}
+	sopsBin, err := cluster.Tool("sops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	dir := filepath.Join(ws, "app")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	svc := filepath.Join(dir, "svc.yaml")
+	if err := os.WriteFile(svc, []byte("apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: default}\nspec:\n  type: PIN482\n  ports: [{port: 80}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(sopsBin, "--encrypt", "--age", id.Recipient().String(), "--encrypted-regex", "^(type)$", "--in-place", svc)
+	cmd.Env = []string{"HOME=" + t.TempDir()}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("sops: %v\n%s", err, out)
+	}
+	summary, report := filepath.Join(ws, "summary.md"), filepath.Join(ws, "report.json")
+	var stdout, stderr strings.Builder
+	code := Run(t.Context(), []string{"validate", "--offline", "--path=" + dir, "--sops-age-key=" + id.String(), "--report=" + report},
+		[]string{"HOME=" + t.TempDir(), "GITHUB_ACTIONS=true", "GITHUB_WORKSPACE=" + ws, "GITHUB_STEP_SUMMARY=" + summary}, &stdout, &stderr)
+	if code == ExitOK {
+		t.Fatalf("exit 0:\n%s", stderr.String())
+	}
+	all := stdout.String() + stderr.String()
+	for _, f := range []string{summary, report} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all += string(b)
+	}
+	if strings.Contains(all, "PIN482") {
+		t.Errorf("the decrypted value is shown:\n%s", all)
+	}
+	if !strings.Contains(stderr.String(), "spec.type: Unsupported value") {
+		t.Errorf("the problem is not named:\n%s", stderr.String())
+	}
+}

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -243,3 +244,45 @@ func (r *run) collectMasked() {
 	}
 	r.liveMasked = out
 }
+
+// decryptedValues are the values o holds in the fields SOPS decrypted
+// into (DecryptedFields), longest first.
+func decryptedValues(o *Object) []string {
+	var out []string
+	for _, p := range o.DecryptedFields {
+		if v, ok := atPointer(o.Object, p); ok {
+			if s, ok := v.(string); ok && s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
+}
+
+// hideValues hides each of values in msg: quoted, as the API server and
+// the validators quote what they refuse, and, from three characters on,
+// wherever it stands as a word of its own.
+func hideValues(msg string, values []string) string {
+	for _, v := range values {
+		msg = strings.ReplaceAll(msg, strconv.Quote(v), `"***"`)
+		msg = strings.ReplaceAll(msg, `"`+v+`"`, `"***"`)
+		if len(v) >= 3 {
+			word := regexp.MustCompile(`(^|[^\pL\pN_])` + regexp.QuoteMeta(v) + `($|[^\pL\pN_])`)
+			for word.MatchString(msg) {
+				msg = word.ReplaceAllString(msg, "${1}***${2}")
+			}
+		}
+	}
+	return msg
+}
+
+// hiddenError is an error whose text hides decrypted values; what it
+// wraps still tells its kind (cut short, unanswered, invalid).
+type hiddenError struct {
+	err error
+	msg string
+}
+
+func (e *hiddenError) Error() string { return e.msg }
+func (e *hiddenError) Unwrap() error { return e.err }

@@ -636,12 +636,22 @@ func (r *run) objectError(o *Object, err error) *ObjectError {
 		<-r.origins.done
 	}
 	source := r.sourceOf(o)
+	hidden := decryptedValues(o)
+	if err != nil && len(hidden) > 0 {
+		// The API server and the offline checks quote the value they
+		// refuse: one SOPS decrypted is hidden where it is, whatever
+		// its length, in what the error says.
+		err = &hiddenError{err: err, msg: hideValues(err.Error(), hidden)}
+	}
 	oe := &ObjectError{Ref: ref(o), Source: source, Line: r.lines.lineOf(source, o.GetKind(), o.GetName()), Err: err}
 	if source != "" {
 		oe.Patches = r.patchesOf(o)
 	}
 	if cutShort(err) == "" {
 		oe.Problems = problemsOf(err)
+		for i := range oe.Problems {
+			oe.Problems[i].Message = hideValues(oe.Problems[i].Message, hidden)
+		}
 		if oe.Line > 0 {
 			for i := range oe.Problems {
 				oe.Problems[i].Line = r.lines.fieldLine(source, oe.Line, oe.Problems[i].Field)

@@ -150,6 +150,7 @@ func checkProvenance(objects []*Object, opts BuildOptions, sfs *sopsFS) error {
 		encrypted[f] = true
 	}
 	values := sfs.values
+	identities := sfs.identities
 	sfs.mu.Unlock()
 
 	key := func(o *Object, name string) string {
@@ -181,7 +182,14 @@ func checkProvenance(objects []*Object, opts BuildOptions, sfs *sopsFS) error {
 			continue
 		}
 		if r := ownObject(objects, pairs, t); r != nil {
-			// Its own file's object, renamed by its own values.
+			// Its own file's object, renamed by its own values: only by
+			// those its file encrypted at its identity. A name or
+			// namespace that took another decrypted value (a replacement
+			// of a password into metadata.name) is refused, named by its
+			// kind and file, not by the name that would show the value.
+			if !ownIdentity(r, t, identities[r.Source]) {
+				return &BuildError{File: r.Source, Err: &ProvenanceError{Object: "a " + r.GetKind() + " of " + r.Source, Fields: []string{"its name or namespace"}, Files: files}}
+			}
 			pairs[t] = r
 			renamed[t.GetName()] = r.GetName()
 			continue
@@ -199,6 +207,9 @@ func checkProvenance(objects []*Object, opts BuildOptions, sfs *sopsFS) error {
 		diffLeaves(r.Object, renameLeaves(t.Object, renamed), "", func(path string, realValue any) {
 			s, isString := realValue.(string)
 			switch {
+			case mayHold && path == "/metadata/namespace" && ownValue(r.GetNamespace(), t.GetNamespace(), identities[r.Source]):
+				// Its own encrypted name or namespace: shown as every
+				// object's is.
 			case mayHold && secret && (strings.HasPrefix(path, "/data/") || strings.HasPrefix(path, "/stringData/")):
 			case mayHold && isString && values[s]:
 				if !identityField(path) {
@@ -234,6 +245,30 @@ func ownObject(objects []*Object, pairs map[*Object]*Object, t *Object) *Object 
 		}
 	}
 	return found
+}
+
+// ownIdentity says whether real's name and namespace, where they differ
+// from the tainted build's, each hold a value its file decrypted at an
+// object's identity (kustomize may have added a prefix or suffix).
+func ownIdentity(real, tainted *Object, names map[string]bool) bool {
+	return ownValue(real.GetName(), tainted.GetName(), names) && ownValue(real.GetNamespace(), tainted.GetNamespace(), names)
+}
+
+// ownValue says whether a name (or namespace) of the real build and the
+// tainted one are the same, or one name its file decrypted at an
+// identity and changed the same way by taint, whatever kustomize put
+// around it (a prefix, a suffix). A name that took any other decrypted
+// value (a password replaced into it) differs otherwise.
+func ownValue(real, tainted string, names map[string]bool) bool {
+	if real == tainted {
+		return true
+	}
+	for n := range names {
+		if n != "" && strings.Replace(real, n, taintString(n), 1) == tainted {
+			return true
+		}
+	}
+	return false
 }
 
 func objectRef(o *Object) string {

@@ -122,12 +122,16 @@ var errNoSOPSKey = errors.New("encrypted with SOPS: give sops-age-key to decrypt
 // checkMAC, the file's MAC must match what was decrypted: anything added,
 // removed, reordered or changed since SOPS wrote it is refused.
 func sopsDecrypt(data []byte, in, out formats.Format, ids []age.Identity, checkMAC bool, reveal func([]string)) (plain []byte, err error) {
-	return sopsDecryptWith(data, in, out, ids, checkMAC, reveal, nil)
+	return sopsDecryptWith(data, in, out, ids, checkMAC, reveal, nil, nil)
 }
 
 // sopsDecryptWith is sopsDecrypt; taint, when set, changes the values
 // decrypted (by their paths) before they are emitted.
-func sopsDecryptWith(data []byte, in, out formats.Format, ids []age.Identity, checkMAC bool, reveal func([]string), taint func(sops.TreeBranches, map[string]bool)) (plain []byte, err error) {
+//
+// identity, when set, is told the values decrypted at an object's
+// identity (identityPaths): the only names and namespaces its objects may
+// take from what was decrypted.
+func sopsDecryptWith(data []byte, in, out formats.Format, ids []age.Identity, checkMAC bool, reveal func([]string), taint func(sops.TreeBranches, map[string]bool), identity func([]string)) (plain []byte, err error) {
 	if len(ids) == 0 {
 		return nil, errNoSOPSKey
 	}
@@ -162,15 +166,25 @@ func sopsDecryptWith(data []byte, in, out formats.Format, ids []age.Identity, ch
 			return nil, errors.New("SOPS integrity check (MAC) failed: the file was changed after it was encrypted (edit it with sops, not by hand)")
 		}
 	}
-	if reveal != nil {
-		identity := identityPaths(tree.Branches)
-		var values []string
+	if reveal != nil || identity != nil {
+		ids := identityPaths(tree.Branches)
+		var values, names []string
 		walkSOPSTree(tree.Branches, func(path string, v any) {
-			if encrypted[path] && !identity[path] {
+			switch {
+			case encrypted[path] && ids[path]:
+				if strings.HasSuffix(path, "\x00metadata\x00name") || strings.HasSuffix(path, "\x00metadata\x00namespace") {
+					names = append(names, fmt.Sprint(v))
+				}
+			case encrypted[path]:
 				values = append(values, fmt.Sprint(v))
 			}
 		})
-		reveal(values)
+		if reveal != nil {
+			reveal(values)
+		}
+		if identity != nil {
+			identity(names)
+		}
 	}
 	if taint != nil {
 		taint(tree.Branches, encrypted)
@@ -262,6 +276,9 @@ type sopsFS struct {
 	encrypted map[string]bool // display names of the encrypted files read
 	decrypted map[string]bool // those of them decrypted
 	values    map[string]bool // the values decrypted
+	// identities are, by display name of the file, the values decrypted
+	// at its objects' identities (apiVersion, kind, name, namespace).
+	identities map[string]map[string]bool
 }
 
 // longEnough tells reveal only the decrypted values of at least
@@ -291,7 +308,7 @@ func longEnough(reveal func([]string)) func([]string) {
 func newSOPSFS(fs filesys.FileSystem, opts BuildOptions, display func(string) string) *sopsFS {
 	return &sopsFS{FileSystem: fs, ids: opts.SOPSIdentities, keep: opts.KeepSOPSEncrypted && len(opts.SOPSIdentities) == 0, packed: opts.Packed,
 		reveal: longEnough(opts.Decrypted), display: display, encrypted: map[string]bool{},
-		decrypted: map[string]bool{}, values: map[string]bool{}, taint: opts.tainted}
+		decrypted: map[string]bool{}, values: map[string]bool{}, identities: map[string]map[string]bool{}, taint: opts.tainted}
 }
 
 func (f *sopsFS) ReadFile(name string) ([]byte, error) {
@@ -351,7 +368,17 @@ func (f *sopsFS) ReadFile(name string) ([]byte, error) {
 	if f.taint {
 		taint = taintSOPSTree
 	}
-	plain, err := sopsDecryptWith(data, format, format, f.ids, true, reveal, taint)
+	identity := func(names []string) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, n := range names {
+			if f.identities[shown] == nil {
+				f.identities[shown] = map[string]bool{}
+			}
+			f.identities[shown][n] = true
+		}
+	}
+	plain, err := sopsDecryptWith(data, format, format, f.ids, true, reveal, taint, identity)
 	if err != nil {
 		err = &BuildError{File: shown, Err: err}
 		f.mu.Lock()
