@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gantry-dev/gantry/artifact"
+	"github.com/gantry-dev/gantry/gitsource"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/schemas/releases"
@@ -785,6 +786,11 @@ func (in *inputs) reporting(c *Config, env map[string]string) {
 		c.Revision = firstNonEmpty(env["GITHUB_SHA"], env["CI_COMMIT_SHA"])
 		if ref := firstNonEmpty(env["GITHUB_REF_NAME"], env["CI_COMMIT_REF_NAME"]); ref != "" && c.Revision != "" {
 			c.Revision = ref + "@sha1:" + c.Revision // Flux's revision form
+		}
+		if c.Revision == "" && c.Artifact == "" && strings.Contains(" diff apply push drift ", " "+c.Command+" ") {
+			// Off CI, the commit checked out where path is; an artifact
+			// names its own revision.
+			c.Revision = gitsource.Head(c.Path)
 		}
 	}
 	switch {

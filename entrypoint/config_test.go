@@ -3,6 +3,7 @@ package entrypoint
 import (
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -285,5 +286,44 @@ func TestConcurrencyAutoOrFixed(t *testing.T) {
 		if c.Concurrency != tc.most || c.ConcurrencyStart != tc.start {
 			t.Errorf("concurrency %q: most %d, start %d; want %d, %d", tc.value, c.Concurrency, c.ConcurrencyStart, tc.most, tc.start)
 		}
+	}
+}
+
+func TestRevisionOffCIIsTheCheckedOutCommit(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git to make the repository with")
+	}
+	repo := t.TempDir()
+	if err := os.WriteFile(filepath.Join(repo, "cm.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "."}, {"commit", "-q", "-m", "first"}} {
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"}, args...)...)
+		cmd.Dir = repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	out, err := exec.Command("git", "-C", repo, "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "main@sha1:" + strings.TrimSpace(string(out))
+	for _, command := range []string{"apply", "diff"} {
+		c, err := Load([]string{command, "--path=" + repo, "--inventory=app"}, map[string]string{}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Revision != want {
+			t.Errorf("%s: revision %q, want %q", command, c.Revision, want)
+		}
+	}
+	c, err := Load([]string{"apply", "--path=" + repo, "--inventory=app", "--revision=given"}, map[string]string{}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Revision != "given" {
+		t.Errorf("revision input: got %q", c.Revision)
 	}
 }
