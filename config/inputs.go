@@ -138,5 +138,5 @@ var Inputs = []Input{
 	{Name: "dotenv", Group: groupReporting, For: "diff apply delete release push validate rollback drift", Description: "Write the scalar outputs as a dotenv file (GANTRY_<OUTPUT>=value) for artifacts:reports:dotenv. Default on GitLab: gantry.env; elsewhere none."},
 	{Name: "tekton-results", Group: groupReporting, For: "diff apply delete release push validate rollback drift", Description: "Directory for Tekton step results. Default: /tekton/results when it exists."},
 	{Name: "source", Group: groupReporting, For: "diff apply push drift", Description: "Where the configuration comes from, recorded in the inventory and in artifacts (org.opencontainers.image.source). Default: the repository URL on GitHub and GitLab, else path."},
-	{Name: "revision", Group: groupReporting, For: "diff apply push drift", Description: "The revision being deployed, recorded in the inventory. Default: GITHUB_SHA or CI_COMMIT_SHA."},
+	{Name: "revision", Group: groupReporting, For: "diff apply push drift", Description: "The revision being deployed, recorded in the inventory. Default: GITHUB_SHA or CI_COMMIT_SHA, else the commit checked out where path is."},
 }
