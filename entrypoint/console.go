@@ -234,7 +234,7 @@ func (c *console) summary(res *result.Result) {
 		actions = nil
 	}
 	for _, a := range actions {
-		parts = append(parts, fmt.Sprintf("%d %s", counts[a], a))
+		parts = append(parts, fmt.Sprintf("%d %s", counts[a], a.Label(res.Command)))
 	}
 	where := ""
 	if res.Inventory != nil && res.Inventory.Name != "" {

@@ -62,3 +62,24 @@ func TestConsoleSummaryWithoutObjects(t *testing.T) {
 		t.Errorf("got %q, want %q", b.String(), want)
 	}
 }
+
+// A diff previews: its counts say what an apply would do.
+func TestConsoleDiffSummarySaysWhatWouldHappen(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	c := newConsole(&b, reporters.NewRedactor(), plainCLI)
+	c.summary(&result.Result{Command: "diff", Reason: result.ReasonProgressing,
+		Inventory: &result.Inventory{Name: "shop", Namespace: "deploy"},
+		Objects:   []result.Object{{Action: result.Created}, {Action: result.Configured}, {Action: result.Deleted}, {Action: result.Unchanged}}})
+	out := b.String()
+	if !strings.Contains(out, "1 to create, 1 to configure, 0 to recreate, 1 unchanged, 1 to delete, 0 skipped, 0 failed") {
+		t.Errorf("diff summary:\n%s", out)
+	}
+	b.Reset()
+	c.summary(&result.Result{Command: "apply", Reason: result.ReasonSucceeded,
+		Inventory: &result.Inventory{Name: "shop", Namespace: "deploy"},
+		Objects:   []result.Object{{Action: result.Created}}})
+	if out := b.String(); !strings.Contains(out, "1 created, 0 configured") {
+		t.Errorf("apply summary:\n%s", out)
+	}
+}

@@ -120,7 +120,7 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 
 	counts := res.Counts()
 	actions := result.ActionsOf(res.Command)
-	b.WriteString("| " + strings.Join(actionNames(actions), " | ") + " |\n|")
+	b.WriteString("| " + strings.Join(result.Labels(res.Command, actions), " | ") + " |\n|")
 	b.WriteString(strings.Repeat("---|", len(actions)) + "\n|")
 	for _, a := range actions {
 		fmt.Fprintf(&b, " %d |", counts[a])
@@ -228,7 +228,7 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 					break
 				}
 				add, del := diffs.Lines(o.Diff)
-				fmt.Fprintf(&b, "| %s | %s | %s | +%d −%d |\n", codeCell(o.Ref()), o.Action, cell(o.Where()), add, del)
+				fmt.Fprintf(&b, "| %s | %s | %s | +%d −%d |\n", codeCell(o.Ref()), o.Action.Label(res.Command), cell(o.Where()), add, del)
 			}
 			b.WriteString("\n")
 		}
@@ -266,7 +266,7 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 				}
 			}
 			add, del := diffs.Lines(o.Diff)
-			fmt.Fprintf(&b, "<details><summary><code>%s</code> %s (+%d −%d)</summary>\n\n%s\n</details>\n\n", htmlEscape(oneLine(o.Ref())), o.Action, add, del, fence("diff", d))
+			fmt.Fprintf(&b, "<details><summary><code>%s</code> %s (+%d −%d)</summary>\n\n%s\n</details>\n\n", htmlEscape(oneLine(o.Ref())), o.Action.Label(res.Command), add, del, fence("diff", d))
 		}
 		if shortened > 0 {
 			omitted = append(omitted, fmt.Sprintf("the tail of %d long %s", shortened, plural(shortened, "diff", "diffs")))
@@ -351,14 +351,6 @@ func Unchanged(existing, body string) bool {
 func lastLine(s string) string {
 	s = strings.TrimRight(s, " \t\r\n")
 	return strings.TrimSpace(s[strings.LastIndexByte(s, '\n')+1:])
-}
-
-func actionNames(actions []result.Action) []string {
-	out := make([]string, len(actions))
-	for i, a := range actions {
-		out[i] = string(a)
-	}
-	return out
 }
 
 func round(d time.Duration) string {

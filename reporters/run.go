@@ -193,7 +193,7 @@ func RunMarkdown(run *result.Run, page Page, detail Detail) string {
 	fmt.Fprintf(&b, "### %s gantry %s: %s\n\n", runIcon(run.Reason), run.Command, text(oneLine(run.Message)))
 
 	actions := result.ActionsOf(run.Command)
-	b.WriteString("| unit | cluster | outcome | " + strings.Join(actionNames(actions), " | ") + " | time |\n|---|---|---|")
+	b.WriteString("| unit | cluster | outcome | " + strings.Join(result.Labels(run.Command, actions), " | ") + " | time |\n|---|---|---|")
 	b.WriteString(strings.Repeat("---|", len(actions)+1) + "\n")
 	for _, u := range run.Units {
 		counts := u.Counts()
