@@ -165,7 +165,7 @@ func Build(opts BuildOptions) ([]*Object, error) {
 
 // build is Build; afterKustomize says an error was found in what kustomize
 // built, where the objects' files name it.
-func build(opts BuildOptions) (_ []*Object, afterKustomize bool, _ error) {
+func build(opts BuildOptions) (_ []*Object, afterKustomize bool, retErr error) {
 	if opts.WorkDir == "" {
 		wd, err := os.Getwd()
 		if err != nil {
@@ -206,6 +206,16 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, _ error) {
 	}
 	bounded := &boundedFS{FileSystem: filesys.MakeFsOnDisk(), maxBytes: maxBytes, roots: []string{workspaceRoot(abs, opts.WorkDir)}}
 	sfs := newSOPSFS(bounded, opts, func(p string) string { return displayPath(p, nil, opts.WorkDir) })
+	defer func() {
+		// kustomize may panic on what a pull request wrote (two objects
+		// of one id): a refusal, not a crash.
+		if r := recover(); r != nil {
+			retErr = &BuildError{File: opts.Path, Err: fmt.Errorf("kustomize build failed: %v", r)}
+		}
+		// kustomize, and the checks after it, quote values and names
+		// in what they refuse: what SOPS decrypted is hidden there.
+		retErr = sfs.hideIn(retErr)
+	}()
 	var built []sourced
 	switch {
 	case opts.TargetNamespace != "" || len(opts.Patches) > 0:

@@ -420,6 +420,14 @@ func (r *run) addLines() {
 				}
 				if obj := byID[o.ID]; obj != nil {
 					o.Patches = r.patchesOf(obj)
+					// A field a patch set is at fault in the patch.
+					for j := range o.Problems {
+						if p := &o.Problems[j]; p.Source == "" {
+							if file, line := r.lines.patchedField(obj, o.Patches, p.Field); line > 0 {
+								p.Source, p.Line = file, line
+							}
+						}
+					}
 				}
 			}
 		}

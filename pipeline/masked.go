@@ -286,3 +286,18 @@ type hiddenError struct {
 
 func (e *hiddenError) Error() string { return e.msg }
 func (e *hiddenError) Unwrap() error { return e.err }
+
+// isSecretData says whether field (as a check writes it) is in a
+// Secret's data or stringData.
+func isSecretData(o *Object, field string) bool {
+	if o.GetAPIVersion() != "v1" || o.GetKind() != "Secret" {
+		return false
+	}
+	field = strings.TrimPrefix(field, ".")
+	for _, f := range []string{"data", "stringData"} {
+		if field == f || strings.HasPrefix(field, f+"[") || strings.HasPrefix(field, f+".") {
+			return true
+		}
+	}
+	return false
+}

@@ -649,12 +649,27 @@ func (r *run) objectError(o *Object, err error) *ObjectError {
 	}
 	if cutShort(err) == "" {
 		oe.Problems = problemsOf(err)
+		secretData := false
 		for i := range oe.Problems {
-			oe.Problems[i].Message = hideValues(oe.Problems[i].Message, hidden)
+			p := &oe.Problems[i]
+			p.Message = hideValues(p.Message, hidden)
+			if isSecretData(o, p.Field) {
+				// What a check says of a Secret's value is a piece of
+				// it (the character a JSON parser stopped at): only
+				// that the field is invalid is said.
+				p.Message, secretData = "invalid value (what is wrong with a Secret's data is not shown: it would show a piece of it)", true
+			}
+		}
+		if secretData {
+			oe.Err = &hiddenError{err: err, msg: ref(o) + ": invalid Secret data, not shown"}
 		}
 		if oe.Line > 0 {
 			for i := range oe.Problems {
-				oe.Problems[i].Line = r.lines.fieldLine(source, oe.Line, oe.Problems[i].Field)
+				p := &oe.Problems[i]
+				p.Line = r.lines.fieldLine(source, oe.Line, p.Field)
+				if file, line := r.lines.patchedField(o, oe.Patches, p.Field); line > 0 {
+					p.Source, p.Line = file, line
+				}
 			}
 			// In the order of the file.
 			slices.SortStableFunc(oe.Problems, func(a, b result.Problem) int { return cmp.Compare(a.Line, b.Line) })

@@ -1055,7 +1055,11 @@ func (e *ObjectError) Error() string {
 	if len(e.Problems) == 1 && e.Problems[0].Line > 0 {
 		line = e.Problems[0].Line
 	}
-	if e.Source != "" {
+	switch {
+	case len(e.Problems) == 1 && e.Problems[0].Source != "" && e.Problems[0].Line > 0:
+		// A patch set the field at fault: there, not in the base.
+		fmt.Fprintf(&b, " (%s:%d)", e.Problems[0].Source, e.Problems[0].Line)
+	case e.Source != "":
 		where := e.Source
 		if line > 0 {
 			where = fmt.Sprintf("%s:%d", e.Source, line)

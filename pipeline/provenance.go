@@ -142,7 +142,9 @@ func checkProvenance(objects []*Object, opts BuildOptions, sfs *sopsFS) error {
 	files := sfs.encryptedFiles()
 	tainted, _, err := build(alt)
 	if err != nil {
-		return &BuildError{File: opts.Path, Err: fmt.Errorf("the build depends on what SOPS decrypted (%s) beyond the objects it defines: built with other values there, it fails (%v); a decrypted value may go only into the objects its encrypted file defines", strings.Join(files, ", "), err)}
+		// What the build with other values says is not repeated: it
+		// quotes those values, which undo to the decrypted ones.
+		return &BuildError{File: opts.Path, Err: fmt.Errorf("the build depends on what SOPS decrypted (%s) beyond the objects it defines: built with other values there, it fails; a decrypted value may go only into the objects its encrypted file defines", strings.Join(files, ", "))}
 	}
 	sfs.mu.Lock()
 	encrypted := map[string]bool{}
@@ -194,7 +196,9 @@ func checkProvenance(objects []*Object, opts BuildOptions, sfs *sopsFS) error {
 			renamed[t.GetName()] = r.GetName()
 			continue
 		}
-		return &BuildError{File: t.Source, Err: &ProvenanceError{Object: fmt.Sprintf("%s %s", t.GetKind(), t.GetName()), Fields: []string{"its name"}, Files: files}}
+		// Named by its file only: its kind and name in the build with
+		// other values undo to a decrypted value.
+		return &BuildError{File: t.Source, Err: &ProvenanceError{Object: "an object of " + t.Source, Fields: []string{"its kind, name or namespace"}, Files: files}}
 	}
 	for t, r := range pairs {
 		// What an encrypted file defines, or a generator made, may hold a

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -279,6 +280,30 @@ type sopsFS struct {
 	// identities are, by display name of the file, the values decrypted
 	// at its objects' identities (apiVersion, kind, name, namespace).
 	identities map[string]map[string]bool
+}
+
+// hideIn is err with the values this build decrypted hidden in what it
+// says (hideValues), whatever their length; err itself when nothing was
+// decrypted. A BuildError keeps its file.
+func (f *sopsFS) hideIn(err error) error {
+	if err == nil {
+		return nil
+	}
+	f.mu.Lock()
+	values := make([]string, 0, len(f.values))
+	for v := range f.values {
+		values = append(values, v)
+	}
+	f.mu.Unlock()
+	if len(values) == 0 {
+		return err
+	}
+	slices.SortStableFunc(values, func(a, b string) int { return len(b) - len(a) })
+	var be *BuildError
+	if errors.As(err, &be) && be.Err != nil && err == error(be) {
+		return &BuildError{File: be.File, Err: &hiddenError{err: be.Err, msg: hideValues(be.Err.Error(), values)}}
+	}
+	return &hiddenError{err: err, msg: hideValues(err.Error(), values)}
 }
 
 // longEnough tells reveal only the decrypted values of at least

@@ -212,22 +212,29 @@ func (a *GitHubAnnotations) Report(_ context.Context, res *result.Result) error 
 			if o.Health != nil && o.Health.Message != "" {
 				msg = o.Health.Status + ": " + o.Health.Message
 			}
-			line := o.Line
+			line, source := o.Line, o.Source
 			if len(o.Problems) > 0 && o.Action == result.Failed {
 				// One annotation per object, at its first field at
-				// fault, listing every problem with its line.
+				// fault (in the patch that set it, if one did),
+				// listing every problem with its line.
 				lines := make([]string, len(o.Problems))
 				for i, p := range o.Problems {
 					lines[i] = p.At("")
+					if p.Source != "" {
+						lines[i] = p.At(a.relative(p.Source))
+					}
 				}
 				msg = strings.Join(lines, "\n")
 				if o.Problems[0].Line > 0 {
 					line = o.Problems[0].Line
+					if o.Problems[0].Source != "" {
+						source = o.Problems[0].Source
+					}
 				}
 			}
 			fields := map[string]string{"title": noLogCommands(o.Ref() + " " + string(o.Action))}
-			if o.Source != "" {
-				fields["file"] = a.relative(o.Source)
+			if source != "" {
+				fields["file"] = a.relative(source)
 				if line > 0 {
 					fields["line"] = strconv.Itoa(line)
 				}

@@ -94,11 +94,14 @@ func SARIF(suites []Suite, version, base string, redact *Redactor) ([]byte, erro
 				continue
 			}
 			for _, p := range o.Problems {
-				line := p.Line
+				line, source := p.Line, o.Source
+				if p.Source != "" {
+					source = p.Source // the patch that set the field
+				}
 				if line == 0 {
 					line = o.Line
 				}
-				add(0, prefix+o.Ref()+": "+p.String(), o.Source, line)
+				add(0, prefix+o.Ref()+": "+p.String(), source, line)
 			}
 		}
 		if res.Failed() && failed == 0 {

@@ -170,14 +170,21 @@ type Problem struct {
 	Field string `json:"field,omitempty"`
 	// Message says what is wrong, worded as the API server words it.
 	Message string `json:"message"`
-	// Line is the field's line in the object's Source, when known.
+	// Line is the field's line in the object's Source, or in Source
+	// below when a patch set the field, when known.
 	Line int `json:"line,omitempty"`
+	// Source is the file Line is in when it is not the object's: the
+	// patch that set the field.
+	Source string `json:"source,omitempty"`
 }
 
 // At is the problem as one line that names where it is: source:line, or
 // "line N" when source is empty, before its field and what is wrong; the
 // line alone when it is not known.
 func (p Problem) At(source string) string {
+	if p.Source != "" {
+		source = p.Source
+	}
 	switch {
 	case p.Line == 0:
 		return p.String()
