@@ -120,6 +120,9 @@ func runOne(ctx context.Context, inv *config.Given, p platform, stdout, stderr i
 		}
 		return ExitInvalid
 	}
+	if w := pullRequestWriteWarning(cfg.Command, env, p); w != "" {
+		console.warn(w)
+	}
 	if cfg.Artifact != "" {
 		switch cfg.Command {
 		case "pull", "tag", "list", "inspect", "diff-artifact":

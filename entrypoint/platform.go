@@ -196,3 +196,20 @@ func want(setting string, auto bool) bool {
 func githubAction(w io.Writer, env map[string]string) *githubactions.Action {
 	return githubactions.New(githubactions.WithWriter(w), githubactions.WithGetenv(func(k string) string { return env[k] }))
 }
+
+// pullRequestWriteWarning is the warning for an apply or delete that a
+// GitHub pull request event runs: the Action's default command is apply,
+// so a workflow on pull_request deploys a change before its review. It
+// warns rather than refuses, since some do mean to (a preview
+// environment per pull request). "" when there is nothing to warn of.
+func pullRequestWriteWarning(command string, env map[string]string, p platform) string {
+	event := env["GITHUB_EVENT_NAME"]
+	if p != githubActions || event != "pull_request" && event != "pull_request_target" {
+		return ""
+	}
+	if command != "apply" && command != "delete" {
+		return ""
+	}
+	return fmt.Sprintf("%s runs on a %s event: it changes the cluster with the pull request's configuration, before it is reviewed and merged. "+
+		"To preview the change on pull requests instead, set command: diff (the Action's default command is apply), and apply on push to the branch you deploy from.", command, event)
+}

@@ -68,6 +68,9 @@ func runFile(ctx context.Context, inv *config.Given, file string, p platform, st
 		}
 		return ExitInvalid
 	}
+	if w := pullRequestWriteWarning(run.Command, env, p); w != "" {
+		s.console.warn(w)
+	}
 	for _, o := range config.Overrides(*inv) {
 		s.console.printf("gantry: %s applies to every unit of %s\n", o, file)
 	}
