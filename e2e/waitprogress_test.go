@@ -110,7 +110,7 @@ spec:
 	var progress []timedLine
 	failedAt := time.Time{}
 	for _, l := range stderr.lines {
-		if strings.HasPrefix(l.text, "  still waiting for 1 of 1 objects after ") {
+		if strings.HasPrefix(l.text, "  still waiting for 1 of 1 object after ") {
 			progress = append(progress, l)
 		}
 		if strings.Contains(l.text, "wait failed after") {

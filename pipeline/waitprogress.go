@@ -170,10 +170,10 @@ func waitFailure(objects []notReadyObject, total int, timeout time.Duration) str
 	if timeout > 0 {
 		what = fmt.Sprintf("not ready within the timeout (%s)", timeout)
 	}
-	fmt.Fprintf(&b, "%d of %d objects %s:", len(objects), total, what)
+	fmt.Fprintf(&b, "%d of %s %s:", len(objects), plural(total, "1 object", fmt.Sprintf("%d objects", total)), what)
 	for i, o := range objects {
 		if i == maxFailureObjects {
-			fmt.Fprintf(&b, "\nand %d more objects not ready: the report's objects say why", len(objects)-i)
+			fmt.Fprintf(&b, "\nand %d more %s not ready: the report's objects say why", len(objects)-i, plural(len(objects)-i, "object", "objects"))
 			break
 		}
 		fmt.Fprintf(&b, "\n%s is %s", o.ref, o.status)
@@ -198,7 +198,7 @@ type waitingObject struct {
 // not said).
 func progressLine(waiting []waitingObject, total int, elapsed, left time.Duration) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "still waiting for %d of %d objects after %s", len(waiting), total, roundSeconds(elapsed))
+	fmt.Fprintf(&b, "still waiting for %d of %s after %s", len(waiting), plural(total, "1 object", fmt.Sprintf("%d objects", total)), roundSeconds(elapsed))
 	if left := roundSeconds(left); left > 0 {
 		fmt.Fprintf(&b, " (%s left)", left)
 	}

@@ -143,7 +143,7 @@ func TestProgressLineIsBounded(t *testing.T) {
 	if n := utf8.RuneCountInString(line); n > 700 {
 		t.Errorf("%d runes", n)
 	}
-	if got := progressLine([]waitingObject{{ref: "Job/shop/migrate"}}, 1, time.Second, 0); got != "still waiting for 1 of 1 objects after 1s: Job/shop/migrate" {
+	if got := progressLine([]waitingObject{{ref: "Job/shop/migrate"}}, 1, time.Second, 0); got != "still waiting for 1 of 1 object after 1s: Job/shop/migrate" {
 		t.Errorf("without a why or a deadline: %q", got)
 	}
 }
@@ -277,12 +277,12 @@ func TestWaitSaysProgressAndGroupsItsFailure(t *testing.T) {
 	if n < 3 {
 		t.Errorf("%d progress lines in 2s, one every 200ms: %q", n, obs.all())
 	}
-	if want := "still waiting for 1 of 1 objects after "; !strings.HasPrefix(last, want) ||
+	if want := "still waiting for 1 of 1 object after "; !strings.HasPrefix(last, want) ||
 		!strings.Contains(last, ": Deployment.apps/shop/web (Available: 0/2, 2 pods unschedulable: 0/1 nodes are available") {
 		t.Errorf("progress line %q", last)
 	}
 	msg := err.Error()
-	if !strings.HasPrefix(msg, "1 of 1 objects not ready within the timeout (2s):\nDeployment.apps/shop/web is InProgress:\n") ||
+	if !strings.HasPrefix(msg, "1 of 1 object not ready within the timeout (2s):\nDeployment.apps/shop/web is InProgress:\n") ||
 		!strings.Contains(msg, "\n  2 pods unschedulable: "+taintMessage) || strings.Count(msg, "untolerated taint") != 1 {
 		t.Errorf("message:\n%s", msg)
 	}
