@@ -105,6 +105,7 @@ func runGitLabJobs(t *testing.T, repo, hidden string, vars, jobs []string) (map[
 	}
 	cmd := exec.Command(bin, append(args, jobs...)...)
 	cmd.Dir = repo
+	cmd.Env = withoutGantryVariables(os.Environ())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("gitlab-ci-local %v: %v\n%s", args, err, out)
@@ -268,4 +269,18 @@ func mapsEqual(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// withoutGantryVariables is env without the GANTRY_ variables of the
+// process running the tests (make test sets some): a job's shell
+// executor inherits them, and a job must see only what its pipeline
+// gives it.
+func withoutGantryVariables(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "GANTRY_") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

@@ -142,7 +142,7 @@ func TestGitHubPlanRunsAsWritten(t *testing.T) {
 				case step.Run != "":
 					cmd := exec.Command("bash", "-e", "-c", eval(step.Run))
 					cmd.Dir = ws
-					cmd.Env = append(os.Environ(), (gantryCall{Env: env}).environ()...)
+					cmd.Env = append(withoutGantryVariables(os.Environ()), (gantryCall{Env: env}).environ()...)
 					if out, err := cmd.CombinedOutput(); err != nil {
 						t.Fatalf("%s: %s: %v\n%s", name, step.Run, err, out)
 					}
