@@ -2,14 +2,11 @@ package entrypoint
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"filippo.io/age"
-
-	"github.com/gantry-dev/gantry/e2e/cluster"
+	"github.com/gantry-dev/gantry/e2e/sopsfixture"
 )
 
 // A SOPS Secret encrypted whole (sops without --encrypted-regex: its name
@@ -22,17 +19,7 @@ import (
 // they were decrypted there, whatever they hold.
 func TestShortDecryptedValuesAreHiddenWhereTheyAre(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("runs the sops CLI built by make tools")
-	}
-	sopsBin, err := cluster.Tool("sops")
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := age.GenerateX25519Identity()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := sopsfixture.New(t)
 	ws := t.TempDir()
 	dir := filepath.Join(ws, "app")
 	const password = "canary-long-pw-5c1e"
@@ -50,15 +37,10 @@ func TestShortDecryptedValuesAreHiddenWhereTheyAre(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, enc := range [][]string{{"secret.yaml"}, {"settings.yaml", "--encrypted-regex", "^data$"}} {
-		cmd := exec.Command(sopsBin, append(append([]string{"--encrypt", "--age", id.Recipient().String(), "--in-place"}, enc[1:]...), filepath.Join(dir, enc[0]))...)
-		cmd.Env = []string{"HOME=" + t.TempDir()}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("sops %s: %v\n%s", enc[0], err, out)
-		}
-	}
+	c.Encrypt(t, filepath.Join(dir, "secret.yaml"))
+	c.Encrypt(t, filepath.Join(dir, "settings.yaml"), "--encrypted-regex", "^data$")
 	var stdout, stderr strings.Builder
-	code := Run(t.Context(), []string{"build", "--path=" + dir, "--sops-age-key=" + id.String()},
+	code := Run(t.Context(), []string{"build", "--path=" + dir, "--sops-age-key=" + c.Key},
 		[]string{"HOME=" + t.TempDir(), "GITHUB_ACTIONS=true", "GITHUB_WORKSPACE=" + ws}, &stdout, &stderr)
 	if code != ExitOK {
 		t.Fatalf("exit %d\n%s", code, stderr.String())
@@ -87,17 +69,7 @@ func TestShortDecryptedValuesAreHiddenWhereTheyAre(t *testing.T) {
 // without the value: in the log, the summary and the JSON report.
 func TestValidationErrorsHideDecryptedValues(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("runs the sops CLI built by make tools")
-	}
-	sopsBin, err := cluster.Tool("sops")
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := age.GenerateX25519Identity()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := sopsfixture.New(t)
 	ws := t.TempDir()
 	dir := filepath.Join(ws, "app")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -107,14 +79,10 @@ func TestValidationErrorsHideDecryptedValues(t *testing.T) {
 	if err := os.WriteFile(svc, []byte("apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: default}\nspec:\n  type: PIN482\n  ports: [{port: 80}]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(sopsBin, "--encrypt", "--age", id.Recipient().String(), "--encrypted-regex", "^(type)$", "--in-place", svc)
-	cmd.Env = []string{"HOME=" + t.TempDir()}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("sops: %v\n%s", err, out)
-	}
+	c.Encrypt(t, svc, "--encrypted-regex", "^(type)$")
 	summary, report := filepath.Join(ws, "summary.md"), filepath.Join(ws, "report.json")
 	var stdout, stderr strings.Builder
-	code := Run(t.Context(), []string{"validate", "--offline", "--path=" + dir, "--sops-age-key=" + id.String(), "--report=" + report},
+	code := Run(t.Context(), []string{"validate", "--offline", "--path=" + dir, "--sops-age-key=" + c.Key, "--report=" + report},
 		[]string{"HOME=" + t.TempDir(), "GITHUB_ACTIONS=true", "GITHUB_WORKSPACE=" + ws, "GITHUB_STEP_SUMMARY=" + summary}, &stdout, &stderr)
 	if code == ExitOK {
 		t.Fatalf("exit 0:\n%s", stderr.String())
