@@ -141,6 +141,17 @@ func TestDriftReportsHandChangesAndCorrectsThem(t *testing.T) {
 			t.Errorf("%s %s: %+v, want %s by %s", want.ref, want.field, d, want.change, want.manager)
 		}
 	}
+	// The values, as applied and as found, in the report, the console
+	// and the summary; the diff a correction would make, on stdout.
+	if d := driftOf(found.gantryRun, "Deployment.apps/"+ns+"/web", ".spec.replicas"); d == nil || d.Values() != "1 → 3" {
+		t.Errorf(".spec.replicas: %+v, want 1 → 3", d)
+	}
+	if !strings.Contains(found.stderr, ".spec.replicas changed by kubectl") || !strings.Contains(found.stderr, ": 1 → 3") || !strings.Contains(found.summary, "`1 → 3`") {
+		t.Errorf("the console or the summary does not show 1 → 3:\n%s\n%s", found.stderr, found.summary)
+	}
+	if !strings.Contains(found.stdout, "-  replicas: 3") || !strings.Contains(found.stdout, "+  replicas: 1") || !strings.Contains(found.stdout, "2 drifted, 1 missing,") {
+		t.Errorf("stdout does not show what a correction would change:\n%s", found.stdout)
+	}
 	if d := driftOf(found.gantryRun, "ConfigMap/"+ns+"/settings", ".data.value"); d != nil && d.Time == nil {
 		t.Errorf("kubectl edit's change has no time")
 	}

@@ -181,7 +181,11 @@ func (c *console) ObjectDone(o result.Object) {
 		if d.Time != nil {
 			by += " at " + d.Time.UTC().Format(time.RFC3339)
 		}
-		c.printf("    %s %s%s\n", d.Field, d.Change, by)
+		values := ""
+		if v := d.Values(); v != "" {
+			values = ": " + v
+		}
+		c.printf("    %s %s%s%s\n", d.Field, d.Change, by, values)
 	}
 }
 

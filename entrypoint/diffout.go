@@ -13,8 +13,9 @@ import (
 	"github.com/gantry-dev/gantry/result"
 )
 
-// writeDiff prints what diff found on stdout. As text: the unified diff of
-// every object that would change, by kind, namespace and name, then one
+// writeDiff prints what diff (or drift) found on stdout. As text: the
+// unified diff of every object that would change (for drift, what a
+// correction would change), by kind, namespace and name, then one
 // summary line, as kubectl, flux and kapp print theirs. As json or yaml:
 // the result, as the report holds it. Secret values are masked in the
 // diffs already; redact masks the rest (decrypted and substituted values).
@@ -60,8 +61,12 @@ func writeDiff(w io.Writer, res *result.Result, format, base string, fenced, col
 		b.WriteString(paintDiff(o.Diff, color))
 	}
 	c := res.Counts()
-	fmt.Fprintf(&b, "%d to create, %d to change, %d to recreate, %d to delete, %d unchanged\n",
-		c[result.Created], c[result.Configured], c[result.Recreated], c[result.Deleted], c[result.Unchanged])
+	if res.Command == "drift" {
+		fmt.Fprintf(&b, "%d drifted, %d missing, %d in sync\n", c[result.Drifted], c[result.Missing], c[result.InSync])
+	} else {
+		fmt.Fprintf(&b, "%d to create, %d to change, %d to recreate, %d to delete, %d unchanged\n",
+			c[result.Created], c[result.Configured], c[result.Recreated], c[result.Deleted], c[result.Unchanged])
+	}
 	_, err := io.WriteString(w, redact.String(b.String()))
 	return err
 }

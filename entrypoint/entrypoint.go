@@ -159,7 +159,8 @@ func runOne(ctx context.Context, inv *config.Given, p platform, stdout, stderr i
 	// run file runs.
 	res = s.run.Command(ctx, cfg, console)
 	switch {
-	case cfg.Command == "diff" && (res.Reason.Succeeded() || res.Reason == result.ReasonProgressing):
+	case cfg.Command == "diff" && (res.Reason.Succeeded() || res.Reason == result.ReasonProgressing),
+		cfg.Command == "drift" && (res.Reason.Succeeded() || res.Reason == result.ReasonDriftDetected) && cfg.Output == "text":
 		if err := writeDiff(stdout, res, cfg.Output, workspace(env), p == githubActions, useColor(cfg.Color, stdout, env), redact); err != nil {
 			console.warn("printing the diff: " + err.Error())
 		}

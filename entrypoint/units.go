@@ -98,7 +98,7 @@ func runFile(ctx context.Context, inv *config.Given, file string, p platform, st
 	run.Conclude()
 	s.console.printf("gantry %s: %s: %s\n", run.Command, run.Reason, run.Message)
 
-	if run.Command == "diff" || runCfg.Output != "text" {
+	if run.Command == "diff" || run.Command == "drift" || runCfg.Output != "text" {
 		if err := writeRunDiff(stdout, run, runCfg.Output, workspace(env), p == githubActions, useColor(runCfg.Color, stdout, env), s.redact); err != nil {
 			s.console.warn("printing the result: " + err.Error())
 		}
@@ -151,7 +151,7 @@ func writeRunDiff(w io.Writer, run *result.Run, format, base string, fenced, col
 		if _, err := fmt.Fprintf(w, "# unit %s: %s\n", u.Name, u.Reason); err != nil {
 			return err
 		}
-		if !u.Reason.Succeeded() && u.Reason != result.ReasonProgressing {
+		if !u.Reason.Succeeded() && u.Reason != result.ReasonProgressing && u.Reason != result.ReasonDriftDetected {
 			continue
 		}
 		if err := writeDiff(w, u.Result, "text", "", fenced, color, redact); err != nil {

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -128,7 +129,7 @@ func (r *run) drift(ctx context.Context) error {
 			o.Action, o.Error = result.Skipped, "not applied yet: gantry has not applied it, so it cannot have drifted"
 		default:
 			var managed []fieldpath.Path
-			o.Drift, o.ManagedBy, managed = fieldDrift(pl.existing, pl.dryRun, appliedObject(pl.obj.Unstructured), r.hand)
+			o.Drift, o.ManagedBy, managed = fieldDrift(pl.existing, pl.dryRun, appliedObject(pl.obj.Unstructured), r.hand, pl.driftValues())
 			if len(o.Drift) > 0 {
 				o.Action, o.Diff = result.Drifted, pl.diff
 			}
@@ -231,8 +232,10 @@ var controllers = map[string]bool{
 // last wrote. Fields changed by hand (hand) are drift; those of other
 // managers (controllers, operators) are returned apart, as managed, with
 // the paths of those the apply would set back. Status is never drift.
-// dryRun may be nil: live already held every value gantry applies.
-func fieldDrift(live, dryRun, desired *unstructured.Unstructured, hand func(string) bool) (drift, managed []result.Drift, managedPaths []fieldpath.Path) {
+// dryRun may be nil: live already held every value gantry applies. show,
+// when not nil, gives the values a field holds live and as applied, as
+// reports may show them.
+func fieldDrift(live, dryRun, desired *unstructured.Unstructured, hand func(string) bool, show func(fieldpath.Path) (live, applied string)) (drift, managed []result.Drift, managedPaths []fieldpath.Path) {
 	seen := map[string]bool{}
 	explained := false
 	for _, mf := range live.GetManagedFields() {
@@ -272,6 +275,12 @@ func fieldDrift(live, dryRun, desired *unstructured.Unstructured, hand func(stri
 			}
 			seen[field] = true
 			d := result.Drift{Field: field, Change: change, Manager: mf.Manager, Time: when}
+			if show != nil {
+				d.Live, d.Applied = show(p)
+				if change == "added" {
+					d.Applied = "" // a field gantry does not apply
+				}
+			}
 			switch {
 			case byHand:
 				drift = append(drift, d)
@@ -294,6 +303,52 @@ func fieldDrift(live, dryRun, desired *unstructured.Unstructured, hand func(stri
 	sort.Slice(drift, func(i, j int) bool { return drift[i].Field < drift[j].Field })
 	sort.Slice(managed, func(i, j int) bool { return managed[i].Field < managed[j].Field })
 	return drift, managed, managedPaths
+}
+
+// maxShownValue bounds a value drift shows, in characters.
+const maxShownValue = 80
+
+// driftValues gives the values a drifted field holds live and as the
+// apply would set it back, for reports: as JSON, masked as the object's
+// diff is, and cut at maxShownValue characters. A Secret's values are
+// never shown (nil), nor are the fields whose values came from an
+// encrypted file.
+func (pl *plan) driftValues() func(fieldpath.Path) (live, applied string) {
+	if pl.obj.GetKind() == "Secret" && pl.obj.GroupVersionKind().Group == "" {
+		return nil
+	}
+	var hidden []string
+	if pl.hidden != nil {
+		hidden = pl.hidden()
+	}
+	live, applied := MaskFields(pl.existing, hidden), MaskFields(pl.dryRun, hidden)
+	return func(p fieldpath.Path) (string, string) {
+		return shownValue(live, p, pl.mask), shownValue(applied, p, pl.mask)
+	}
+}
+
+// shownValue is the value at p in u as JSON, masked and bounded; empty
+// when u does not have the field.
+func shownValue(u *unstructured.Unstructured, p fieldpath.Path, mask func(string) string) string {
+	if u == nil {
+		return ""
+	}
+	v, ok := resolve(u.Object, p)
+	if !ok {
+		return ""
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	if mask != nil {
+		s = mask(s)
+	}
+	if r := []rune(s); len(r) > maxShownValue {
+		s = string(r[:maxShownValue-1]) + "…"
+	}
+	return s
 }
 
 // removeAt removes the field at p from an object as unstructured holds

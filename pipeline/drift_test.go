@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
 func managed(manager, op, subresource, fields string, at *time.Time) metav1.ManagedFieldsEntry {
@@ -66,19 +67,20 @@ status: {replicas: 5}
 		managed("kube-controller-manager", "Update", "status", `{"f:status":{"f:replicas":{}}}`, &when),
 	})
 	hand := (&run{}).hand
-	got, _, _ := fieldDrift(live, dryRun, desired, hand)
+	pl := &plan{obj: &Object{Unstructured: desired}, existing: live, dryRun: dryRun}
+	got, _, _ := fieldDrift(live, dryRun, desired, hand, pl.driftValues())
 	var lines []string
 	for _, d := range got {
 		at := "-"
 		if d.Time != nil {
 			at = d.Time.Format(time.RFC3339)
 		}
-		lines = append(lines, d.Field+" "+d.Change+" "+d.Manager+" "+at)
+		lines = append(lines, d.Field+" "+d.Change+" "+d.Manager+" "+at+" "+d.Values())
 	}
 	want := strings.Join([]string{
-		".metadata.labels.owner added kubectl-label 2026-11-24T09:30:00Z",
-		".spec.replicas changed kubectl -",
-		`.spec.template.spec.containers[name="sidecar"].image changed kubectl-edit 2026-11-24T09:30:00Z`,
+		`.metadata.labels.owner added kubectl-label 2026-11-24T09:30:00Z (none) → "someone"`,
+		".spec.replicas changed kubectl - 2 → 5",
+		`.spec.template.spec.containers[name="sidecar"].image changed kubectl-edit 2026-11-24T09:30:00Z "proxy:1" → "proxy:2"`,
 	}, "\n")
 	if g := strings.Join(lines, "\n"); g != want {
 		t.Errorf("drift:\n%s\nwant:\n%s", g, want)
@@ -100,7 +102,7 @@ spec:
 `)
 	scaled.SetManagedFields([]metav1.ManagedFieldsEntry{managed("kube-controller-manager", "Update", "scale", `{"f:spec":{"f:replicas":{}}}`, &when)})
 	asApplied := desired.DeepCopy()
-	d, m, paths := fieldDrift(scaled, asApplied, desired, hand)
+	d, m, paths := fieldDrift(scaled, asApplied, desired, hand, nil)
 	if len(d) != 0 {
 		t.Errorf("an HPA's scaling reported as drift: %+v", d)
 	}
@@ -116,11 +118,11 @@ spec:
 	// Without managed fields, a difference is still drift, by nobody known.
 	bare := scaled.DeepCopy()
 	bare.SetManagedFields(nil)
-	if d, _, _ := fieldDrift(bare, asApplied, desired, hand); len(d) != 1 || d[0].Field != "." || d[0].Manager != "" {
+	if d, _, _ := fieldDrift(bare, asApplied, desired, hand, nil); len(d) != 1 || d[0].Field != "." || d[0].Manager != "" {
 		t.Errorf("a difference nobody owns: %+v", d)
 	}
 	// As applied, and not dry-run (live held every value): no drift.
-	if d, m, _ := fieldDrift(desired.DeepCopy(), nil, desired, hand); len(d)+len(m) != 0 {
+	if d, m, _ := fieldDrift(desired.DeepCopy(), nil, desired, hand, nil); len(d)+len(m) != 0 {
 		t.Errorf("an object as applied: %+v %+v", d, m)
 	}
 }
@@ -150,7 +152,7 @@ webhooks:
 		managed("cert-manager-cainjector", "Update", "", `{"f:webhooks":{"k:{\"name\":\"check.example.com\"}":{"f:clientConfig":{"f:caBundle":{}}}}}`, nil),
 		managed("cleanup-operator", "Update", "", `{"f:metadata":{"f:finalizers":{".":{},"v:\"example.com/cleanup\"":{}}}}`, nil),
 	})
-	d, m, paths := fieldDrift(live, live.DeepCopy(), desired, (&run{}).hand)
+	d, m, paths := fieldDrift(live, live.DeepCopy(), desired, (&run{}).hand, nil)
 	if len(d) != 0 {
 		t.Errorf("an operator's fields reported as drift: %+v", d)
 	}
@@ -168,7 +170,46 @@ webhooks:
 	}
 	// Named by the workflow, a manager's changes are drift.
 	r := &run{opts: Options{HandManagers: []string{"cleanup-operator"}}}
-	if d, _, _ := fieldDrift(live, live.DeepCopy(), desired, r.hand); len(d) != 1 || d[0].Manager != "cleanup-operator" {
+	if d, _, _ := fieldDrift(live, live.DeepCopy(), desired, r.hand, nil); len(d) != 1 || d[0].Manager != "cleanup-operator" {
 		t.Errorf("a manager named in hand-managers: %+v", d)
+	}
+}
+
+// Drift shows values as a diff does: a Secret's never, a field whose
+// value came from an encrypted file masked, a global mask applied, and a
+// long value cut.
+func TestDriftValuesMasked(t *testing.T) {
+	path := func(fields ...string) fieldpath.Path {
+		var p fieldpath.Path
+		for _, f := range fields {
+			p = append(p, fieldpath.PathElement{FieldName: &f})
+		}
+		return p
+	}
+	secret := decode(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: shop}\nstringData: {password: hunter22}\n")
+	if show := (&plan{obj: &Object{Unstructured: secret}, existing: secret, dryRun: secret}).driftValues(); show != nil {
+		t.Errorf("a Secret's drift shows values")
+	}
+	long := strings.Repeat("x", 200)
+	live := decode(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: shop}\ndata: {token: live-value-1234567, mode: fast, note: "+long+", db: shopdb-password-x}\n")
+	applied := decode(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: shop}\ndata: {token: decrypted-99, mode: slow, note: short, db: other}\n")
+	pl := &plan{obj: &Object{Unstructured: applied}, existing: live, dryRun: applied,
+		hidden: func() []string { return []string{"/data/token"} },
+		mask:   func(s string) string { return strings.ReplaceAll(s, "shopdb-password-x", "***") }}
+	show := pl.driftValues()
+	for field, want := range map[string][2]string{
+		"token": {`"***"`, `"***"`},
+		"mode":  {`"fast"`, `"slow"`},
+		"db":    {`"***"`, `"other"`},
+	} {
+		if l, a := show(path("data", field)); l != want[0] || a != want[1] {
+			t.Errorf(".data.%s: live %s, applied %s; want %s, %s", field, l, a, want[0], want[1])
+		}
+	}
+	if l, _ := show(path("data", "note")); len([]rune(l)) != maxShownValue || !strings.HasSuffix(l, "…") {
+		t.Errorf("a long value is not cut at %d characters: %s", maxShownValue, l)
+	}
+	if l, a := show(path("data", "absent")); l != "" || a != "" {
+		t.Errorf("a field neither side has: %q %q", l, a)
 	}
 }

@@ -20,7 +20,11 @@ func driftSample(fields ...string) *result.Result {
 		Message: "2 objects drifted", Inventory: &result.Inventory{Name: "shop", Namespace: "deploy"}}
 	var drift []result.Drift
 	for _, f := range fields {
-		drift = append(drift, result.Drift{Field: f, Change: "changed", Manager: "kubectl", Time: &when})
+		d := result.Drift{Field: f, Change: "changed", Manager: "kubectl", Time: &when}
+		if f == ".spec.replicas" {
+			d.Applied, d.Live = "2", "5"
+		}
+		drift = append(drift, d)
 	}
 	res.Objects = []result.Object{
 		{ID: "shop_web_apps_Deployment", APIVersion: "apps/v1", Kind: "Deployment", Namespace: "shop", Name: "web", Action: result.Drifted, Drift: drift,
@@ -82,7 +86,7 @@ func TestGitHubDriftIssueLifecycle(t *testing.T) {
 	if second.State != "open" || second.Title != "Drift in inventory deploy/shop (gantry)" {
 		t.Errorf("the second issue: %+v", second)
 	}
-	for _, want := range []string{"<!-- gantry:drift inventory=deploy/shop -->", "⚠️ gantry drift: 2 objects drifted", "| `Deployment.apps/shop/web` | `.spec.replicas` | changed | kubectl | 2026-11-24 09:30 UTC |", "deleted by hand"} {
+	for _, want := range []string{"<!-- gantry:drift inventory=deploy/shop -->", "⚠️ gantry drift: 2 objects drifted", "| `Deployment.apps/shop/web` | `.spec.replicas` | changed | `2 → 5` | kubectl | 2026-11-24 09:30 UTC |", "deleted by hand"} {
 		if !strings.Contains(second.Body, want) {
 			t.Errorf("issue body lacks %q:\n%s", want, second.Body)
 		}

@@ -199,7 +199,7 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 			b.WriteString("\n")
 		}
 		if res.Command == "drift" && len(changed) > 0 {
-			b.WriteString("#### Drift\n\n| object | field | change | by | when |\n|---|---|---|---|---|\n")
+			b.WriteString("#### Drift\n\n| object | field | change | value | by | when |\n|---|---|---|---|---|---|\n")
 			rows := 0
 		driftRows:
 			for _, o := range changed {
@@ -215,7 +215,11 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 					if d.Time != nil {
 						when = d.Time.UTC().Format("2006-01-02 15:04 UTC")
 					}
-					fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", codeCell(o.Ref()), field, cell(d.Change), by, when)
+					value := ""
+					if v := d.Values(); v != "" {
+						value = codeCell(v)
+					}
+					fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", codeCell(o.Ref()), field, cell(d.Change), value, by, when)
 					rows++
 				}
 			}

@@ -216,6 +216,28 @@ type Drift struct {
 	// recorded it.
 	Manager string     `json:"manager,omitempty"`
 	Time    *time.Time `json:"time,omitempty"`
+	// Live and Applied are the field's value in the cluster and as
+	// gantry applies it, as JSON (cut at 80 characters; empty where the
+	// object lacks the field). Neither is given for a Secret, nor for a
+	// field whose value came from an encrypted file.
+	Live    string `json:"live,omitempty"`
+	Applied string `json:"applied,omitempty"`
+}
+
+// Values is the change of a drifted field, as applied → live ("2 → 5"),
+// with (none) for a side that lacks the field; empty when the values
+// are not shown.
+func (d Drift) Values() string {
+	if d.Live == "" && d.Applied == "" {
+		return ""
+	}
+	none := func(s string) string {
+		if s == "" {
+			return "(none)"
+		}
+		return s
+	}
+	return none(d.Applied) + " → " + none(d.Live)
 }
 
 // Conflict is one field another field manager owns, which an apply with
