@@ -228,7 +228,7 @@ func TestApplyOverlayThenNoop(t *testing.T) {
 		t.Errorf("inventory show: exit %d\n%s%s", show.code, show.stdout, show.stderr)
 	}
 	list := gantry(t, "inventory", "--inventory-namespace="+invNS)
-	if list.code != 0 || !strings.HasPrefix(list.stdout, invNS+"/app\t7 objects") {
+	if list.code != 0 || !strings.HasPrefix(list.stdout, invNS+"/app\t7 objects\tgit revision ") {
 		t.Errorf("inventory list: exit %d\n%s%s", list.code, list.stdout, list.stderr)
 	}
 

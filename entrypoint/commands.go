@@ -141,8 +141,9 @@ artifact, print the OCIRepository and Kustomization that reconcile it.`,
 	{Name: "inventory", Group: commandsDeploy,
 		Short: "List inventories, or the objects one records",
 		Long: `Without --inventory, list the inventories of a namespace with their object
-count, revision and time of the last apply. With it, list the objects that
-inventory records.`,
+count, the git revision (commit) and time of the last apply. With it, list
+the objects that inventory records. The revisions that history lists and
+rollback takes are gantry's own, numbered 1, 2, 3...`,
 		Example: `  # The inventories in the default namespace
   gantry inventory
 

@@ -321,10 +321,10 @@ func (s *session) runInventory(ctx context.Context, cfg *config.Config, stdout, 
 	invs, err := s.run.Inventories(ctx, cfg, s.console)
 	for _, inv := range invs {
 		if cfg.Inventory == "" {
-			fmt.Fprintf(stdout, "%s/%s\t%d %s\trevision %s\tapplied %s\n", inv.Namespace, inv.Name, len(inv.Entries), plural(len(inv.Entries), "object", "objects"), orNone(inv.Revision), inv.LastApplied.Format("2006-01-02T15:04:05Z07:00"))
+			fmt.Fprintf(stdout, "%s/%s\t%d %s\tgit revision %s\tapplied %s\n", inv.Namespace, inv.Name, len(inv.Entries), plural(len(inv.Entries), "object", "objects"), orNone(inv.Revision), inv.LastApplied.Format("2006-01-02T15:04:05Z07:00"))
 			continue
 		}
-		fmt.Fprintf(stdout, "inventory %s/%s: revision %s, source %s, applied %s by gantry %s\n", inv.Namespace, inv.Name, orNone(inv.Revision), inv.Source, inv.LastApplied.Format("2006-01-02T15:04:05Z07:00"), inv.GantryVersion)
+		fmt.Fprintf(stdout, "inventory %s/%s: git revision %s, source %s, applied %s by gantry %s\n", inv.Namespace, inv.Name, orNone(inv.Revision), inv.Source, inv.LastApplied.Format("2006-01-02T15:04:05Z07:00"), inv.GantryVersion)
 		for _, e := range inv.Entries {
 			fmt.Fprintf(stdout, "%s\t%s\n", e.ID, e.Version)
 		}
