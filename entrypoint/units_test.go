@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gantry-dev/gantry/config"
+	"github.com/gantry-dev/gantry/plan"
 )
 
 // runFileWith writes a run file whose units all build the folder x.
@@ -93,7 +94,7 @@ func TestPlanLevelsWithADependencyListedLater(t *testing.T) {
 		{Name: "crds"},
 	}
 	var got []string
-	for _, level := range planLevels(units) {
+	for _, level := range plan.Levels(planUnits(units)) {
 		var names []string
 		for _, u := range level {
 			names = append(names, u.Name)
