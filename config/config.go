@@ -113,6 +113,10 @@ type Config struct {
 	Verify         *artifact.VerifyOptions
 	// Secrets are the values that must never be printed.
 	Secrets []string
+	// CredentialFiles are the files the run holds credentials in (its
+	// kubeconfigs and the files they name, key files, registry and cloud
+	// credentials): no build reads them, wherever they are.
+	CredentialFiles []string
 	// UnitsConcurrency bounds the units of a run file that run at once.
 	UnitsConcurrency int
 	// Units, with a run file, are the only units to run (unit).
@@ -301,6 +305,7 @@ func configure(g *Given) (*Config, error) {
 		c.Secrets = append(c.Secrets, v.masks...)
 	}
 	c.Secrets = append(c.Secrets, kubeconfigSecrets(c, env)...)
+	c.CredentialFiles = credentialFiles(c, in, env)
 	return c, errors.Join(in.errs...)
 }
 
@@ -922,24 +927,33 @@ func isKeyText(raw string) bool {
 	return strings.HasPrefix(strings.ToUpper(v), "AGE-SECRET-KEY-") || strings.HasPrefix(v, "-----BEGIN") || strings.Contains(v, "\n")
 }
 
-// kubeconfigSecrets returns the credentials in the kubeconfig gantry will
-// use, so that they are masked wherever they might surface. An offline
-// run reads no kubeconfig.
-func kubeconfigSecrets(cfg *Config, env map[string]string) []string {
-	if cfg.Offline {
-		return nil
-	}
+// kubeconfigPaths are the kubeconfig files the run would read: the
+// kubeconfig input, else those $KUBECONFIG lists, else ~/.kube/config.
+func kubeconfigPaths(cfg *Config, env map[string]string) []string {
 	path := cfg.Kubeconfig
 	if path == "" {
 		path = env["KUBECONFIG"]
 	}
+	if path == "" && env["HOME"] != "" {
+		path = filepath.Join(env["HOME"], ".kube", "config")
+	}
+	return filepath.SplitList(path)
+}
+
+// kubeconfigSecrets returns the credentials in the kubeconfigs gantry
+// would use, so that they are masked wherever they might surface: every
+// user's token, password and client key, what its auth provider keeps
+// (client secrets, id and refresh tokens) and the environment its exec
+// plugin is given, those whose names say secret. An offline run connects to nothing, yet its files are
+// read for the masks all the same.
+func kubeconfigSecrets(cfg *Config, env map[string]string) []string {
 	var out []string
-	for _, p := range filepath.SplitList(path) {
-		cfg, err := clientcmd.LoadFromFile(p)
+	for _, p := range kubeconfigPaths(cfg, env) {
+		kc, err := clientcmd.LoadFromFile(p)
 		if err != nil {
 			continue
 		}
-		for _, a := range cfg.AuthInfos {
+		for _, a := range kc.AuthInfos {
 			out = append(out, a.Token, a.Password, string(a.ClientKeyData))
 			if a.TokenFile != "" {
 				// client-go reads the same file to authenticate.
@@ -947,6 +961,59 @@ func kubeconfigSecrets(cfg *Config, env map[string]string) []string {
 					out = append(out, strings.TrimSpace(string(b)))
 				}
 			}
+			// By name, as substitution's values: a client id or a region
+			// is no secret, and masked it would hide every word like it.
+			if a.AuthProvider != nil {
+				for k, v := range a.AuthProvider.Config {
+					if secretName.MatchString(k) {
+						out = append(out, v)
+					}
+				}
+			}
+			if a.Exec != nil {
+				for _, e := range a.Exec.Env {
+					if secretName.MatchString(e.Name) {
+						out = append(out, e.Value)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// credentialFiles lists the files that hold the run's credentials, those
+// it names and those the tools it links read by default, so that a build
+// refuses them: a pull request's kustomization that generates a
+// ConfigMap from the workflow's kubeconfig (written into the checkout, or
+// linked to) would otherwise print it in a diff.
+func credentialFiles(cfg *Config, in *inputs, env map[string]string) []string {
+	files := kubeconfigPaths(cfg, env)
+	for _, p := range files {
+		if kc, err := clientcmd.LoadFromFile(p); err == nil {
+			for _, a := range kc.AuthInfos {
+				files = append(files, a.TokenFile, a.ClientKey, a.ClientCertificate)
+			}
+		}
+	}
+	for _, name := range []string{"sops-age-key", "age-identities", "cosign-key", "record-key"} {
+		if v, ok := in.vals[name]; ok && v.from != FromRunFile && v.raw != "" && !isKeyText(v.raw) {
+			files = append(files, strings.TrimSpace(v.raw))
+		}
+	}
+	for _, name := range []string{"SOPS_AGE_KEY_FILE", "GOOGLE_APPLICATION_CREDENTIALS", "AWS_SHARED_CREDENTIALS_FILE", "AZURE_FEDERATED_TOKEN_FILE", "AWS_WEB_IDENTITY_TOKEN_FILE"} {
+		files = append(files, env[name])
+	}
+	if d := env["DOCKER_CONFIG"]; d != "" {
+		files = append(files, filepath.Join(d, "config.json"))
+	}
+	if h := env["HOME"]; h != "" {
+		files = append(files, filepath.Join(h, ".docker", "config.json"), filepath.Join(h, ".config", "sops", "age", "keys.txt"), filepath.Join(h, ".git-credentials"))
+	}
+	out := files[:0]
+	for _, f := range files {
+		if f != "" {
+			out = append(out, f)
 		}
 	}
 	return out

@@ -95,6 +95,9 @@ type BuildOptions struct {
 	// DefaultMaxObjects.
 	MaxFileBytes int64
 	MaxObjects   int
+	// CredentialFiles are files the build must never read, whatever
+	// names them: those the run holds its credentials in.
+	CredentialFiles []string
 	// Skipped, when set, is told once which files and folders a plain
 	// folder's build left out (hidden ones, and files that are not
 	// .yaml, .yml or .json), so that nothing is dropped unsaid.
@@ -205,6 +208,7 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, retErr error) {
 		maxBytes = DefaultMaxFileBytes
 	}
 	bounded := &boundedFS{FileSystem: filesys.MakeFsOnDisk(), maxBytes: maxBytes, roots: []string{workspaceRoot(abs, opts.WorkDir)}}
+	bounded.deny(opts.CredentialFiles)
 	sfs := newSOPSFS(bounded, opts, func(p string) string { return displayPath(p, nil, opts.WorkDir) })
 	defer func() {
 		// kustomize may panic on what a pull request wrote (two objects

@@ -40,6 +40,19 @@ type boundedFS struct {
 	// roots are the folders files may be read from, symbolic links
 	// resolved: the workspace, and the build's own temporary folders.
 	roots []string
+	// credentials are the files the run holds credentials in: never
+	// read, whatever path or link names them.
+	credentials []os.FileInfo
+}
+
+// deny refuses the given files to every read, by identity (device and
+// inode), so that no path or link reaches them.
+func (f *boundedFS) deny(files []string) {
+	for _, p := range files {
+		if info, err := os.Stat(p); err == nil && info.Mode().IsRegular() {
+			f.credentials = append(f.credentials, info)
+		}
+	}
 }
 
 func (f *boundedFS) ReadFile(name string) ([]byte, error) {
@@ -58,6 +71,13 @@ func (f *boundedFS) ReadFile(name string) ([]byte, error) {
 		return nil, &LimitError{"is inside a .git folder, where a checkout keeps its credentials: refused"}
 	}
 	info, err := os.Stat(name)
+	for _, c := range f.credentials {
+		if err == nil && os.SameFile(info, c) {
+			// The workflow's kubeconfig written into the checkout, a key
+			// file a link points to: a generator would print it in a diff.
+			return nil, &LimitError{"holds credentials this run uses (a kubeconfig, a key file, registry or cloud credentials): refused"}
+		}
+	}
 	if err == nil && !info.Mode().IsRegular() && !info.IsDir() {
 		// A device or a FIFO would be read without end, or block; a
 		// folder is kustomize's to try as a kustomization.

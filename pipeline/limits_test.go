@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -265,5 +266,66 @@ func TestPlainFolderBehindALinkWalksALinkedFolderOnce(t *testing.T) {
 	}
 	if len(objects) != 1 || objects[0].GetName() != "base" {
 		t.Errorf("built %d objects, want the one ConfigMap once", len(objects))
+	}
+}
+
+// The files that hold the run's credentials are refused to every read,
+// whatever names them: a generator, a resource, a link, a hard link, a
+// plain folder's walk. The workflow's kubeconfig written into the
+// checkout is the case: a pull request's generator would print it.
+func TestBuildRefusesCredentialFiles(t *testing.T) {
+	t.Parallel()
+	const kubeconfig = "apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user: {token: canary-token-1234}\n"
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: placeholder}\n"
+	for name, files := range map[string]map[string]string{
+		"generator":       {"app/kustomization.yaml": "resources: [cm.yaml]\nconfigMapGenerator:\n- {name: leak, files: [../kubeconfig]}\n", "app/cm.yaml": cm},
+		"generator, link": {"app/kustomization.yaml": "resources: [cm.yaml]\nconfigMapGenerator:\n- {name: leak, files: [kc]}\n", "app/cm.yaml": cm, "link app/kc": "../kubeconfig"},
+		"hard link":       {"app/kustomization.yaml": "resources: [cm.yaml]\nconfigMapGenerator:\n- {name: leak, files: [kc]}\n", "app/cm.yaml": cm, "hardlink app/kc": "kubeconfig"},
+		"resource":        {"app/kustomization.yaml": "resources: [cm.yaml, ../kubeconfig]\n", "app/cm.yaml": cm},
+		"plain folder":    {"app/cm.yaml": cm, "link app/kc.yaml": "../kubeconfig"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ws := t.TempDir()
+			write(t, ws, map[string]string{".git/HEAD": "x\n", "kubeconfig": kubeconfig})
+			for p, c := range files {
+				switch {
+				case strings.HasPrefix(p, "link "):
+					p = strings.TrimPrefix(p, "link ")
+					os.MkdirAll(filepath.Dir(filepath.Join(ws, p)), 0o755)
+					if err := os.Symlink(c, filepath.Join(ws, p)); err != nil {
+						t.Fatal(err)
+					}
+				case strings.HasPrefix(p, "hardlink "):
+					p = strings.TrimPrefix(p, "hardlink ")
+					os.MkdirAll(filepath.Dir(filepath.Join(ws, p)), 0o755)
+					if err := os.Link(filepath.Join(ws, c), filepath.Join(ws, p)); err != nil {
+						t.Fatal(err)
+					}
+				default:
+					write(t, ws, map[string]string{p: c})
+				}
+			}
+			// Without being told, the build reads it (the case this
+			// closes); told, it refuses it, naming the file.
+			opts := BuildOptions{Path: filepath.Join(ws, "app"), WorkDir: ws}
+			if name != "resource" && name != "plain folder" {
+				objects, err := Build(opts)
+				var all []any
+				for _, o := range objects {
+					all = append(all, o.Object)
+				}
+				if err != nil || !strings.Contains(fmt.Sprint(all), "canary-token-1234") {
+					t.Fatalf("the build without credential files: %v", err)
+				}
+			}
+			opts.CredentialFiles = []string{filepath.Join(ws, "kubeconfig")}
+			objects, err := Build(opts)
+			if err == nil || !strings.Contains(err.Error(), "holds credentials this run uses") {
+				t.Fatalf("built %d objects (%v), want the kubeconfig refused", len(objects), err)
+			}
+			if strings.Contains(err.Error(), "canary-token-1234") {
+				t.Errorf("the refusal quotes the credential: %v", err)
+			}
+		})
 	}
 }

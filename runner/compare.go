@@ -47,7 +47,7 @@ func (s *Session) CompareArtifacts(ctx context.Context, cfg *config.Config, clie
 			}
 			dir = tmp
 		}
-		objs, err := pipeline.Build(pipeline.BuildOptions{Path: dir, WorkDir: dir, SOPSIdentities: cfg.SOPSIdentities, Decrypted: s.Decrypted, NoOrigins: true, Packed: packed})
+		objs, err := pipeline.Build(pipeline.BuildOptions{Path: dir, WorkDir: dir, SOPSIdentities: cfg.SOPSIdentities, Decrypted: s.Decrypted, NoOrigins: true, Packed: packed, CredentialFiles: cfg.CredentialFiles})
 		if err != nil {
 			return nil, err
 		}

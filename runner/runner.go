@@ -142,6 +142,7 @@ func (s *Session) Options(cfg *config.Config) pipeline.Options {
 			MaxFileBytes:     cfg.MaxFileBytes,
 			MaxObjects:       cfg.MaxObjects,
 			AllowRemoteBases: cfg.AllowRemoteBases,
+			CredentialFiles:  cfg.CredentialFiles,
 		},
 		Inventory:              cfg.Inventory,
 		InventoryNamespace:     cfg.InventoryNamespace,
