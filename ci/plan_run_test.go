@@ -130,6 +130,9 @@ func TestGitHubPlanRunsAsWritten(t *testing.T) {
 		}
 		for name, job := range wf.Jobs {
 			ws := gitRepo(t, planFiles)
+			// The runner's temporary folder, whose _github_home a
+			// container action sees as /github/home.
+			runnerTemp := t.TempDir()
 			ran := false
 			for _, step := range job.Steps {
 				env := map[string]string{}
@@ -142,7 +145,7 @@ func TestGitHubPlanRunsAsWritten(t *testing.T) {
 				case step.Run != "":
 					cmd := exec.Command("bash", "-e", "-c", eval(step.Run))
 					cmd.Dir = ws
-					cmd.Env = append(withoutGantryVariables(os.Environ()), (gantryCall{Env: env}).environ()...)
+					cmd.Env = append(withoutGantryVariables(os.Environ()), append((gantryCall{Env: env}).environ(), "RUNNER_TEMP="+runnerTemp)...)
 					if out, err := cmd.CombinedOutput(); err != nil {
 						t.Fatalf("%s: %s: %v\n%s", name, step.Run, err, out)
 					}
@@ -159,11 +162,23 @@ func TestGitHubPlanRunsAsWritten(t *testing.T) {
 					if env["INPUT_COMMAND"] != command || env["INPUT_UNIT"] != name {
 						t.Errorf("%s: command %q, unit %q", name, env["INPUT_COMMAND"], env["INPUT_UNIT"])
 					}
-					// The action's container sees the workspace at its
-					// working directory: a relative KUBECONFIG is in it.
-					k, err := os.ReadFile(filepath.Join(ws, env["KUBECONFIG"]))
+					// The action's container sees the runner's
+					// _github_home as /github/home: the kubeconfig is
+					// there, not in the checkout, where a pull request's
+					// kustomization could read it.
+					home, ok := strings.CutPrefix(env["KUBECONFIG"], "/github/home/")
+					if !ok {
+						t.Fatalf("%s: KUBECONFIG=%q, want a file in /github/home", name, env["KUBECONFIG"])
+					}
+					k, err := os.ReadFile(filepath.Join(runnerTemp, "_github_home", home))
 					if err != nil {
 						t.Fatalf("%s: KUBECONFIG=%q: %v", name, env["KUBECONFIG"], err)
+					}
+					if entries, _ := os.ReadDir(ws); slices.ContainsFunc(entries, func(e os.DirEntry) bool { return strings.Contains(e.Name(), "kubeconfig") }) {
+						t.Errorf("%s: a kubeconfig was written into the checkout", name)
+					}
+					if info, err := os.Stat(filepath.Join(runnerTemp, "_github_home", home)); err != nil || info.Mode().Perm() != 0o600 {
+						t.Errorf("%s: the kubeconfig's mode: %v %v", name, info.Mode(), err)
 					}
 					checkPlanUnit(t, loadPlanUnit(t, ws, command, name, env), string(k), secrets)
 					ran = true

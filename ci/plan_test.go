@@ -163,7 +163,7 @@ func checkGitHubPlan(t *testing.T, gh string) {
 	}
 	a, b := last("app-a"), last("app-b")
 	// Every job reads the whole run file, app-a's reference too.
-	if a.With["run-file-env"] != "SOPS_AGE_KEY" || a.Env["SOPS_AGE_KEY"] != "${{ secrets.SOPS_AGE_KEY }}" || !reflect.DeepEqual(a.Env, b.Env) || b.Env["KUBECONFIG"] != "kubeconfig" {
+	if a.With["run-file-env"] != "SOPS_AGE_KEY" || a.Env["SOPS_AGE_KEY"] != "${{ secrets.SOPS_AGE_KEY }}" || !reflect.DeepEqual(a.Env, b.Env) || b.Env["KUBECONFIG"] != "/github/home/kubeconfig" {
 		t.Errorf("secrets: app-a %+v, app-b %+v", a, b)
 	}
 

@@ -220,10 +220,12 @@ func githubPlan(units []Unit, file, image, version string) ([]byte, error) {
 				}},
 				yamlv2.MapItem{Key: "steps", Value: []any{
 					yamlv2.MapSlice{{Key: "uses", Value: "actions/checkout@v4"}, {Key: "with", Value: yamlv2.MapSlice{{Key: "fetch-depth", Value: 0}}}},
-					// In the workspace, which the action's container sees.
+					// Outside the checkout, where the pull request's files
+					// are: in the runner's folder the action's container
+					// sees as /github/home.
 					yamlv2.MapSlice{
 						{Key: "name", Value: "kubeconfig"},
-						{Key: "run", Value: `echo "$KUBECONFIG_DATA" > ` + kubeconfigFile},
+						{Key: "run", Value: writeKubeconfig},
 						{Key: "env", Value: yamlv2.MapSlice{{Key: "KUBECONFIG_DATA", Value: "${{ secrets." + kubeconfigSecret + " }}"}}},
 					},
 					step,
@@ -259,8 +261,8 @@ func githubPlan(units []Unit, file, image, version string) ([]byte, error) {
 		"A unit runs once those it depends on succeeded; a failed unit stops its dependents, not its siblings.",
 		"To delete, run gantry delete --run-file " + file + " in one job: it deletes in the reverse order.",
 		"Secrets of the repository, which secrets: inherit passes on:",
-		"  " + kubeconfigSecret + ": the kubeconfig, with the contexts the units name; each job writes it to the file",
-		"    " + kubeconfigFile + " in the workspace and gives it to gantry as KUBECONFIG, for every unit that names none.",
+		"  " + kubeconfigSecret + ": the kubeconfig, with the contexts the units name; each job writes it outside the checkout",
+		"    (" + kubeconfigFile + " in the action's container) and gives it to gantry as KUBECONFIG, for every unit that names none.",
 		"  " + recordKeySecret + ": the record-key that signs each revision (openssl rand -base64 32).",
 	}
 	var passed []string
@@ -280,13 +282,16 @@ func githubPlan(units []Unit, file, image, version string) ([]byte, error) {
 	return planYAML(head, wf)
 }
 
-// The secrets a GitHub plan's jobs read for every unit, and the file in
-// the workspace the kubeconfig is written to, as the README's workflow
-// writes it.
+// The secrets a GitHub plan's jobs read for every unit, and the file the
+// kubeconfig is written to, as the README's workflow writes it: in the
+// runner's temporary folder that a container action sees as its home,
+// /github/home, never in the checkout, where the pull request's
+// kustomizations could read it.
 const (
 	kubeconfigSecret = "KUBECONFIG"
 	recordKeySecret  = "GANTRY_RECORD_KEY"
-	kubeconfigFile   = "kubeconfig"
+	kubeconfigFile   = "/github/home/kubeconfig"
+	writeKubeconfig  = `mkdir -p "$RUNNER_TEMP/_github_home" && (umask 077 && printf '%s\n' "$KUBECONFIG_DATA" > "$RUNNER_TEMP/_github_home/kubeconfig")`
 )
 
 // secretName is what GitHub allows as a secret's name.
