@@ -214,12 +214,15 @@ func shownName(name string) string {
 }
 
 // mayRead says whether a run file may read the variable name: the CI's
-// credentials never (GitHub's INPUT_* names hold a -), anything else
+// credentials never, in any case (GitHub's INPUT_* names hold a -), anything else
 // that is no variable's name never, and a name only if run-file-env lets
 // it.
 func (p *policy) mayRead(name string) error {
 	for _, pat := range ciCredentials {
-		if ok, _ := path.Match(pat, name); ok {
+		// In any case: GitHub's secrets and a workflow's env keys are
+		// named without regard to it (gantry_record_key is the secret
+		// GANTRY_RECORD_KEY), and so are Windows' variables.
+		if ok, _ := path.Match(pat, strings.ToUpper(name)); ok {
 			return fmt.Errorf("%s is the CI's own credential or one of gantry's inputs: a run file never reads it", shownName(name))
 		}
 	}

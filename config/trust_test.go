@@ -83,6 +83,8 @@ var hostileRunFiles = []struct {
 	{"the workflow's token", "substitute: {V: {env: GITHUB_TOKEN}}", map[string]string{"GANTRY_RUN_FILE_ENV": "*"}, []string{"gantry.yaml:4", "GITHUB_TOKEN is the CI's own credential"}},
 	{"GitLab's job token", "registry-password: {env: CI_JOB_TOKEN}", map[string]string{"GANTRY_RUN_FILE_ENV": "CI_*"}, []string{"gantry.yaml:4", "CI_JOB_TOKEN is the CI's own credential"}},
 	{"the OIDC request token", "substitute: {V: {env: ACTIONS_ID_TOKEN_REQUEST_TOKEN}}", map[string]string{"GANTRY_RUN_FILE_ENV": "*"}, []string{"gantry.yaml:4", "ACTIONS_ID_TOKEN_REQUEST_TOKEN is the CI's own"}},
+	{"the record-key, in lower case (GitHub's secrets ignore case)", "substitute: {V: {env: gantry_record_key}}", map[string]string{"GANTRY_RUN_FILE_ENV": "*"}, []string{"gantry.yaml:4", "gantry_record_key is the CI's own credential or one of gantry's inputs"}},
+	{"the workflow's token, in mixed case", "substitute: {V: {env: GitHub_Token}}", map[string]string{"GANTRY_RUN_FILE_ENV": "*"}, []string{"gantry.yaml:4", "GitHub_Token is the CI's own credential"}},
 	{"an input's value", "sops-age-key: {env: INPUT_GITHUB-TOKEN}", map[string]string{"GANTRY_RUN_FILE_ENV": "*"}, []string{"gantry.yaml:4", "INPUT_GITHUB-TOKEN is the CI's own credential or one of gantry's inputs"}},
 	{"a variable not allowed", "substitute: {V: {env: DEPLOY_KEY}}", nil, []string{"gantry.yaml:4", "does not let a run file read DEPLOY_KEY", "run-file-env"}},
 	{"a variable outside the pattern", "substitute: {V: {env: DEPLOY_KEY}}", map[string]string{"GANTRY_RUN_FILE_ENV": "APP_*"}, []string{"gantry.yaml:4", "does not let a run file read DEPLOY_KEY"}},

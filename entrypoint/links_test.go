@@ -13,7 +13,7 @@ import (
 // path) as a link to the runner's ~/.bashrc, and .gantry/report.diff as a
 // dangling link to ~/.profile, gets neither written: validate --offline
 // says it refused them and writes nothing outside the workspace. Its
-// branch name, which lands in GANTRY_REVISION, is written so that a shell
+// branch name, which lands in GANTRY_OUTPUT_REVISION, is written so that a shell
 // sourcing the dotenv (as a later job on a shell executor may) runs none
 // of it.
 func TestReportsNeverWriteThroughLinks(t *testing.T) {
@@ -59,7 +59,7 @@ func TestReportsNeverWriteThroughLinks(t *testing.T) {
 	}
 
 	// Without the links, the dotenv is written; sourced by a shell, it
-	// runs nothing, and GANTRY_REVISION reads back as the branch, encoded.
+	// runs nothing, and GANTRY_OUTPUT_REVISION reads back as the branch, encoded.
 	for _, p := range []string{"gantry.env", filepath.Join(".gantry", "report.diff")} {
 		if err := os.Remove(filepath.Join(ws, p)); err != nil {
 			t.Fatal(err)
@@ -70,7 +70,7 @@ func TestReportsNeverWriteThroughLinks(t *testing.T) {
 	if code := Run(context.Background(), []string{"validate", "--offline", "--path=app"}, env, &stdout, &stderr); code != 0 {
 		t.Fatalf("validate --offline: exit %d\n%s%s", code, stdout.String(), stderr.String())
 	}
-	got, err := exec.Command("sh", "-c", `. ./gantry.env && printf %s "$GANTRY_REVISION"`).CombinedOutput()
+	got, err := exec.Command("sh", "-c", `. ./gantry.env && printf %s "$GANTRY_OUTPUT_REVISION"`).CombinedOutput()
 	if err != nil {
 		t.Fatalf("sourcing gantry.env: %v\n%s", err, got)
 	}
@@ -80,6 +80,6 @@ func TestReportsNeverWriteThroughLinks(t *testing.T) {
 		}
 	}
 	if !strings.HasPrefix(string(got), "fix%24%28touch%24%7BIFS%7D") || !strings.HasSuffix(string(got), "@sha1:0123456789abcdef0123456789abcdef01234567") {
-		t.Errorf("GANTRY_REVISION reads %q", got)
+		t.Errorf("GANTRY_OUTPUT_REVISION reads %q", got)
 	}
 }

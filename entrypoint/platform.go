@@ -137,7 +137,7 @@ func reporterSet(cfg *config.Config, env map[string]string, p platform, redact *
 		if dotenv == "" {
 			dotenv = "gantry.env"
 		}
-		set = append(set, &reporters.Dotenv{Path: dotenv, ReportPath: report, DiffPath: diff, Redact: redact})
+		set = append(set, &reporters.Dotenv{Path: dotenv, ReportPath: report, DiffPath: diff, Redact: redact, Inputs: isInputVariable})
 		isMR := env["CI_MERGE_REQUEST_IID"] != ""
 		if want(cfg.Comment, isMR) {
 			iid, err := strconv.ParseInt(env["CI_MERGE_REQUEST_IID"], 10, 64)
@@ -156,7 +156,7 @@ func reporterSet(cfg *config.Config, env map[string]string, p platform, redact *
 		}
 	}
 	if p != gitlabCI && cfg.Dotenv != "" {
-		set = append(set, &reporters.Dotenv{Path: cfg.Dotenv, ReportPath: report, DiffPath: diff, Redact: redact})
+		set = append(set, &reporters.Dotenv{Path: cfg.Dotenv, ReportPath: report, DiffPath: diff, Redact: redact, Inputs: isInputVariable})
 	}
 
 	tekton := cfg.TektonResults
@@ -212,4 +212,15 @@ func pullRequestWriteWarning(command string, env map[string]string, p platform) 
 	}
 	return fmt.Sprintf("%s runs on a %s event: it changes the cluster with the pull request's configuration, before it is reviewed and merged. "+
 		"To preview the change on pull requests instead, set command: diff (the Action's default command is apply), and apply on push to the branch you deploy from.", command, event)
+}
+
+// isInputVariable says whether v is the GANTRY_ variable of one of
+// gantry's inputs.
+func isInputVariable(v string) bool {
+	for _, in := range config.Inputs {
+		if in.GantryEnvName() == v {
+			return true
+		}
+	}
+	return false
 }

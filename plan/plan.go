@@ -73,6 +73,13 @@ type Options struct {
 // suspended units left out. A run file with no plan in that format is an
 // *InvalidError.
 func Write(units []Unit, o Options) ([]byte, error) {
+	// Every engine expands what follows a $ in a job's values: GitHub
+	// ${{ expressions }}, GitLab $VARIABLES, Tekton $(params.x). The run
+	// file's path goes into them, and a workflow may take it from what a
+	// pull request changed.
+	if strings.Contains(o.File, "$") {
+		return nil, &InvalidError{fmt.Sprintf("the run file's path %s holds a $, which a CI engine would expand in the plan's jobs: rename it", strconv.Quote(o.File))}
+	}
 	switch o.Format {
 	case "github":
 		return githubPlan(units, o.File, o.Image, o.Version)
@@ -149,6 +156,23 @@ func githubPlan(units []Unit, file, image, version string) ([]byte, error) {
 				allRefs = append(allRefs, ref)
 			}
 		}
+	}
+	// GitHub reads a step's env keys and secrets' names without regard
+	// to case: two names that differ only in it would be one key (the
+	// workflow is refused, or one value wins), and kubeconfig would be
+	// the kubeconfig's, GANTRY_X an input of gantry's.
+	keys := map[string]string{kubeconfigSecret: kubeconfigSecret}
+	for _, ref := range allRefs {
+		up := strings.ToUpper(ref)
+		other, clash := keys[up]
+		clash = clash && other != ref
+		if strings.HasPrefix(up, "GANTRY_") || strings.HasPrefix(up, "INPUT_") {
+			other, clash = "gantry's inputs", true
+		}
+		if clash {
+			return nil, &InvalidError{fmt.Sprintf("the run file reads the variable %s, which a GitHub workflow cannot tell from %s (it ignores case in env keys and secrets' names): rename it", strconv.Quote(ref), other)}
+		}
+		keys[up] = ref
 	}
 	jobs := yamlv2.MapSlice{}
 	var unnamed []string
@@ -498,9 +522,11 @@ func gitlabPlan(units []Unit, file, image string, runFileEnv []string) ([]byte, 
 	}
 	for _, l := range Levels(units) {
 		for _, u := range l {
-			needs := []string{}
+			// Order only: a unit takes nothing of those it needs, least of
+			// all their dotenv, whose variables would win over its own.
+			needs := []yamlv2.MapSlice{}
 			for _, d := range activeDeps(u, byName) {
-				needs = append(needs, "gantry-"+d)
+				needs = append(needs, yamlv2.MapSlice{{Key: "job", Value: "gantry-" + d}, {Key: "artifacts", Value: false}})
 			}
 			doc = append(doc, yamlv2.MapItem{Key: "gantry-" + u.Name, Value: yamlv2.MapSlice{
 				{Key: "extends", Value: ".gantry-unit"},

@@ -1,9 +1,11 @@
 package plan_test
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
@@ -111,10 +113,43 @@ func FuzzPlanIsData(f *testing.F) {
 		for _, format := range []string{"github", "gitlab", "tekton"} {
 			units := twoUnits([2]string{"web", "db"}, envName)
 			out, err := plan.Write(units, plan.Options{Format: format, File: file, RunFileEnv: []string{envName}})
+			if errors.As(err, new(*plan.InvalidError)) {
+				continue // no plan: a $ that an engine would expand, names GitHub cannot tell apart
+			}
 			if err != nil {
 				t.Fatalf("%s: %v", format, err)
 			}
 			plantest.CheckShape(t, format, units, out)
 		}
 	})
+}
+
+// What an engine would expand never reaches a plan: a run file's path
+// with GitHub's ${{ }}, GitLab's $VARIABLE or Tekton's $(params.x) is
+// refused, as are variables a GitHub workflow cannot tell apart (its env
+// keys and secrets' names ignore case): kubeconfig would have been the
+// kubeconfig's key, gantry_record_key the record-key's secret.
+func TestPlanRefusesWhatEnginesExpand(t *testing.T) {
+	t.Parallel()
+	for _, format := range []string{"github", "gitlab", "tekton"} {
+		for _, file := range []string{"gantry-${{ secrets.KUBECONFIG }}.yaml", "$CI_JOB_TOKEN/gantry.yaml", "$(params.kubeconfig).yaml"} {
+			out, err := plan.Write(twoUnits([2]string{"web", "db"}, "APP_TOKEN"), plan.Options{Format: format, File: file})
+			if !errors.As(err, new(*plan.InvalidError)) || !strings.Contains(err.Error(), "holds a $") {
+				t.Errorf("%s, run file %q: %v\n%s", format, file, err, out)
+			}
+		}
+	}
+	for _, refs := range [][]string{{"kubeconfig"}, {"Kubeconfig_Token"}, {"gantry_record_key"}, {"input_command"}, {"APP_TOKEN", "app_token"}} {
+		units := []plan.Unit{{Name: "web", EnvRefs: refs}}
+		out, err := plan.Write(units, plan.Options{Format: "github", File: "gantry.yaml"})
+		if refs[0] == "Kubeconfig_Token" {
+			if err != nil {
+				t.Errorf("%v: %v", refs, err)
+			}
+			continue
+		}
+		if !errors.As(err, new(*plan.InvalidError)) || !strings.Contains(err.Error(), "ignores case") {
+			t.Errorf("%v: %v\n%s", refs, err, out)
+		}
+	}
 }

@@ -121,6 +121,21 @@ type Dotenv struct {
 	Path                 string
 	ReportPath, DiffPath string
 	Redact               *Redactor
+	// Inputs says which variables are gantry's inputs. An output of the
+	// same name (revision, inventory, report) is written as
+	// GANTRY_OUTPUT_<NAME>: a dotenv's variables win over a later job's
+	// own, so that job's gantry would take this one's inventory, report
+	// path and revision for its inputs.
+	Inputs func(variable string) bool
+}
+
+// DotenvName is the variable an output is written as.
+func (d *Dotenv) DotenvName(output string) string {
+	v := "GANTRY_" + strings.ToUpper(strings.ReplaceAll(output, "-", "_"))
+	if d.Inputs != nil && d.Inputs(v) {
+		return "GANTRY_OUTPUT_" + strings.TrimPrefix(v, "GANTRY_")
+	}
+	return v
 }
 
 var _ Reporter = (*Dotenv)(nil)
@@ -138,7 +153,7 @@ func (d *Dotenv) write(outputs map[string]string, names []string) error {
 	var b strings.Builder
 	for _, name := range names {
 		v := dotenvValue(outputValue(name, outputs[name], d.Redact))
-		fmt.Fprintf(&b, "GANTRY_%s=%s\n", strings.ToUpper(strings.ReplaceAll(name, "-", "_")), v)
+		fmt.Fprintf(&b, "%s=%s\n", d.DotenvName(name), v)
 	}
 	if b.Len() > DotenvLimit {
 		return fmt.Errorf("dotenv would be %d bytes, over GitLab's %d", b.Len(), DotenvLimit)

@@ -60,7 +60,8 @@ func TestDotenvAndTektonGolden(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	res := sample()
-	if err := (&Dotenv{Path: filepath.Join(dir, "gantry.env"), ReportPath: ".gantry/report.json", DiffPath: ".gantry/diff.patch"}).Report(t.Context(), res); err != nil {
+	inputs := func(v string) bool { return v == "GANTRY_REVISION" || v == "GANTRY_INVENTORY" || v == "GANTRY_REPORT" }
+	if err := (&Dotenv{Path: filepath.Join(dir, "gantry.env"), ReportPath: ".gantry/report.json", DiffPath: ".gantry/diff.patch", Inputs: inputs}).Report(t.Context(), res); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "gantry.env"))

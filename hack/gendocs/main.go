@@ -164,7 +164,10 @@ everywhere gantry writes.
 ## Outputs
 
 GitHub step outputs; the same as ` + "`GANTRY_<OUTPUT>`" + ` lines in the GitLab dotenv
-report (hyphens as underscores); the scalar ones as Tekton results.
+report (hyphens as underscores), except the outputs named as inputs, which are
+` + "`GANTRY_OUTPUT_REVISION`, `GANTRY_OUTPUT_INVENTORY` and `GANTRY_OUTPUT_REPORT`" + `
+(a dotenv's variables win over a later job's own, whose gantry would take
+them for its inputs); the scalar ones as Tekton results.
 
 | output |
 |---|
