@@ -323,7 +323,11 @@ func TestColorInCILogs(t *testing.T) {
 			go func() { b, _ := io.ReadAll(r); done <- string(b) }()
 			w, read = pw, func() string { return <-done }
 		}
-		if code := Run(t.Context(), []string{"validate", "--offline", example}, append(env, "HOME="+t.TempDir()), io.Discard, w); code != ExitOK {
+		// What CI's defaults would write in the working directory (the
+		// dotenv, the report) goes to the test's own folder.
+		out := t.TempDir()
+		env = append(env, "HOME="+t.TempDir(), "GANTRY_DOTENV="+filepath.Join(out, "gantry.env"), "GANTRY_REPORT="+filepath.Join(out, "report.json"))
+		if code := Run(t.Context(), []string{"validate", "--offline", example}, env, io.Discard, w); code != ExitOK {
 			t.Fatalf("exit %d", code)
 		}
 		w.Close()

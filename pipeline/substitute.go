@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -127,12 +128,17 @@ func substituteValue(v any, vars map[string]string, missing map[string]bool, bad
 		}
 		// As the YAML text it would have been: a whole number, a number
 		// or a boolean takes its type; anything else stays the string.
-		if n, err := strconv.ParseInt(out, 10, 64); err == nil {
+		// Only a number that prints back as the same text: 0042 or 1.50
+		// would print as 42 or 1.5, which a mask of the value (a
+		// secret-named variable's) no longer matches.
+		if n, err := strconv.ParseInt(out, 10, 64); err == nil && strconv.FormatInt(n, 10) == out {
 			return n
 		}
 		if number.MatchString(out) {
 			if f, err := strconv.ParseFloat(out, 64); err == nil {
-				return f
+				if b, err := json.Marshal(f); err == nil && string(b) == out {
+					return f
+				}
 			}
 		}
 		if out == "true" || out == "false" {

@@ -49,3 +49,25 @@ func TestSubstitutionStaysInsideEachValue(t *testing.T) {
 		t.Errorf("labels %v", labels)
 	}
 }
+
+// A value that is one reference takes a number's type only when the
+// number prints back as the value's text: a secret-named variable's
+// 000000000042 or 987654321.000 stayed a number that printed as 42 or
+// 9.87654321e+08, which its mask no longer matched.
+func TestSubstitutionKeepsTheValuesText(t *testing.T) {
+	t.Parallel()
+	o := &Object{Unstructured: &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c"},
+		"data": map[string]any{"pin": "${PIN_TOKEN}", "f": "${F_SECRET}", "n": "${N}", "r": "${R}", "plus": "${PLUS}", "e": "${E}"},
+	}}}
+	vars := map[string]string{"PIN_TOKEN": "000000000042", "F_SECRET": "987654321.000", "N": "42", "R": "0.25", "PLUS": "+7", "E": "1e3"}
+	if err := substituteAll([]*Object{o}, vars); err != nil {
+		t.Fatal(err)
+	}
+	data := o.Object["data"].(map[string]any)
+	for k, want := range map[string]any{"pin": "000000000042", "f": "987654321.000", "n": int64(42), "r": 0.25, "plus": "+7", "e": "1e3"} {
+		if data[k] != want {
+			t.Errorf("data.%s: %#v, want %#v", k, data[k], want)
+		}
+	}
+}
