@@ -50,6 +50,9 @@ type console struct {
 	unit string
 	// quiet prints no progress: stages, objects and notes.
 	quiet bool
+	// verb is the command, which labels what happens to objects: a
+	// diff's are to happen.
+	verb string
 }
 
 var _ pipeline.Observer = (*console)(nil)
@@ -62,7 +65,7 @@ func newConsole(w io.Writer, redact *reporters.Redactor, p platform) *console {
 // forUnit is the console of one unit of a run: every line starts with
 // the unit's name.
 func (c *console) forUnit(name string) *console {
-	return &console{mu: c.mu, w: c.w, redact: c.redact, p: c.p, color: c.color, now: c.now, unit: name, quiet: c.quiet}
+	return &console{mu: c.mu, w: c.w, redact: c.redact, p: c.p, color: c.color, now: c.now, unit: name, quiet: c.quiet, verb: c.verb}
 }
 
 // Write lets client-go's warning writer print through the console.
@@ -138,7 +141,7 @@ func (c *console) ObjectDone(o result.Object) {
 	if c.quiet || o.Action == result.Unchanged || o.Action == result.InSync {
 		return
 	}
-	action := string(o.Action)
+	action := o.Action.Label(c.verb)
 	switch o.Action {
 	case result.Failed:
 		action = c.paint("31", action)

@@ -83,3 +83,18 @@ func TestConsoleDiffSummarySaysWhatWouldHappen(t *testing.T) {
 		t.Errorf("apply summary:\n%s", out)
 	}
 }
+
+// A diff's objects are what would happen to them, line by line as in its
+// tables: "to create", never "created".
+func TestConsoleDiffSaysWhatWouldHappen(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	c := newConsole(&b, reporters.NewRedactor(), plainCLI)
+	c.verb = "diff"
+	c.ObjectDone(result.Object{Kind: "ConfigMap", Namespace: "shop", Name: "new", Action: result.Created})
+	c.ObjectDone(result.Object{Kind: "Deployment", Namespace: "shop", Name: "web", Action: result.Configured})
+	out := b.String()
+	if !strings.Contains(out, "ConfigMap/shop/new to create") || !strings.Contains(out, "Deployment.apps/shop/web to configure") && !strings.Contains(out, "Deployment/shop/web to configure") || strings.Contains(out, "created") {
+		t.Errorf("a diff's objects:\n%s", out)
+	}
+}

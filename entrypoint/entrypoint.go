@@ -105,7 +105,7 @@ func runOne(ctx context.Context, inv *config.Given, p platform, stdout, stderr i
 		defer s.startTrace()()
 	}
 	if cfg != nil {
-		s.console.color, s.console.quiet = useColor(cfg.Color, stderr, env), cfg.Quiet
+		s.console.color, s.console.quiet, s.console.verb = useColor(cfg.Color, stderr, env), cfg.Quiet, cfg.Command
 	}
 	redact, gha, console := s.redact, s.gha, s.console
 

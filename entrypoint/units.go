@@ -53,7 +53,7 @@ func runFile(ctx context.Context, inv *config.Given, file string, p platform, st
 		defer s.startTrace()()
 	}
 	if runCfg != nil {
-		s.console.color, s.console.quiet = useColor(runCfg.Color, stderr, env), runCfg.Quiet
+		s.console.color, s.console.quiet, s.console.verb = useColor(runCfg.Color, stderr, env), runCfg.Quiet, runCfg.Command
 	}
 	run := &result.Run{Schema: result.RunSchemaVersion, Command: inv.Command, Version: Version, RunFile: file,
 		Started: time.Now(), Units: []result.Unit{}}

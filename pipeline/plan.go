@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"github.com/fluxcd/cli-utils/pkg/object"
@@ -164,9 +163,8 @@ type planner struct {
 	refuseConflicts bool
 	// validateAll dry-runs every object; without it, an object whose
 	// live state shows the apply would change nothing is not dry-run
-	// (unchangedOnServer), and fast counts those.
+	// (unchangedOnServer).
 	validateAll bool
-	fast        atomic.Int64
 	// onDryRun is called before the dry-run of an object that is likely
 	// to change: one the inventory does not list, or one whose live state
 	// did not show it unchanged.
@@ -598,7 +596,6 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 	extra := p.takeOver[inventory.EntryFor(o.Unstructured).ID]
 	if !dryRunSent {
 		if pl.existing != nil && len(extra) == 0 && unchangedOnServer(appliedObject(o.Unstructured), pl.existing) {
-			p.fast.Add(1)
 			pl.current = p.readiness && currentNow(pl.existing)
 			if !p.keepLive {
 				pl.existing = nil

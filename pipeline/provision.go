@@ -53,9 +53,9 @@ func (r *run) plan(ctx context.Context) error {
 	for _, o := range rest {
 		r.plans = append(r.plans, &plan{obj: o, kind: planUnchanged})
 	}
-	if n := r.planner.fast.Load(); n > 0 && r.res.Command != "drift" {
-		r.obs.Info(fmt.Sprintf("%d of %s already hold every value gantry applies: not dry-run (validate: all dry-runs them too)", n, nObjects(len(r.objects))))
-	}
+	// The objects that already hold every value gantry applies are not
+	// dry-run (validate: all dry-runs them too); the summary counts them
+	// unchanged, and nothing more is said of them, run after run.
 	if slices.ContainsFunc(r.plans, func(pl *plan) bool { return pl.kind != planUnchanged }) {
 		r.findSources() // something to name that no dry-run started
 	}
