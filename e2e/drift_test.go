@@ -106,7 +106,7 @@ func TestDriftReportsHandChangesAndCorrectsThem(t *testing.T) {
 
 	clean := runOnSchedule(t, srv, gh.Token, drift...)
 	scan(clean)
-	if clean.code != 0 || clean.res.Reason != result.ReasonSucceeded || clean.res.Counts()[result.InSync] != 3 {
+	if clean.code != 0 || clean.res.Reason != result.ReasonNoDrift || clean.res.Counts()[result.InSync] != 3 {
 		t.Fatalf("drift right after the apply: exit %d, %s %v\n%s", clean.code, clean.res.Reason, clean.res.Counts(), clean.stderr)
 	}
 	if len(gh.Issues()) != 0 {
@@ -191,7 +191,7 @@ func TestDriftReportsHandChangesAndCorrectsThem(t *testing.T) {
 
 	gone := runOnSchedule(t, srv, gh.Token, drift...)
 	scan(gone)
-	if gone.code != 0 || gone.res.Reason != result.ReasonSucceeded {
+	if gone.code != 0 || gone.res.Reason != result.ReasonNoDrift {
 		t.Fatalf("drift after correct: exit %d, %s\n%s", gone.code, gone.res.Reason, gone.stderr)
 	}
 	if issues := gh.Issues(); len(issues) != 1 || issues[0].State != "closed" {
@@ -232,7 +232,7 @@ func TestDriftOverARunFile(t *testing.T) {
 	// A script's own field manager is not one of people's: its change
 	// is reported as managed by it, not as drift.
 	r := gantryRunFile(t, ctx, "drift", "--run-file", runFile)
-	if b := r.unit(t, "b"); r.code != 0 || b.Reason != result.ReasonSucceeded || len(b.Objects) != 1 || len(b.Objects[0].ManagedBy) != 1 || b.Objects[0].ManagedBy[0].Manager != "nightly-script" {
+	if b := r.unit(t, "b"); r.code != 0 || b.Reason != result.ReasonNoDrift || len(b.Objects) != 1 || len(b.Objects[0].ManagedBy) != 1 || b.Objects[0].ManagedBy[0].Manager != "nightly-script" {
 		t.Fatalf("drift --run-file of a script's change: exit %d, unit b %+v\n%s", r.code, b.Result, r.stderr)
 	}
 	// Named by the workflow, its changes are drift.
@@ -240,7 +240,7 @@ func TestDriftOverARunFile(t *testing.T) {
 	if r.code != entrypoint.ExitChanges || r.run == nil || r.run.Reason != result.ReasonDriftDetected {
 		t.Fatalf("drift --run-file: exit %d\n%s", r.code, r.stderr)
 	}
-	if a := r.unit(t, "a"); a.Reason != result.ReasonSucceeded {
+	if a := r.unit(t, "a"); a.Reason != result.ReasonNoDrift {
 		t.Errorf("unit a: %s %s", a.Reason, a.Message)
 	}
 	b := r.unit(t, "b")
@@ -308,7 +308,7 @@ func TestNoDriftRightAfterAnApply(t *testing.T) {
 		{"drift", "--inventory=web", "--inventory-namespace=" + invNS},
 	} {
 		r := gantry(t, args...)
-		if r.code != 0 || r.res.Reason != result.ReasonSucceeded {
+		if r.code != 0 || r.res.Reason != result.ReasonNoDrift {
 			var drifted []string
 			for _, o := range r.res.Objects {
 				for _, d := range o.Drift {

@@ -320,7 +320,7 @@ func TestGitHubActionRunnerEnvironment(t *testing.T) {
 
 	// A diff, as on a pull request: no changes, exit 0; with
 	// detailed-exitcode and a change pending, exit 3 and the comment says so.
-	if d := run(map[string]string{"INPUT_COMMAND": "diff", "INPUT_DETAILED-EXITCODE": "true"}); d.code != 0 || !strings.Contains(d.stderr, "gantry diff: ReconciliationSucceeded") {
+	if d := run(map[string]string{"INPUT_COMMAND": "diff", "INPUT_DETAILED-EXITCODE": "true"}); d.code != 0 || !strings.Contains(d.stderr, "gantry diff: NoChanges") {
 		t.Errorf("diff without changes: exit %d\n%s", d.code, d.stderr)
 	}
 	replaceInFile(t, filepath.Join(deploy, "app.yaml"), "replicas: 1", "replicas: 2")

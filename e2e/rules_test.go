@@ -266,7 +266,7 @@ func TestDiffExitCodes(t *testing.T) {
 	if r := gantry(t, append([]string{"apply"}, base...)...); r.code != 0 {
 		t.Fatalf("apply: exit %d\n%s", r.code, r.stderr)
 	}
-	if r := gantry(t, append([]string{"diff", "--detailed-exitcode"}, base...)...); r.code != entrypoint.ExitOK || r.res.Reason != result.ReasonSucceeded {
+	if r := gantry(t, append([]string{"diff", "--detailed-exitcode"}, base...)...); r.code != entrypoint.ExitOK || r.res.Reason != result.ReasonNoChanges {
 		t.Fatalf("diff with no change: exit %d reason %s\n%s", r.code, r.res.Reason, r.stderr)
 	}
 	replaceInFile(t, filepath.Join(dir, "a.yaml"), "k: v1", "k: v2")

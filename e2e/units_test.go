@@ -275,7 +275,7 @@ func TestRunFileAcrossTwoClusters(t *testing.T) {
 	if r.code != entrypoint.ExitChanges || r.run.Reason != result.ReasonProgressing {
 		t.Errorf("diff with one change: exit %d, %s; want 3, Progressing", r.code, r.run.Reason)
 	}
-	for _, want := range []string{"# unit platform: ReconciliationSucceeded", "# unit app-b: Progressing", "+  k: changed", "# unit last: ReconciliationSucceeded"} {
+	for _, want := range []string{"# unit platform: NoChanges", "# unit app-b: Progressing", "+  k: changed", "# unit last: NoChanges"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("the diff does not say %q:\n%s", want, r.stdout)
 		}

@@ -106,7 +106,7 @@ func TestOfflineUnitsSeeTheirDependenciesCRDs(t *testing.T) {
 		}
 		ok := "ValidationSucceeded"
 		if command[0] == "diff" {
-			ok = "ReconciliationSucceeded"
+			ok = "NoChanges"
 		}
 		want := map[string]string{"crds": ok, "app": ok, "deeper": ok, "bad": "ValidationFailed", "loose": "ValidationFailed"}
 		if got := unitReasons(t, report); !maps.Equal(got, want) {
@@ -126,7 +126,7 @@ func TestOfflineUnitsSeeTheirDependenciesCRDs(t *testing.T) {
 	// on, which are not run.
 	report := filepath.Join(t.TempDir(), "report.json")
 	code, out := runIn(t, ws, []string{"diff", "--offline", "--base", "HEAD", "--run-file", filepath.Join(ws, "gantry.yaml"), "--unit", "deeper", "--report", report})
-	if got := unitReasons(t, report); code != ExitOK || !maps.Equal(got, map[string]string{"deeper": "ReconciliationSucceeded"}) {
+	if got := unitReasons(t, report); code != ExitOK || !maps.Equal(got, map[string]string{"deeper": "NoChanges"}) {
 		t.Errorf("deeper alone: exit %d, units %v\n%s", code, got, out)
 	}
 }
@@ -147,7 +147,7 @@ func TestOfflinePreviewOfAUnitWhoseDependencyFailed(t *testing.T) {
 		code, out := runIn(t, ws, append(command, "--run-file", filepath.Join(ws, "gantry.yaml"), "--report", report))
 		ok := "ValidationSucceeded"
 		if command[0] == "diff" {
-			ok = "ReconciliationSucceeded"
+			ok = "NoChanges"
 		}
 		if got := unitReasons(t, report); code != ExitFailed || !maps.Equal(got, map[string]string{"crds": "ValidationFailed", "app": ok}) {
 			t.Errorf("%s: exit %d, units %v; want %d, crds ValidationFailed and app %s\n%s", command[0], code, got, ExitFailed, ok, out)

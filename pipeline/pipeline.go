@@ -360,10 +360,7 @@ func (r *run) execute(parent context.Context, stages []stage) *result.Result {
 	}
 	r.res.Finished = time.Now().UTC()
 	if r.res.Reason == "" {
-		r.res.Reason = result.ReasonSucceeded
-		if r.res.Command == "validate" {
-			r.res.Reason = result.ReasonValidated
-		}
+		r.res.Reason = result.SuccessFor(r.res.Command)
 	}
 	if err := errors.Join(failures...); err != nil {
 		r.res.Message = err.Error()

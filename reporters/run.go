@@ -143,9 +143,10 @@ func RunStickyBody(run *result.Run, page Page, limit int, redact *Redactor) stri
 
 // runIcon is a unit's or a run's outcome at a glance.
 func runIcon(r result.Reason) string {
-	switch r {
-	case result.ReasonSucceeded, result.ReasonValidated:
+	if r.Succeeded() {
 		return "✅"
+	}
+	switch r {
 	case result.ReasonProgressing:
 		return "📝"
 	case result.ReasonSuspended:
@@ -164,18 +165,20 @@ func unitOutcome(u result.Unit) string {
 	switch {
 	case u.Reason == result.ReasonValidated:
 		return "valid"
-	case u.Reason == result.ReasonSucceeded && u.Command == "diff":
+	case u.Reason == result.ReasonNoChanges:
 		return "no changes"
-	case u.Reason == result.ReasonSucceeded && u.Command == "drift":
+	case u.Reason == result.ReasonNoDrift:
 		return "in sync"
+	case u.Reason == result.ReasonDeleted:
+		return "deleted"
 	case u.Reason == result.ReasonDriftDetected:
 		n := u.Counts()[result.Drifted] + u.Counts()[result.Missing]
 		return fmt.Sprintf("%d drifted", n)
 	case u.Reason == result.ReasonProgressing:
 		return "changes pending"
-	case u.Reason == result.ReasonSucceeded && u.Changed():
+	case u.Reason.Succeeded() && u.Changed():
 		return "changed"
-	case u.Reason == result.ReasonSucceeded:
+	case u.Reason.Succeeded():
 		return "unchanged"
 	}
 	return string(u.Reason)
@@ -219,7 +222,7 @@ func RunMarkdown(run *result.Run, page Page, detail Detail) string {
 
 	for _, u := range run.Units {
 		open := ""
-		if result.Severity(u.Reason) >= 3 || u.Reason == result.ReasonProgressing || u.Reason == result.ReasonDriftDetected || (u.Reason == result.ReasonSucceeded && u.Changed()) {
+		if result.Severity(u.Reason) >= 3 || u.Reason == result.ReasonProgressing || u.Reason == result.ReasonDriftDetected || (u.Reason.Succeeded() && u.Changed()) {
 			open = " open"
 		}
 		fmt.Fprintf(&b, "<details%s><summary>%s <b>%s</b>: %s</summary>\n\n", open, runIcon(u.Reason), htmlEscape(oneLine(u.Name)), htmlEscape(oneLine(unitOutcome(u))))

@@ -19,9 +19,18 @@ type Reason string
 
 // Reasons.
 const (
+	// ReasonSucceeded: apply, rollback, push or release did what it was
+	// asked.
 	ReasonSucceeded Reason = "ReconciliationSucceeded"
 	// ReasonValidated: validate found every object valid.
-	ReasonValidated   Reason = "ValidationSucceeded"
+	ReasonValidated Reason = "ValidationSucceeded"
+	// ReasonNoChanges: diff found nothing to change (with changes it is
+	// Progressing).
+	ReasonNoChanges Reason = "NoChanges"
+	// ReasonNoDrift: drift found every object as applied.
+	ReasonNoDrift Reason = "NoDrift"
+	// ReasonDeleted: delete deleted what the inventory records.
+	ReasonDeleted     Reason = "DeletionSucceeded"
 	ReasonBuildFailed Reason = "BuildFailed"
 	// ReasonArtifactFailed is for pulling, verifying or pushing an artifact.
 	ReasonArtifactFailed   Reason = "ArtifactFailed"
@@ -362,7 +371,30 @@ func (r *Result) Succeeded() bool { return r.Reason.Succeeded() }
 
 // Succeeded reports whether the reason is a success: a reconciliation
 // that succeeded, or a validation that found every object valid.
-func (r Reason) Succeeded() bool { return r == ReasonSucceeded || r == ReasonValidated }
+func (r Reason) Succeeded() bool {
+	switch r {
+	case ReasonSucceeded, ReasonValidated, ReasonNoChanges, ReasonNoDrift, ReasonDeleted:
+		return true
+	}
+	return false
+}
+
+// SuccessFor is the reason a command ends with when it succeeded, in
+// words of what it found: a diff with nothing to change, a drift with
+// nothing drifted, a delete, a validate, or a deploy.
+func SuccessFor(command string) Reason {
+	switch command {
+	case "validate":
+		return ReasonValidated
+	case "diff":
+		return ReasonNoChanges
+	case "drift":
+		return ReasonNoDrift
+	case "delete":
+		return ReasonDeleted
+	}
+	return ReasonSucceeded
+}
 
 // ReachedGoal reports whether the run did what it was asked: it
 // succeeded, or, for rollback, rolled back (an apply with atomic that

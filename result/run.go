@@ -55,8 +55,11 @@ func (c Cluster) String() string {
 // unit not run because its dependency failed (2), then pending changes
 // (1); success and a suspended unit rank 0.
 func Severity(r Reason) int {
+	if r.Succeeded() {
+		return 0
+	}
 	switch r {
-	case ReasonSucceeded, ReasonValidated, ReasonSuspended:
+	case ReasonSuspended:
 		return 0
 	case ReasonProgressing, ReasonDriftDetected:
 		return 1
@@ -71,10 +74,7 @@ func Severity(r Reason) int {
 // Conclude sets the run's reason, the first of its worst units', and a
 // message that counts the units by outcome and names those that failed.
 func (r *Run) Conclude() {
-	r.Reason = ReasonSucceeded
-	if r.Command == "validate" {
-		r.Reason = ReasonValidated
-	}
+	r.Reason = SuccessFor(r.Command)
 	worst := 0
 	var failed []string
 	counts := map[string]int{}

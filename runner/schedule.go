@@ -124,11 +124,7 @@ func (s *Session) Units(ctx context.Context, units []*config.Unit, concurrency i
 // reachedGoal says whether a unit's dependents may go: it succeeded, or
 // a diff found changes, or it was suspended (they wait for nothing from it).
 func reachedGoal(r *result.Result) bool {
-	switch r.Reason {
-	case result.ReasonSucceeded, result.ReasonValidated, result.ReasonProgressing, result.ReasonSuspended:
-		return true
-	}
-	return false
+	return r.Reason.Succeeded() || r.Reason == result.ReasonProgressing || r.Reason == result.ReasonSuspended
 }
 
 // writes says whether a unit's command changes a cluster: its dependents
