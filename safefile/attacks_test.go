@@ -1,8 +1,10 @@
 package safefile
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -101,7 +103,9 @@ func TestAttackIntermediateLinks(t *testing.T) {
 	}
 }
 
-// S5: Append to a regular file that is a hard link to a file outside.
+// S5: a regular file that is a hard link to a file outside the
+// workspace: Append refuses it, as it refuses a symbolic link; Write
+// replaces the name and leaves the other file as it was.
 func TestAttackAppendHardlink(t *testing.T) {
 	clearCI(t)
 	ws, outside := t.TempDir(), t.TempDir()
@@ -109,11 +113,18 @@ func TestAttackAppendHardlink(t *testing.T) {
 	victim := filepath.Join(outside, "victim")
 	mustA(t, os.WriteFile(victim, []byte("orig\n"), 0o644))
 	mustA(t, os.Link(victim, "out.txt"))
-	t.Logf("Append: %v", Append("out.txt", []byte("pwn\n")))
-	b, _ := os.ReadFile(victim)
-	t.Logf("victim now %q", b)
+	var le *LinkError
+	if err := Append("out.txt", []byte("pwn\n")); !errors.As(err, &le) || !strings.Contains(err.Error(), "hard link") {
+		t.Errorf("Append through a hard link: %v, want it refused", err)
+	}
 	mustA(t, os.Link(victim, "out2.txt"))
-	t.Logf("Write: %v", Write("out2.txt", []byte("pwn2\n")))
-	b, _ = os.ReadFile(victim)
-	t.Logf("victim after Write %q", b)
+	if err := Write("out2.txt", []byte("pwn2\n")); err != nil {
+		t.Errorf("Write over a hard link: %v", err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "orig\n" {
+		t.Errorf("the file outside was written through a hard link: %q", b)
+	}
+	if b, _ := os.ReadFile("out2.txt"); string(b) != "pwn2\n" {
+		t.Errorf("out2.txt: %q", b)
+	}
 }

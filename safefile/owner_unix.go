@@ -27,3 +27,14 @@ func matchOwner(r *os.Root, paths []string) {
 		_ = r.Lchown(p, int(st.Uid), int(st.Gid))
 	}
 }
+
+// hardLinked says whether the open file has other names: appending to it
+// would write to every one of them.
+func hardLinked(f *os.File) bool {
+	fi, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && fi.Mode().IsRegular() && st.Nlink > 1
+}

@@ -156,7 +156,8 @@ func Write(path string, content []byte) error {
 }
 
 // Append adds content to the end of path, creating it: for the files a
-// CI runner gives to append to (GITHUB_OUTPUT).
+// CI runner gives to append to (GITHUB_OUTPUT). A file with other names
+// (hard links) is refused, as a symbolic link is.
 func Append(path string, content []byte) error {
 	r, rel, created, err := open(path)
 	if err != nil {
@@ -166,6 +167,12 @@ func Append(path string, content []byte) error {
 	f, err := r.OpenFile(rel, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if hardLinked(f) {
+		// A file that has other names is written through all of them:
+		// as a symbolic link would be, refused.
+		f.Close()
+		return &LinkError{Path: path, What: "a file with other names (a hard link)"}
 	}
 	_, werr := f.Write(content)
 	if err := errors.Join(werr, f.Close()); err != nil {
