@@ -1,0 +1,372 @@
+// Package charts renders Helm charts in-process with Helm's own packages
+// (its engine, chart loader, values coalescing and install order), for a
+// build: a chart in, manifests out, no cluster and no release storage.
+//
+// A chart is code from the pull request that brings it. Rendering gives it
+// no reach beyond the manifests it produces: its files are read through an
+// os.Root of its folder (so .Files sees the chart and nothing else), within
+// bounds of count and size; lookup is answered empty, as helm template
+// answers it, and its use reported; DNS lookups are answered empty; its
+// values schema is checked with no loader at all (Helm's own would fetch
+// http and file references); no plugin, post-renderer or helm binary runs.
+package charts
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"sync/atomic"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"helm.sh/helm/v4/pkg/chart/common"
+	commonutil "helm.sh/helm/v4/pkg/chart/common/util"
+	"helm.sh/helm/v4/pkg/chart/loader/archive"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
+	"helm.sh/helm/v4/pkg/engine"
+	"helm.sh/helm/v4/pkg/ignore"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
+	"helm.sh/helm/v4/pkg/strvals"
+	"sigs.k8s.io/yaml"
+)
+
+// Bounds on what a chart's folder may hold, as on an artifact's content.
+const (
+	MaxFiles      = 10000
+	MaxTotalBytes = 64 << 20
+)
+
+// Options say what to render and how.
+type Options struct {
+	// Dir is the chart's folder; the caller has confined it to the
+	// workspace.
+	Dir string
+	// ReleaseName and Namespace are .Release.Name and .Release.Namespace.
+	ReleaseName, Namespace string
+	// Values are the values files' contents, in order (later ones win),
+	// each named for messages; Set are KEY=VALUE lines, as helm's --set,
+	// applied after them.
+	Values []Values
+	Set    []string
+	// KubeVersion is .Capabilities.KubeVersion (v1.37.0); APIVersions
+	// are added to .Capabilities.APIVersions.
+	KubeVersion string
+	APIVersions []string
+	// MaxFileBytes bounds one file of the chart.
+	MaxFileBytes int64
+}
+
+// Values is one values file.
+type Values struct {
+	Name    string
+	Content []byte
+}
+
+// Document is one rendered object's YAML and the chart file it came from
+// (mychart/templates/deployment.yaml, mychart/charts/db/crds/crd.yaml).
+type Document struct {
+	Source  string
+	Content string
+}
+
+// Hook is a rendered hook: the events it runs on (pre-install, test...).
+type Hook struct {
+	Document
+	Events []string
+}
+
+// Rendered is a chart rendered: its CRDs (crds/ of the chart and its
+// subcharts), its templates' objects in Helm's install order, and its
+// hooks, apart.
+type Rendered struct {
+	CRDs      []Document
+	Manifests []Document
+	Hooks     []Hook
+	// Lookup says a template called lookup, which was answered empty.
+	Lookup bool
+}
+
+// Error is a chart that cannot be rendered: its folder, values or a
+// template, named.
+type Error struct {
+	Chart string
+	Err   error
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("chart %s: %v", e.Chart, e.Err) }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Render renders the chart in opts.Dir.
+func Render(ctx context.Context, opts Options) (*Rendered, error) {
+	c, err := Load(opts.Dir, opts.MaxFileBytes)
+	if err != nil {
+		return nil, &Error{Chart: opts.Dir, Err: err}
+	}
+	fail := func(err error) (*Rendered, error) { return nil, &Error{Chart: c.Name(), Err: err} }
+	vals, err := values(opts)
+	if err != nil {
+		return fail(err)
+	}
+	if err := chartutil.ProcessDependencies(c, vals); err != nil {
+		return fail(fmt.Errorf("dependencies: %w", err))
+	}
+	caps := common.DefaultCapabilities.Copy()
+	if opts.KubeVersion != "" {
+		kv, err := common.ParseKubeVersion(opts.KubeVersion)
+		if err != nil {
+			return fail(fmt.Errorf("kubernetes version %q: %w", opts.KubeVersion, err))
+		}
+		caps.KubeVersion = *kv
+	}
+	if len(opts.APIVersions) > 0 {
+		caps.APIVersions = append(append(common.VersionSet{}, caps.APIVersions...), opts.APIVersions...)
+	}
+	if c.Metadata.KubeVersion != "" && !chartutil.IsCompatibleRange(c.Metadata.KubeVersion, caps.KubeVersion.String()) {
+		return fail(fmt.Errorf("needs Kubernetes %s, not %s", c.Metadata.KubeVersion, caps.KubeVersion.String()))
+	}
+	top, err := commonutil.ToRenderValuesWithSchemaValidation(c, vals, common.ReleaseOptions{
+		Name: opts.ReleaseName, Namespace: opts.Namespace, Revision: 1, IsInstall: true,
+	}, caps, true)
+	if err != nil {
+		return fail(err)
+	}
+	if err := validateSchemas(c, top["Values"]); err != nil {
+		return fail(err)
+	}
+	var lookedUp atomic.Bool
+	e := engine.Engine{CustomTemplateFuncs: map[string]any{
+		// As helm template answers it: a chart never reads the
+		// cluster into objects a diff then prints.
+		"lookup": func(string, string, string, string) (map[string]any, error) {
+			lookedUp.Store(true)
+			return map[string]any{}, nil
+		},
+	}}
+	files, err := e.RenderWithContext(ctx, c, top)
+	if err != nil {
+		return fail(err)
+	}
+	for name := range files {
+		// Notes are for a person at a terminal, not objects.
+		if strings.HasSuffix(name, "NOTES.txt") {
+			delete(files, name)
+		}
+	}
+	hooks, manifests, err := releaseutil.SortManifests(files, caps.APIVersions, releaseutil.InstallOrder)
+	if err != nil {
+		return fail(err)
+	}
+	out := &Rendered{Lookup: lookedUp.Load()}
+	for _, crd := range allCRDs(c) {
+		out.CRDs = append(out.CRDs, Document{Source: crd.Filename, Content: string(crd.File.Data)})
+	}
+	for _, m := range manifests {
+		out.Manifests = append(out.Manifests, Document{Source: m.Name, Content: m.Content})
+	}
+	for _, h := range hooks {
+		var events []string
+		for _, ev := range h.Events {
+			events = append(events, ev.String())
+		}
+		out.Hooks = append(out.Hooks, Hook{Document: Document{Source: h.Path, Content: h.Manifest}, Events: events})
+	}
+	return out, nil
+}
+
+// allCRDs are the CRDs of the chart and of its enabled subcharts, the
+// chart's first, as helm install reads them.
+func allCRDs(c *chart.Chart) []chart.CRD {
+	crds := c.CRDObjects()
+	sort.SliceStable(crds, func(i, j int) bool {
+		return strings.Count(crds[i].Filename, "/") < strings.Count(crds[j].Filename, "/")
+	})
+	return crds
+}
+
+// values are the values files merged in order, then the Set lines, as
+// helm's -f and --set give them.
+func values(opts Options) (map[string]any, error) {
+	merged := map[string]any{}
+	for _, v := range opts.Values {
+		var m map[string]any
+		if err := yaml.Unmarshal(v.Content, &m); err != nil {
+			return nil, fmt.Errorf("values %s: %w", v.Name, err)
+		}
+		merged = mergeMaps(merged, m)
+	}
+	for _, s := range opts.Set {
+		if err := strvals.ParseInto(s, merged); err != nil {
+			return nil, fmt.Errorf("set %q: %w", s, err)
+		}
+	}
+	return merged, nil
+}
+
+// mergeMaps merges b into a, b's values winning, maps merged key by key,
+// as helm merges its values files.
+func mergeMaps(a, b map[string]any) map[string]any {
+	out := make(map[string]any, len(a))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		if bm, ok := v.(map[string]any); ok {
+			if am, ok := out[k].(map[string]any); ok {
+				out[k] = mergeMaps(am, bm)
+				continue
+			}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// validateSchemas checks the values of the chart and of each subchart
+// against its values.schema.json, as helm does, with no loader: a schema
+// that refers to another document (http, https, file) is refused rather
+// than fetched or read.
+func validateSchemas(c *chart.Chart, vals any) error {
+	m, _ := vals.(common.Values)
+	var errs []error
+	if len(c.Schema) > 0 {
+		if err := validateSchema(c.Name(), c.Schema, m); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, dep := range c.Dependencies() {
+		sub, ok := m[dep.Name()].(map[string]any)
+		if !ok {
+			continue
+		}
+		if err := validateSchemas(dep, common.Values(sub)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validateSchema(name string, schema []byte, vals common.Values) error {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	if err != nil {
+		return fmt.Errorf("%s: values.schema.json: %w", name, err)
+	}
+	compiler := jsonschema.NewCompiler()
+	compiler.UseLoader(noLoader{})
+	if err := compiler.AddResource("file:///values.schema.json", doc); err != nil {
+		return fmt.Errorf("%s: values.schema.json: %w", name, err)
+	}
+	s, err := compiler.Compile("file:///values.schema.json")
+	if err != nil {
+		return fmt.Errorf("%s: values.schema.json: %w", name, err)
+	}
+	// The validator takes JSON's types: the values as JSON, read back.
+	b, err := yaml.Marshal(vals.AsMap())
+	if err != nil {
+		return err
+	}
+	j, err := yaml.YAMLToJSON(b)
+	if err != nil {
+		return err
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(j))
+	if err != nil {
+		return err
+	}
+	if err := s.Validate(inst); err != nil {
+		return fmt.Errorf("%s: the values do not match values.schema.json: %w", name, err)
+	}
+	return nil
+}
+
+// noLoader loads no document: a schema refers only to itself.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("refers to %s: a chart's values schema may not load other documents", url)
+}
+
+// Load reads the chart in dir through an os.Root of it: a link that
+// leads out of the chart is not followed, a folder that is a link is not
+// walked, and .helmignore is honoured. At most MaxFiles files of at most
+// maxFileBytes each, MaxTotalBytes in all.
+func Load(dir string, maxFileBytes int64) (*chart.Chart, error) {
+	if maxFileBytes <= 0 {
+		maxFileBytes = 32 << 20
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	rules := ignore.Empty()
+	if b, err := root.ReadFile(ignore.HelmIgnore); err == nil {
+		if rules, err = ignore.Parse(bytes.NewReader(b)); err != nil {
+			return nil, fmt.Errorf("%s: %w", ignore.HelmIgnore, err)
+		}
+	}
+	rules.AddDefaults()
+	var files []*archive.BufferedFile
+	var total int64
+	err = fs.WalkDir(root.FS(), ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if name == "." {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if rules.Ignore(name, info) {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			// A link: read through the root, so only when it stays in
+			// the chart; a link to a folder is not walked.
+			if d.Type()&fs.ModeSymlink == 0 {
+				return fmt.Errorf("%s: not a regular file", name)
+			}
+			fi, err := root.Stat(name)
+			if err != nil {
+				return fmt.Errorf("%s: a link that leads out of the chart, or nowhere: %w", name, err)
+			}
+			if !fi.Mode().IsRegular() {
+				return nil
+			}
+			info = fi
+		}
+		if len(files) == MaxFiles {
+			return fmt.Errorf("more than %d files", MaxFiles)
+		}
+		if info.Size() > maxFileBytes {
+			return fmt.Errorf("%s: %d bytes, over the limit of %d for one file", name, info.Size(), maxFileBytes)
+		}
+		if total += info.Size(); total > MaxTotalBytes {
+			return fmt.Errorf("over %d bytes in all", MaxTotalBytes)
+		}
+		b, err := root.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		files = append(files, &archive.BufferedFile{Name: path.Clean(name), Data: b})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return loader.LoadFiles(files)
+}

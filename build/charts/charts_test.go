@@ -1,0 +1,226 @@
+package charts
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// kindsAndNames are the documents' kind/name, in order.
+func kindsAndNames(t *testing.T, docs []Document) []string {
+	t.Helper()
+	var out []string
+	for _, d := range docs {
+		var o struct {
+			Kind     string
+			Metadata struct{ Name, Namespace string }
+		}
+		if err := yaml.Unmarshal([]byte(d.Content), &o); err != nil {
+			t.Fatalf("%s: %v", d.Source, err)
+		}
+		out = append(out, o.Kind+"/"+o.Metadata.Name)
+	}
+	return out
+}
+
+// The shop chart as helm install would render it: its templates in
+// Helm's install order (the ConfigMap and Service before the Deployment),
+// the subchart's objects with them, the CRDs of both charts apart (the
+// chart's first), the hooks apart, NOTES.txt and what .helmignore names
+// left out, .Files and .Capabilities answered, lookup answered empty and
+// its use said.
+func TestRenderShop(t *testing.T) {
+	t.Parallel()
+	r, err := Render(context.Background(), Options{Dir: "testdata/shop", ReleaseName: "web", Namespace: "shop", KubeVersion: "v1.37.0",
+		APIVersions: []string{"policy/v1/PodDisruptionBudget"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(kindsAndNames(t, r.Manifests), " ")
+	want := "PodDisruptionBudget/web-shop ConfigMap/web-shop-config Service/web-shop Deployment/web-shop StatefulSet/web-db"
+	if got != want {
+		t.Errorf("manifests:\n%s\nwant:\n%s", got, want)
+	}
+	if got := strings.Join(kindsAndNames(t, r.CRDs), " "); got != "CustomResourceDefinition/widgets.shop.example CustomResourceDefinition/backups.db.example" {
+		t.Errorf("CRDs: %s", got)
+	}
+	if r.CRDs[1].Source != "shop/charts/db/crds/backups.yaml" || r.Manifests[1].Source != "shop/templates/configmap.yaml" {
+		t.Errorf("sources: %s, %s", r.CRDs[1].Source, r.Manifests[1].Source)
+	}
+	var hooks []string
+	for _, h := range r.Hooks {
+		hooks = append(hooks, h.Source+" "+strings.Join(h.Events, ","))
+	}
+	if got := strings.Join(hooks, "; "); got != "shop/templates/tests/test-connection.yaml test; shop/templates/migrate-job.yaml pre-install,pre-upgrade" {
+		t.Errorf("hooks: %s", got)
+	}
+	if !r.Lookup {
+		t.Errorf("lookup was called and not reported")
+	}
+	cm := r.Manifests[1].Content
+	for _, want := range []string{"listen 8080", `kube: "v1.37.0"`, `found: "0"`} {
+		if !strings.Contains(cm, want) {
+			t.Errorf("the ConfigMap has no %q:\n%s", want, cm)
+		}
+	}
+	if d := r.Manifests[3].Content; !strings.Contains(d, "replicas: 2") || !strings.Contains(d, `image: "registry.example/shop:2.0"`) || !strings.Contains(d, "namespace: shop") {
+		t.Errorf("the Deployment:\n%s", d)
+	}
+	for _, d := range append(r.Manifests, r.CRDs...) {
+		if strings.Contains(d.Content, "The shop is at") {
+			t.Errorf("NOTES.txt rendered as a manifest")
+		}
+	}
+	c, err := Load("testdata/shop", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range c.Files {
+		if strings.HasPrefix(f.Name, "notes/") || strings.HasSuffix(f.Name, ".bak") {
+			t.Errorf("%s is in the chart though .helmignore names it", f.Name)
+		}
+	}
+}
+
+// Values files in order, then set lines; a subchart off by its condition
+// takes its objects and CRDs with it; a Kubernetes older than the chart's
+// kubeVersion is refused; a value against the schema is refused, naming
+// the schema.
+func TestRenderValues(t *testing.T) {
+	t.Parallel()
+	r, err := Render(context.Background(), Options{Dir: "testdata/shop", ReleaseName: "shop", Namespace: "prod", KubeVersion: "v1.37.0",
+		Values: []Values{{Name: "prod.yaml", Content: []byte("replicaCount: 5\nimage: {tag: '2.1'}\ndb: {enabled: false}\n")},
+			{Name: "more.yaml", Content: []byte("replicaCount: 7\n")}},
+		Set: []string{"service.port=8443"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No PodDisruptionBudget: its kind is not in the capabilities given
+	// (as helm template renders it without --api-versions).
+	if got := strings.Join(kindsAndNames(t, r.Manifests), " "); got != "ConfigMap/shop-config Service/shop Deployment/shop" {
+		t.Errorf("manifests with db off: %s", got)
+	}
+	if len(r.CRDs) != 1 {
+		t.Errorf("CRDs with db off: %d, want the chart's own", len(r.CRDs))
+	}
+	if d := r.Manifests[2].Content; !strings.Contains(d, "replicas: 7") || !strings.Contains(d, "registry.example/shop:2.1") {
+		t.Errorf("the Deployment:\n%s", d)
+	}
+	if s := r.Manifests[1].Content; !strings.Contains(s, "port: 8443") {
+		t.Errorf("the Service:\n%s", s)
+	}
+
+	_, err = Render(context.Background(), Options{Dir: "testdata/shop", ReleaseName: "shop", Namespace: "prod", KubeVersion: "v1.37.0", Set: []string{"replicaCount=0"}})
+	var ce *Error
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "values.schema.json") || !strings.Contains(err.Error(), "replicaCount") {
+		t.Errorf("replicaCount 0 against the schema: %v", err)
+	}
+	if _, err := Render(context.Background(), Options{Dir: "testdata/shop", ReleaseName: "shop", Namespace: "prod", KubeVersion: "v1.29.0"}); err == nil || !strings.Contains(err.Error(), ">=1.30.0-0") {
+		t.Errorf("Kubernetes 1.29 against kubeVersion >=1.30: %v", err)
+	}
+}
+
+// writeChart writes a chart of the given files in a folder of its own.
+func writeChart(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "c")
+	files["Chart.yaml"] = "apiVersion: v2\nname: c\nversion: 0.1.0\n"
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// .Files sees the chart and nothing else: a path out of it, an absolute
+// one, a link out of it.
+func TestChartFilesStayInTheChart(t *testing.T) {
+	t.Parallel()
+	dir := writeChart(t, map[string]string{
+		"templates/cm.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata: {name: x}
+data:
+  up: {{ .Files.Get "../outside" | quote }}
+  git: {{ .Files.Get "../../../.git/config" | quote }}
+  abs: {{ .Files.Get "/etc/hostname" | quote }}
+  glob: {{ range $p, $_ := .Files.Glob "**" }}{{ $p }} {{ end }}
+`,
+	})
+	if err := os.WriteFile(filepath.Join(filepath.Dir(dir), "outside"), []byte("canary-outside"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Render(context.Background(), Options{Dir: dir, ReleaseName: "x", Namespace: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := r.Manifests[0].Content
+	if strings.Contains(cm, "canary-outside") || !strings.Contains(cm, `up: ""`) || !strings.Contains(cm, `git: ""`) || !strings.Contains(cm, `abs: ""`) {
+		t.Errorf(".Files read outside the chart:\n%s", cm)
+	}
+
+	// A link out of the chart is refused, naming it.
+	if err := os.Symlink(filepath.Join(filepath.Dir(dir), "outside"), filepath.Join(dir, "templates", "leak.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Render(context.Background(), Options{Dir: dir, ReleaseName: "x", Namespace: "x"}); err == nil || !strings.Contains(err.Error(), "templates/leak.yaml") || strings.Contains(err.Error(), "canary-outside") {
+		t.Errorf("a link out of the chart: %v", err)
+	}
+}
+
+// A values schema that refers to another document is refused, and
+// nothing is fetched: Helm's own validation would fetch it.
+func TestSchemaLoadsNothing(t *testing.T) {
+	t.Parallel()
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Write([]byte(`{"type": "object"}`))
+	}))
+	defer srv.Close()
+	for _, ref := range []string{srv.URL + "/schema.json", "file:///etc/passwd"} {
+		dir := writeChart(t, map[string]string{
+			"values.yaml":        "a: 1\n",
+			"values.schema.json": `{"$ref": "` + ref + `"}`,
+			"templates/cm.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+		})
+		_, err := Render(context.Background(), Options{Dir: dir, ReleaseName: "x", Namespace: "x"})
+		if err == nil || !strings.Contains(err.Error(), "may not load other documents") {
+			t.Errorf("$ref %s: %v", ref, err)
+		}
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("the schema's reference was fetched %d times", n)
+	}
+}
+
+// A template that includes itself fails, naming it, in bounded time.
+func TestIncludeLoopFails(t *testing.T) {
+	t.Parallel()
+	dir := writeChart(t, map[string]string{
+		"templates/_loop.tpl": `{{ define "loop" }}{{ include "loop" . }}{{ end }}`,
+		"templates/cm.yaml":   "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: {{ include \"loop\" . | quote }}}\n",
+	})
+	start := time.Now()
+	_, err := Render(context.Background(), Options{Dir: dir, ReleaseName: "x", Namespace: "x"})
+	if err == nil || !strings.Contains(err.Error(), "loop") {
+		t.Errorf("an include loop: %v", err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("an include loop took %s", d)
+	}
+}
