@@ -25,6 +25,7 @@ import (
 	"filippo.io/age"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/gantry-dev/gantry/artifact"
 	"github.com/gantry-dev/gantry/gitsource"
@@ -927,17 +928,32 @@ func isKeyText(raw string) bool {
 	return strings.HasPrefix(strings.ToUpper(v), "AGE-SECRET-KEY-") || strings.HasPrefix(v, "-----BEGIN") || strings.Contains(v, "\n")
 }
 
-// kubeconfigPaths are the kubeconfig files the run would read: the
-// kubeconfig input, else those $KUBECONFIG lists, else ~/.kube/config.
+// kubeconfigPaths are the kubeconfig files the run may read: the
+// kubeconfig input, those $KUBECONFIG lists and ~/.kube/config, all of
+// them, whichever the run uses (a unit's own kubeconfig does not make
+// the workflow's any less a credential).
 func kubeconfigPaths(cfg *Config, env map[string]string) []string {
-	path := cfg.Kubeconfig
-	if path == "" {
-		path = env["KUBECONFIG"]
+	paths := filepath.SplitList(env["KUBECONFIG"])
+	if cfg.Kubeconfig != "" {
+		paths = append(paths, cfg.Kubeconfig)
 	}
-	if path == "" && env["HOME"] != "" {
-		path = filepath.Join(env["HOME"], ".kube", "config")
+	if env["HOME"] != "" {
+		paths = append(paths, filepath.Join(env["HOME"], ".kube", "config"))
 	}
-	return filepath.SplitList(path)
+	return paths
+}
+
+// loadKubeconfig reads a kubeconfig with the paths it names resolved
+// against its own folder, as client-go resolves them.
+func loadKubeconfig(path string) (*clientcmdapi.Config, error) {
+	kc, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := clientcmd.ResolveLocalPaths(kc); err != nil {
+		return nil, err
+	}
+	return kc, nil
 }
 
 // kubeconfigSecrets returns the credentials in the kubeconfigs gantry
@@ -949,7 +965,7 @@ func kubeconfigPaths(cfg *Config, env map[string]string) []string {
 func kubeconfigSecrets(cfg *Config, env map[string]string) []string {
 	var out []string
 	for _, p := range kubeconfigPaths(cfg, env) {
-		kc, err := clientcmd.LoadFromFile(p)
+		kc, err := loadKubeconfig(p)
 		if err != nil {
 			continue
 		}
@@ -961,18 +977,20 @@ func kubeconfigSecrets(cfg *Config, env map[string]string) []string {
 					out = append(out, strings.TrimSpace(string(b)))
 				}
 			}
-			// By name, as substitution's values: a client id or a region
-			// is no secret, and masked it would hide every word like it.
+			// By name, as substitution's values (a client id or a region
+			// is no secret), and at least MinMaskLength long: masked, a
+			// short value (USE_GKE_GCLOUD_AUTH_PLUGIN=True) would hide
+			// every word like it.
 			if a.AuthProvider != nil {
 				for k, v := range a.AuthProvider.Config {
-					if secretName.MatchString(k) {
+					if secretName.MatchString(k) && len(v) >= MinMaskLength {
 						out = append(out, v)
 					}
 				}
 			}
 			if a.Exec != nil {
 				for _, e := range a.Exec.Env {
-					if secretName.MatchString(e.Name) {
+					if secretName.MatchString(e.Name) && len(e.Value) >= MinMaskLength {
 						out = append(out, e.Value)
 					}
 				}
@@ -982,15 +1000,15 @@ func kubeconfigSecrets(cfg *Config, env map[string]string) []string {
 	return out
 }
 
-// credentialFiles lists the files that hold the run's credentials, those
-// it names and those the tools it links read by default, so that a build
-// refuses them: a pull request's kustomization that generates a
+// credentialFiles lists the files (and folders) that hold the run's
+// credentials, those it names and those the tools it runs read by
+// default, so that a build refuses them: a pull request's kustomization that generates a
 // ConfigMap from the workflow's kubeconfig (written into the checkout, or
 // linked to) would otherwise print it in a diff.
 func credentialFiles(cfg *Config, in *inputs, env map[string]string) []string {
 	files := kubeconfigPaths(cfg, env)
 	for _, p := range files {
-		if kc, err := clientcmd.LoadFromFile(p); err == nil {
+		if kc, err := loadKubeconfig(p); err == nil {
 			for _, a := range kc.AuthInfos {
 				files = append(files, a.TokenFile, a.ClientKey, a.ClientCertificate)
 			}
@@ -1008,7 +1026,12 @@ func credentialFiles(cfg *Config, in *inputs, env map[string]string) []string {
 		files = append(files, filepath.Join(d, "config.json"))
 	}
 	if h := env["HOME"]; h != "" {
-		files = append(files, filepath.Join(h, ".docker", "config.json"), filepath.Join(h, ".config", "sops", "age", "keys.txt"), filepath.Join(h, ".git-credentials"))
+		// Files, and folders whose every file is refused: where the
+		// tools a workflow runs keep their credentials by default.
+		for _, p := range []string{".docker/config.json", ".config/sops/age/keys.txt", ".git-credentials", ".netrc",
+			".kube", ".aws", ".ssh", ".gnupg", ".azure", ".config/gcloud", ".config/helm/registry", ".config/gh", ".terraform.d/credentials.tfrc.json"} {
+			files = append(files, filepath.Join(h, filepath.FromSlash(p)))
+		}
 	}
 	out := files[:0]
 	for _, f := range files {

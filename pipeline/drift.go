@@ -321,7 +321,7 @@ func (pl *plan) driftValues() func(fieldpath.Path) (live, applied string) {
 	if pl.hidden != nil {
 		hidden = pl.hidden()
 	}
-	live, applied := MaskFields(pl.existing, hidden), MaskFields(pl.dryRun, hidden)
+	live, applied := MaskAlike(pl.existing, pl.obj.Unstructured, hidden), MaskAlike(pl.dryRun, pl.obj.Unstructured, hidden)
 	return func(p fieldpath.Path) (string, string) {
 		return shownValue(live, p, pl.mask), shownValue(applied, p, pl.mask)
 	}

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -211,5 +212,76 @@ func TestDriftValuesMasked(t *testing.T) {
 	}
 	if l, a := show(path("data", "absent")); l != "" || a != "" {
 		t.Errorf("a field neither side has: %q %q", l, a)
+	}
+}
+
+// A decrypted field is masked where it is in another version of the
+// object: an env var added by hand before the encrypted one moved it, and
+// the mask followed the index (the hand's value was masked, the secret's
+// shown). Elements are found by their name; a list without names has the
+// field masked in every element.
+func TestMaskAlikeFollowsListElements(t *testing.T) {
+	t.Parallel()
+	built := decode(t, `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  template:
+    spec:
+      containers:
+        - name: web
+          args: [--pin, "739"]
+          env:
+            - {name: PIN, value: "739"}
+            - {name: MODE, value: fast}
+`)
+	live := decode(t, `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  template:
+    spec:
+      containers:
+        - name: sidecar
+          env:
+            - {name: PIN, value: "sidecar-own"}
+        - name: web
+          args: [--pin, "222"]
+          env:
+            - {name: DEBUG, value: "1"}
+            - {name: PIN, value: "222"}
+            - {name: MODE, value: fast}
+`)
+	hidden := []string{"/spec/template/spec/containers/0/env/0/value", "/spec/template/spec/containers/0/args/1"}
+	masked := MaskAlike(live, built, hidden)
+	containers := masked.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)
+	web := containers[1].(map[string]any)
+	env := web["env"].([]any)
+	if v := env[1].(map[string]any)["value"]; v != hiddenValue {
+		t.Errorf("the secret's value, moved by a var added by hand: %v", v)
+	}
+	if v := env[0].(map[string]any)["value"]; v != "1" {
+		t.Errorf("the hand's own var was masked instead: %v", v)
+	}
+	if v := containers[0].(map[string]any)["env"].([]any)[0].(map[string]any)["value"]; v != "sidecar-own" {
+		t.Errorf("another container's var of the same name: %v", v)
+	}
+	if args := web["args"].([]any); args[0] != hiddenValue || args[1] != hiddenValue {
+		t.Errorf("a list without names: %v, want every element masked", args)
+	}
+	if !strings.Contains(fmt.Sprint(live.Object), "222") {
+		t.Errorf("MaskAlike changed the object it was given")
+	}
+	// With no reference (a record's paths over a live object), every
+	// element of a list is masked there.
+	all := MaskAlike(live, nil, []string{"/spec/template/spec/containers/0/env/0/value"})
+	for _, c := range all.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any) {
+		for _, e := range c.(map[string]any)["env"].([]any) {
+			if v := e.(map[string]any)["value"]; v != hiddenValue {
+				t.Errorf("without a reference, %v is shown", v)
+			}
+		}
 	}
 }

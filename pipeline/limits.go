@@ -40,17 +40,27 @@ type boundedFS struct {
 	// roots are the folders files may be read from, symbolic links
 	// resolved: the workspace, and the build's own temporary folders.
 	roots []string
-	// credentials are the files the run holds credentials in: never
-	// read, whatever path or link names them.
-	credentials []os.FileInfo
+	// credentials are the files the run holds credentials in, and
+	// credentialDirs the folders: never read, whatever path or link
+	// names them.
+	credentials    []os.FileInfo
+	credentialDirs []string
 }
 
 // deny refuses the given files to every read, by identity (device and
-// inode), so that no path or link reaches them.
+// inode), so that no path or link reaches them; a folder given refuses
+// every file in it, by its real path.
 func (f *boundedFS) deny(files []string) {
 	for _, p := range files {
-		if info, err := os.Stat(p); err == nil && info.Mode().IsRegular() {
+		info, err := os.Stat(p)
+		switch {
+		case err != nil:
+		case info.Mode().IsRegular():
 			f.credentials = append(f.credentials, info)
+		case info.IsDir():
+			if real, err := filepath.EvalSymlinks(p); err == nil {
+				f.credentialDirs = append(f.credentialDirs, real)
+			}
 		}
 	}
 }
@@ -59,7 +69,20 @@ func (f *boundedFS) ReadFile(name string) ([]byte, error) {
 	// kustomize builds as Flux does, with no load restrictions: a
 	// kustomization may name files anywhere, and this is the bound, the
 	// workspace (the repository), links resolved.
-	if real, err := filepath.EvalSymlinks(name); err == nil && !f.inside(real) {
+	real, err := filepath.EvalSymlinks(name)
+	if err != nil {
+		if _, lerr := os.Lstat(name); lerr == nil {
+			// It is there, yet its path does not resolve: a link into
+			// /proc to a deleted file still open, a loop. Not read.
+			return nil, &LimitError{"its path cannot be resolved (" + err.Error() + "): refused"}
+		}
+	}
+	for _, d := range f.credentialDirs {
+		if err == nil && within(real, d) {
+			return nil, &LimitError{"holds credentials this run uses (a kubeconfig, a key file, registry or cloud credentials): refused"}
+		}
+	}
+	if err == nil && !f.inside(real) {
 		what := "is outside"
 		if real != filepath.Clean(name) {
 			what = "resolves to " + real + ", outside"

@@ -329,3 +329,44 @@ func TestBuildRefusesCredentialFiles(t *testing.T) {
 		})
 	}
 }
+
+// A folder of credentials (~/.aws, ~/.ssh) refuses every file in it; a
+// path that exists yet does not resolve (a link to a deleted file a
+// process still holds open, through /proc) is refused, not read.
+func TestBuildRefusesCredentialFoldersAndUnresolvablePaths(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: placeholder}\n"
+	write(t, ws, map[string]string{".git/HEAD": "x\n", "home/.aws/credentials": "aws-canary-secret\n",
+		"app/kustomization.yaml": "resources: [cm.yaml]\nconfigMapGenerator:\n- {name: leak, files: [../home/.aws/credentials]}\n", "app/cm.yaml": cm})
+	_, err := Build(BuildOptions{Path: filepath.Join(ws, "app"), WorkDir: ws, CredentialFiles: []string{filepath.Join(ws, "home", ".aws")}})
+	if err == nil || !strings.Contains(err.Error(), "holds credentials") || strings.Contains(err.Error(), "aws-canary") {
+		t.Errorf("a file in a credential folder: %v", err)
+	}
+
+	outside := filepath.Join(t.TempDir(), "held")
+	if err := os.WriteFile(outside, []byte("deleted-canary-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	held, err := os.Open(outside)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if err := os.Remove(outside); err != nil {
+		t.Fatal(err)
+	}
+	ws2 := t.TempDir()
+	write(t, ws2, map[string]string{".git/HEAD": "x\n", "app/kustomization.yaml": "resources: [cm.yaml]\nconfigMapGenerator:\n- {name: leak, files: [held]}\n", "app/cm.yaml": cm})
+	if err := os.Symlink(fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), held.Fd()), filepath.Join(ws2, "app", "held")); err != nil {
+		t.Fatal(err)
+	}
+	objects, err := Build(BuildOptions{Path: filepath.Join(ws2, "app"), WorkDir: ws2})
+	var all []any
+	for _, o := range objects {
+		all = append(all, o.Object)
+	}
+	if err == nil || strings.Contains(fmt.Sprint(all), "deleted-canary") || !strings.Contains(err.Error(), "cannot be resolved") {
+		t.Errorf("a link to a deleted file still open: %v %v", err, all)
+	}
+}

@@ -95,6 +95,87 @@ func MaskFields(u *unstructured.Unstructured, paths []string) *unstructured.Unst
 	return c
 }
 
+// MaskAlike masks in u the fields at paths as they are in ref, the object
+// the paths were taken from: u is another version of it (live, a dry
+// run's, the base's), whose lists may hold their elements in another
+// order (an env var added by hand before the encrypted one). A list
+// element is found in u by what names it (name, mountPath, key,
+// containerPort), as the API server merges such lists; where it has no
+// such field, or ref is nil, the field is masked in every element of
+// u's list.
+func MaskAlike(u, ref *unstructured.Unstructured, paths []string) *unstructured.Unstructured {
+	if u == nil || len(paths) == 0 {
+		return u
+	}
+	var refObj any
+	if ref != nil {
+		refObj = ref.Object
+	}
+	var concrete []string
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		concrete = append(concrete, alike(u.Object, refObj, strings.Split(strings.TrimPrefix(p, "/"), "/"), "")...)
+	}
+	return MaskFields(u, concrete)
+}
+
+// alike are the pointers in cur of the field at toks in ref.
+func alike(cur, ref any, toks []string, prefix string) []string {
+	if len(toks) == 0 {
+		return []string{prefix}
+	}
+	tok := toks[0]
+	switch c := cur.(type) {
+	case map[string]any:
+		key := strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		next, ok := c[key]
+		if !ok {
+			return nil
+		}
+		rm, _ := ref.(map[string]any)
+		return alike(next, rm[key], toks[1:], prefix+"/"+tok)
+	case []any:
+		var refElem any
+		if rl, ok := ref.([]any); ok {
+			if i, err := strconv.Atoi(tok); err == nil && i >= 0 && i < len(rl) {
+				refElem = rl[i]
+			}
+		}
+		key, id, keyed := elementID(refElem)
+		var out []string
+		for j, e := range c {
+			if keyed {
+				if m, ok := e.(map[string]any); !ok || m[key] != id {
+					continue
+				}
+			}
+			out = append(out, alike(e, refElem, toks[1:], prefix+"/"+strconv.Itoa(j))...)
+		}
+		return out
+	}
+	return nil
+}
+
+// elementID is what names a list element, as the API server merges the
+// lists of built-in kinds by it.
+func elementID(e any) (key string, id any, ok bool) {
+	m, isMap := e.(map[string]any)
+	if !isMap {
+		return "", nil, false
+	}
+	for _, k := range []string{"name", "mountPath", "devicePath", "key", "containerPort", "ip", "topologyKey"} {
+		if v, has := m[k]; has {
+			switch v.(type) {
+			case string, int64, float64, bool:
+				return k, v, true
+			}
+		}
+	}
+	return "", nil, false
+}
+
 // setAtPointer sets the value at an existing JSON pointer in v.
 func setAtPointer(v any, pointer, value string) {
 	toks := strings.Split(strings.TrimPrefix(pointer, "/"), "/")

@@ -113,7 +113,7 @@ func (r *run) diffOffline(ctx context.Context, before []*Object, problems []erro
 		var d string
 		if was == nil || !reflect.DeepEqual(withoutSOPS(was).Object, withoutSOPS(obj.Unstructured).Object) {
 			var err error
-			if d, err = diffs.BetweenMasked(ref(obj), "base", "head", MaskFields(withoutSOPS(was), hidden[id]), MaskFields(withoutSOPS(obj.Unstructured), hidden[id]), r.opts.Mask); err != nil {
+			if d, err = diffs.BetweenMasked(ref(obj), "base", "head", MaskAlike(withoutSOPS(was), obj.Unstructured, hidden[id]), MaskFields(withoutSOPS(obj.Unstructured), hidden[id]), r.opts.Mask); err != nil {
 				return fmt.Errorf("%s: %w", ref(obj), err)
 			}
 		}

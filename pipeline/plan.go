@@ -671,7 +671,9 @@ func (p *planner) plan(ctx context.Context, o *Object) *plan {
 // is reported as such; it does not fail the object.
 func (pl *plan) withDiff(live, desired *unstructured.Unstructured) *plan {
 	hidden := pl.hidden()
-	d, err := diffs.ObjectMasked(ref(pl.obj), MaskFields(live, hidden), MaskFields(desired, hidden), pl.mask)
+	// The paths are the built object's; live and the dry run's may
+	// order their lists otherwise.
+	d, err := diffs.ObjectMasked(ref(pl.obj), MaskAlike(live, pl.obj.Unstructured, hidden), MaskAlike(desired, pl.obj.Unstructured, hidden), pl.mask)
 	if err != nil {
 		d = "(diff unavailable: " + err.Error() + ")"
 	}

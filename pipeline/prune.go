@@ -224,7 +224,7 @@ func (r *run) judge(ctx context.Context, e inventory.Entry, fresh bool) (*pruneV
 	v.live = live
 	r.maskLive(live)
 	v.result = resultObject(live, "", "prune", result.Deleted)
-	if d, err := diffs.ObjectMasked(v.result.Ref(), MaskFields(live, r.liveMasked[inventory.EntryFor(live).ID]), nil, r.opts.Mask); err == nil {
+	if d, err := diffs.ObjectMasked(v.result.Ref(), MaskAlike(live, nil, r.liveMasked[inventory.EntryFor(live).ID]), nil, r.opts.Mask); err == nil {
 		v.result.Diff = d
 	}
 	labels := live.GetLabels()

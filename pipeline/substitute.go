@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/gantry-dev/gantry/result"
+	"sigs.k8s.io/yaml"
 )
 
 // Objects carrying either annotation with value "disabled" are left
@@ -135,10 +136,8 @@ func substituteValue(v any, vars map[string]string, missing map[string]bool, bad
 			return n
 		}
 		if number.MatchString(out) {
-			if f, err := strconv.ParseFloat(out, 64); err == nil {
-				if b, err := json.Marshal(f); err == nil && string(b) == out {
-					return f
-				}
+			if f, err := strconv.ParseFloat(out, 64); err == nil && printsAs(f, out) {
+				return f
 			}
 		}
 		if out == "true" || out == "false" {
@@ -147,6 +146,17 @@ func substituteValue(v any, vars map[string]string, missing map[string]bool, bad
 		return out
 	}
 	return v
+}
+
+// printsAs says whether f prints as text both in JSON (reports, the API
+// server) and in YAML (builds, diffs): 1e+20 or 1.2e-06 would not.
+func printsAs(f float64, text string) bool {
+	j, err := json.Marshal(f)
+	if err != nil || string(j) != text {
+		return false
+	}
+	y, err := yaml.Marshal(f)
+	return err == nil && strings.TrimSpace(string(y)) == text
 }
 
 // ref names an object for messages: Kind/namespace/name or Kind/name.

@@ -58,14 +58,15 @@ func TestSubstitutionKeepsTheValuesText(t *testing.T) {
 	t.Parallel()
 	o := &Object{Unstructured: &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c"},
-		"data": map[string]any{"pin": "${PIN_TOKEN}", "f": "${F_SECRET}", "n": "${N}", "r": "${R}", "plus": "${PLUS}", "e": "${E}"},
+		"data": map[string]any{"pin": "${PIN_TOKEN}", "f": "${F_SECRET}", "n": "${N}", "r": "${R}", "plus": "${PLUS}", "e": "${E}", "big": "${API_TOKEN}", "tiny": "${TINY_SECRET}"},
 	}}}
-	vars := map[string]string{"PIN_TOKEN": "000000000042", "F_SECRET": "987654321.000", "N": "42", "R": "0.25", "PLUS": "+7", "E": "1e3"}
+	vars := map[string]string{"PIN_TOKEN": "000000000042", "F_SECRET": "987654321.000", "N": "42", "R": "0.25", "PLUS": "+7", "E": "1e3",
+		"API_TOKEN": "100000000000000000000", "TINY_SECRET": "0.00000123456789"}
 	if err := substituteAll([]*Object{o}, vars); err != nil {
 		t.Fatal(err)
 	}
 	data := o.Object["data"].(map[string]any)
-	for k, want := range map[string]any{"pin": "000000000042", "f": "987654321.000", "n": int64(42), "r": 0.25, "plus": "+7", "e": "1e3"} {
+	for k, want := range map[string]any{"pin": "000000000042", "f": "987654321.000", "n": int64(42), "r": 0.25, "plus": "+7", "e": "1e3", "big": "100000000000000000000", "tiny": "0.00000123456789"} {
 		if data[k] != want {
 			t.Errorf("data.%s: %#v, want %#v", k, data[k], want)
 		}
