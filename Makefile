@@ -13,7 +13,7 @@ KUBE_BINS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-sc
 AGE_BINS  := $(BIN)/age $(BIN)/age-keygen
 # The local control plane: all that make demo and make cluster need.
 CLUSTER_TOOLS := $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/kwok-stages.yaml
-TOOLS     := $(CLUSTER_TOOLS) $(AGE_BINS) $(BIN)/cosign $(BIN)/sops $(BIN)/actionlint $(BIN)/tektoncheck $(BIN)/gitlab-ci-local
+TOOLS     := $(CLUSTER_TOOLS) $(AGE_BINS) $(BIN)/cosign $(BIN)/sops $(BIN)/actionlint $(BIN)/tektoncheck $(BIN)/gitlab-ci-local $(BIN)/helm
 
 FLUX_BINS := $(BIN)/source-controller $(BIN)/kustomize-controller
 
@@ -25,7 +25,7 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/gantry .
 
-## tools: the local control plane (Kubernetes v1.36.3, etcd, kwok) the interop CLIs (age, cosign, sops), actionlint, tektoncheck from the Go module proxy, gitlab-ci-local from the npm registry, and a registry server (Debian docker-registry) and rsync for gitlab-ci-local, into bin/
+## tools: the local control plane (Kubernetes v1.36.3, etcd, kwok) the interop CLIs (age, cosign, sops, helm), actionlint, tektoncheck from the Go module proxy, gitlab-ci-local from the npm registry, and a registry server (Debian docker-registry) and rsync for gitlab-ci-local, into bin/
 tools: $(TOOLS)
 	@hack/install-registry.sh
 
@@ -63,6 +63,11 @@ $(BIN)/golangci-lint: hack/tools/golangci-lint/go.mod hack/tools/golangci-lint/g
 # Not in TOOLS: only make vuln needs it.
 $(BIN)/govulncheck: hack/tools/govulncheck/go.mod hack/tools/govulncheck/go.sum
 	cd hack/tools/govulncheck && $(GO) build -trimpath -ldflags '-s -w' -o $@ golang.org/x/vuln/cmd/govulncheck
+
+# The helm CLI of the Helm version gantry links: tests compare its
+# helm template with gantry's rendering. gantry never runs it.
+$(BIN)/helm: hack/tools/helm/go.mod hack/tools/helm/go.sum
+	cd hack/tools/helm && $(GO) build -trimpath -ldflags '-s -w -X helm.sh/helm/v4/internal/version.version=v4.3.1' -o $@ helm.sh/helm/v4/cmd/helm
 
 $(BIN)/actionlint: hack/tools/actionlint/go.mod hack/tools/actionlint/go.sum
 	cd hack/tools/actionlint && $(GO) build -trimpath -ldflags '-s -w' -o $@ github.com/rhysd/actionlint/cmd/actionlint

@@ -19,7 +19,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"sort"
 	"strings"
 	"sync/atomic"
 
@@ -181,13 +180,9 @@ func Render(ctx context.Context, opts Options) (*Rendered, error) {
 }
 
 // allCRDs are the CRDs of the chart and of its enabled subcharts, the
-// chart's first, as helm install reads them.
+// chart's first, in the order helm install reads them.
 func allCRDs(c *chart.Chart) []chart.CRD {
-	crds := c.CRDObjects()
-	sort.SliceStable(crds, func(i, j int) bool {
-		return strings.Count(crds[i].Filename, "/") < strings.Count(crds[j].Filename, "/")
-	})
-	return crds
+	return c.CRDObjects()
 }
 
 // values are the values files merged in order, then the Set lines, as

@@ -3,10 +3,13 @@ package charts
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -222,5 +225,67 @@ func TestIncludeLoopFails(t *testing.T) {
 	}
 	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("an include loop took %s", d)
+	}
+}
+
+// helmTemplate is what helm template prints of a rendering: the CRDs
+// (--include-crds) and the manifests, then the hooks, tests left out
+// (--skip-tests).
+func helmTemplate(r *Rendered) string {
+	var b strings.Builder
+	for _, d := range append(append([]Document{}, r.CRDs...), r.Manifests...) {
+		fmt.Fprintf(&b, "---\n# Source: %s\n%s\n", d.Source, d.Content)
+	}
+	out := strings.TrimSpace(b.String()) + "\n"
+	for _, h := range r.Hooks {
+		if !slices.Contains(h.Events, "test") {
+			out += fmt.Sprintf("---\n# Source: %s\n%s\n", h.Source, h.Content)
+		}
+	}
+	return out
+}
+
+// The rendering is Helm's, byte for byte: the shop chart (a subchart,
+// CRDs in both, hooks, a Capabilities check, .Files, lookup, a values
+// schema) against the helm CLI of the same version, with values files
+// and set lines.
+func TestRenderIsHelmTemplate(t *testing.T) {
+	t.Parallel()
+	helm := filepath.Join("..", "..", "bin", "helm")
+	if _, err := os.Stat(helm); err != nil {
+		t.Skip("no bin/helm: make tools builds it")
+	}
+	values := filepath.Join(t.TempDir(), "prod.yaml")
+	if err := os.WriteFile(values, []byte("replicaCount: 3\nimage: {tag: '2.1'}\ndb: {size: 5Gi}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		opts Options
+		args []string
+	}{
+		"defaults": {Options{ReleaseName: "web", Namespace: "shop", KubeVersion: "v1.37.0"}, nil},
+		"values and capabilities": {Options{ReleaseName: "shop", Namespace: "prod", KubeVersion: "v1.36.2", APIVersions: []string{"policy/v1/PodDisruptionBudget"},
+			Values: []Values{{Name: values, Content: []byte("replicaCount: 3\nimage: {tag: '2.1'}\ndb: {size: 5Gi}\n")}}, Set: []string{"service.port=8443", "db.enabled=true"}},
+			[]string{"--api-versions", "policy/v1/PodDisruptionBudget", "-f", values, "--set", "service.port=8443", "--set", "db.enabled=true"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			tc.opts.Dir = "testdata/shop"
+			r, err := Render(context.Background(), tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := append([]string{"template", tc.opts.ReleaseName, "testdata/shop", "--namespace", tc.opts.Namespace,
+				"--kube-version", tc.opts.KubeVersion, "--include-crds", "--skip-tests"}, tc.args...)
+			cmd := exec.Command(helm, args...)
+			cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+			want, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("helm %v: %v", args, err)
+			}
+			if got := helmTemplate(r); got != string(want) {
+				t.Errorf("gantry's rendering differs from helm template:\n--- gantry\n%s\n--- helm\n%s", got, want)
+			}
+		})
 	}
 }
