@@ -12,10 +12,13 @@
 package charts
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -363,5 +366,82 @@ func Load(dir string, maxFileBytes int64) (*chart.Chart, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Helm gives each archive it loads (a subchart's .tgz, and the .tgz
+	// inside that) a budget of its own: counted here first, all of them
+	// together, before any is loaded.
+	budget := &archiveBudget{bytes: MaxExpandedBytes, entries: MaxFiles}
+	for _, f := range files {
+		if isArchive(f.Name) {
+			if err := budget.check(f.Name, f.Data, 0); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return loader.LoadFiles(files)
+}
+
+// MaxExpandedBytes bounds what a chart's archives (its subcharts' .tgz,
+// and theirs) expand to, all of them together, and MaxArchiveDepth how
+// deep they nest.
+const (
+	MaxExpandedBytes = 100 << 20
+	MaxArchiveDepth  = 5
+)
+
+func isArchive(name string) bool { return strings.HasSuffix(name, ".tgz") }
+
+// archiveBudget is what the archives of one chart may still expand to.
+type archiveBudget struct {
+	bytes   int64
+	entries int
+}
+
+// check reads an archive as Helm will, counting what it expands to
+// against the budget, the archives inside it included; nothing is kept
+// but an inner archive's own bytes, within the budget.
+func (b *archiveBudget) check(name string, data []byte, depth int) error {
+	if depth == MaxArchiveDepth {
+		return fmt.Errorf("%s: archives nested more than %d deep", name, MaxArchiveDepth)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	defer zr.Close()
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if b.entries--; b.entries < 0 {
+			return fmt.Errorf("%s: its archives hold more than %d files", name, MaxFiles)
+		}
+		limited := io.LimitReader(tr, b.bytes+1)
+		var n int64
+		if isArchive(h.Name) {
+			inner, err := io.ReadAll(limited)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			n = int64(len(inner))
+			if b.bytes -= n; b.bytes < 0 {
+				break
+			}
+			if err := b.check(name+"/"+h.Name, inner, depth+1); err != nil {
+				return err
+			}
+			continue
+		}
+		if n, err = io.Copy(io.Discard, limited); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if b.bytes -= n; b.bytes < 0 {
+			break
+		}
+	}
+	return fmt.Errorf("%s: its archives expand to more than %d bytes", name, MaxExpandedBytes)
 }

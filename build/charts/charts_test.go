@@ -1,9 +1,13 @@
 package charts
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -287,5 +291,90 @@ func TestRenderIsHelmTemplate(t *testing.T) {
 				t.Errorf("gantry's rendering differs from helm template:\n--- gantry\n%s\n--- helm\n%s", got, want)
 			}
 		})
+	}
+}
+
+// tgz is a chart archive of one file of n zero bytes, and of inner
+// archives as files beside it.
+func tgz(t *testing.T, name string, n int64, inner map[string][]byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	tw := tar.NewWriter(zw)
+	add := func(p string, size int64, r io.Reader) {
+		if err := tw.WriteHeader(&tar.Header{Name: p, Mode: 0o644, Size: size, Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.CopyN(tw, r, size); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chartYAML := "apiVersion: v2\nname: " + name + "\nversion: 0.1.0\n"
+	add(name+"/Chart.yaml", int64(len(chartYAML)), strings.NewReader(chartYAML))
+	if n > 0 {
+		add(name+"/files/zeros", n, zeroReader{})
+	}
+	for p, b := range inner {
+		add(name+"/charts/"+p, int64(len(b)), bytes.NewReader(b))
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// A chart's archives are bounded together, before Helm loads any: one
+// that expands to 1 GiB, three of 40 MiB (each within Helm's own budget
+// of 100 MiB per archive), archives nested deeper than five; each is
+// refused in bounded time, naming the archive.
+func TestChartArchivesAreBounded(t *testing.T) {
+	t.Parallel()
+	nested := tgz(t, "n0", 0, nil)
+	for i := 1; i <= MaxArchiveDepth+1; i++ {
+		nested = tgz(t, fmt.Sprintf("n%d", i), 0, map[string][]byte{fmt.Sprintf("n%d.tgz", i-1): nested})
+	}
+	for name, archives := range map[string]map[string][]byte{
+		"1 GiB":      {"big.tgz": tgz(t, "big", 1<<30, nil)},
+		"3 x 40 MiB": {"a.tgz": tgz(t, "a", 40<<20, nil), "b.tgz": tgz(t, "b", 40<<20, nil), "c.tgz": tgz(t, "c", 40<<20, nil)},
+		"nested":     {"deep.tgz": nested},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := writeChart(t, map[string]string{"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"})
+			for p, b := range archives {
+				if err := os.MkdirAll(filepath.Join(dir, "charts"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, "charts", p), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			start := time.Now()
+			_, err := Render(context.Background(), Options{Dir: dir, ReleaseName: "x", Namespace: "x", KubeVersion: "v1.37.0"})
+			if err == nil || !strings.Contains(err.Error(), "charts/") || !(strings.Contains(err.Error(), "expand to more than") || strings.Contains(err.Error(), "nested more than")) {
+				t.Errorf("%s: %v", name, err)
+			}
+			if d := time.Since(start); d > time.Minute {
+				t.Errorf("%s: refused after %s", name, d)
+			}
+		})
+	}
+	// Within the bounds, a subchart's archive loads and renders.
+	dir := writeChart(t, map[string]string{"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"})
+	if err := os.MkdirAll(filepath.Join(dir, "charts"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "charts", "small.tgz"), tgz(t, "small", 1<<10, map[string][]byte{"inner.tgz": tgz(t, "inner", 10, nil)}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Render(context.Background(), Options{Dir: dir, ReleaseName: "x", Namespace: "x", KubeVersion: "v1.37.0"}); err != nil {
+		t.Errorf("a subchart's archive within the bounds: %v", err)
 	}
 }
