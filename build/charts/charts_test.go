@@ -251,8 +251,9 @@ func helmTemplate(r *Rendered) string {
 
 // The rendering is Helm's, byte for byte: the shop chart (a subchart,
 // CRDs in both, hooks, a Capabilities check, .Files, lookup, a values
-// schema) against the helm CLI of the same version, with values files
-// and set lines.
+// schema) and the platform chart (a library chart, aliases, globals,
+// import-values) against the helm CLI of the same version, with values
+// files and set lines.
 func TestRenderIsHelmTemplate(t *testing.T) {
 	t.Parallel()
 	helm := filepath.Join("..", "..", "bin", "helm")
@@ -268,18 +269,27 @@ func TestRenderIsHelmTemplate(t *testing.T) {
 		args []string
 	}{
 		"defaults": {Options{ReleaseName: "web", Namespace: "shop", KubeVersion: "v1.37.0"}, nil},
+		// A library chart, one subchart twice under aliases (one off by
+		// its condition, then on), globals, tpl, range, required and
+		// import-values.
+		"platform": {Options{Dir: "testdata/platform", ReleaseName: "rel", Namespace: "ops", KubeVersion: "v1.37.0"}, nil},
+		"platform, both workers": {Options{Dir: "testdata/platform", ReleaseName: "rel", Namespace: "ops", KubeVersion: "v1.37.0",
+			Set: []string{"export.enabled=true", "controller.replicas=3", "global.labels.tier=backend"}},
+			[]string{"--set", "export.enabled=true", "--set", "controller.replicas=3", "--set", "global.labels.tier=backend"}},
 		"values and capabilities": {Options{ReleaseName: "shop", Namespace: "prod", KubeVersion: "v1.36.2", APIVersions: []string{"policy/v1/PodDisruptionBudget"},
 			Values: []Values{{Name: values, Content: []byte("replicaCount: 3\nimage: {tag: '2.1'}\ndb: {size: 5Gi}\n")}}, Set: []string{"service.port=8443", "db.enabled=true"}},
 			[]string{"--api-versions", "policy/v1/PodDisruptionBudget", "-f", values, "--set", "service.port=8443", "--set", "db.enabled=true"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			tc.opts.Dir = "testdata/shop"
+			if tc.opts.Dir == "" {
+				tc.opts.Dir = "testdata/shop"
+			}
 			r, err := Render(context.Background(), tc.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			args := append([]string{"template", tc.opts.ReleaseName, "testdata/shop", "--namespace", tc.opts.Namespace,
+			args := append([]string{"template", tc.opts.ReleaseName, tc.opts.Dir, "--namespace", tc.opts.Namespace,
 				"--kube-version", tc.opts.KubeVersion, "--include-crds", "--skip-tests"}, tc.args...)
 			cmd := exec.Command(helm, args...)
 			cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
