@@ -16,6 +16,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -265,11 +266,7 @@ func validateSchema(name string, schema []byte, vals common.Values) error {
 		return fmt.Errorf("%s: values.schema.json: %w", name, err)
 	}
 	// The validator takes JSON's types: the values as JSON, read back.
-	b, err := yaml.Marshal(vals.AsMap())
-	if err != nil {
-		return err
-	}
-	j, err := yaml.YAMLToJSON(b)
+	j, err := json.Marshal(vals.AsMap())
 	if err != nil {
 		return err
 	}
@@ -368,10 +365,11 @@ func Load(dir string, maxFileBytes int64) (*chart.Chart, error) {
 	}
 	// Helm gives each archive it loads (a subchart's .tgz, and the .tgz
 	// inside that) a budget of its own: counted here first, all of them
-	// together, before any is loaded.
+	// together, before any is loaded. An archive is known by its content,
+	// not its name: Helm cleans a name (charts/x.tgz/.) before it decides.
 	budget := &archiveBudget{bytes: MaxExpandedBytes, entries: MaxFiles}
 	for _, f := range files {
-		if isArchive(f.Name) {
+		if isGzip(f.Data) {
 			if err := budget.check(f.Name, f.Data, 0); err != nil {
 				return nil, err
 			}
@@ -388,7 +386,8 @@ const (
 	MaxArchiveDepth  = 5
 )
 
-func isArchive(name string) bool { return strings.HasSuffix(name, ".tgz") }
+// isGzip says whether b is gzip's, as a chart archive is.
+func isGzip(b []byte) bool { return len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b }
 
 // archiveBudget is what the archives of one chart may still expand to.
 type archiveBudget struct {
@@ -397,50 +396,54 @@ type archiveBudget struct {
 }
 
 // check reads an archive as Helm will, counting what it expands to
-// against the budget, the archives inside it included; nothing is kept
-// but an inner archive's own bytes, within the budget.
+// against the budget, the archives inside it included (any entry whose
+// content is gzip's, whatever its name); nothing is kept but an inner
+// archive's own bytes, within the budget.
 func (b *archiveBudget) check(name string, data []byte, depth int) error {
 	if depth == MaxArchiveDepth {
 		return fmt.Errorf("%s: archives nested more than %d deep", name, MaxArchiveDepth)
 	}
 	zr, err := gzip.NewReader(bytes.NewReader(data))
 	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+		return nil // not gzip: Helm expands nothing of it
 	}
 	defer zr.Close()
 	tr := tar.NewReader(zr)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
-			return nil
-		}
 		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			// The end, or no tar (a gzip file of data) or a broken one,
+			// which Helm does not expand further either.
+			return nil
 		}
 		if b.entries--; b.entries < 0 {
 			return fmt.Errorf("%s: its archives hold more than %d files", name, MaxFiles)
 		}
-		limited := io.LimitReader(tr, b.bytes+1)
-		var n int64
-		if isArchive(h.Name) {
-			inner, err := io.ReadAll(limited)
+		content, err := io.ReadAll(io.LimitReader(tr, min(b.bytes+1, 2)))
+		if err != nil {
+			return nil
+		}
+		n := int64(len(content))
+		if isGzip(content) {
+			rest, err := io.ReadAll(io.LimitReader(tr, b.bytes+1-n))
 			if err != nil {
-				return fmt.Errorf("%s: %w", name, err)
+				return nil
 			}
-			n = int64(len(inner))
-			if b.bytes -= n; b.bytes < 0 {
+			content = append(content, rest...)
+			if b.bytes -= int64(len(content)); b.bytes < 0 {
 				break
 			}
-			if err := b.check(name+"/"+h.Name, inner, depth+1); err != nil {
+			if err := b.check(name+"/"+h.Name, content, depth+1); err != nil {
 				return err
 			}
 			continue
 		}
-		if n, err = io.Copy(io.Discard, limited); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		if b.bytes -= n; b.bytes < 0 {
+		rest, err := io.Copy(io.Discard, io.LimitReader(tr, b.bytes+1-n))
+		if b.bytes -= n + rest; b.bytes < 0 {
 			break
+		}
+		if err != nil {
+			return nil
 		}
 	}
 	return fmt.Errorf("%s: its archives expand to more than %d bytes", name, MaxExpandedBytes)

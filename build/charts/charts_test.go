@@ -342,7 +342,8 @@ func (zeroReader) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 
 // A chart's archives are bounded together, before Helm loads any: one
 // that expands to 1 GiB, three of 40 MiB (each within Helm's own budget
-// of 100 MiB per archive), archives nested deeper than five; each is
+// of 100 MiB per archive), archives nested deeper than five, and both
+// again under names Helm cleans into an archive's (x.tgz/.); each is
 // refused in bounded time, naming the archive.
 func TestChartArchivesAreBounded(t *testing.T) {
 	t.Parallel()
@@ -350,10 +351,19 @@ func TestChartArchivesAreBounded(t *testing.T) {
 	for i := 1; i <= MaxArchiveDepth+1; i++ {
 		nested = tgz(t, fmt.Sprintf("n%d", i), 0, map[string][]byte{fmt.Sprintf("n%d.tgz", i-1): nested})
 	}
+	// Names Helm cleans (x.tgz/. is charts/x.tgz to it): an archive is
+	// known by its content.
+	dotted := tgz(t, "d0", 0, nil)
+	for i := 1; i <= MaxArchiveDepth+1; i++ {
+		dotted = tgz(t, fmt.Sprintf("d%d", i), 0, map[string][]byte{fmt.Sprintf("d%d.tgz/.", i-1): dotted})
+	}
+	cleaned := tgz(t, "outer", 0, map[string][]byte{"a.tgz/.": tgz(t, "a", 40<<20, nil), "b.tgz/.": tgz(t, "b", 40<<20, nil), "c.tgz/.": tgz(t, "c", 40<<20, nil)})
 	for name, archives := range map[string]map[string][]byte{
-		"1 GiB":      {"big.tgz": tgz(t, "big", 1<<30, nil)},
-		"3 x 40 MiB": {"a.tgz": tgz(t, "a", 40<<20, nil), "b.tgz": tgz(t, "b", 40<<20, nil), "c.tgz": tgz(t, "c", 40<<20, nil)},
-		"nested":     {"deep.tgz": nested},
+		"cleaned names, nested":     {"dotted.tgz": dotted},
+		"cleaned names, 3 x 40 MiB": {"outer.tgz": cleaned},
+		"1 GiB":                     {"big.tgz": tgz(t, "big", 1<<30, nil)},
+		"3 x 40 MiB":                {"a.tgz": tgz(t, "a", 40<<20, nil), "b.tgz": tgz(t, "b", 40<<20, nil), "c.tgz": tgz(t, "c", 40<<20, nil)},
+		"nested":                    {"deep.tgz": nested},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
