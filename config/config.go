@@ -305,8 +305,9 @@ func configure(g *Given) (*Config, error) {
 	for _, v := range vals {
 		c.Secrets = append(c.Secrets, v.masks...)
 	}
-	c.Secrets = append(c.Secrets, kubeconfigSecrets(c, env)...)
-	c.CredentialFiles = credentialFiles(c, in, env)
+	masks, files := kubeconfigCredentials(c, env)
+	c.Secrets = append(c.Secrets, masks...)
+	c.CredentialFiles = credentialFiles(files, in, env)
 	return c, errors.Join(in.errs...)
 }
 
@@ -956,20 +957,22 @@ func loadKubeconfig(path string) (*clientcmdapi.Config, error) {
 	return kc, nil
 }
 
-// kubeconfigSecrets returns the credentials in the kubeconfigs gantry
-// would use, so that they are masked wherever they might surface: every
+// kubeconfigCredentials reads the kubeconfigs the run may use, once, for
+// the credentials they hold, so that they are masked wherever they might
+// surface, and for the files they are in and name, which builds refuse: every
 // user's token, password and client key, what its auth provider keeps
 // (client secrets, id and refresh tokens) and the environment its exec
 // plugin is given, those whose names say secret. An offline run connects to nothing, yet its files are
 // read for the masks all the same.
-func kubeconfigSecrets(cfg *Config, env map[string]string) []string {
-	var out []string
+func kubeconfigCredentials(cfg *Config, env map[string]string) (out, files []string) {
 	for _, p := range kubeconfigPaths(cfg, env) {
+		files = append(files, p)
 		kc, err := loadKubeconfig(p)
 		if err != nil {
 			continue
 		}
 		for _, a := range kc.AuthInfos {
+			files = append(files, a.TokenFile, a.ClientKey, a.ClientCertificate)
 			out = append(out, a.Token, a.Password, string(a.ClientKeyData))
 			if a.TokenFile != "" {
 				// client-go reads the same file to authenticate.
@@ -997,23 +1000,16 @@ func kubeconfigSecrets(cfg *Config, env map[string]string) []string {
 			}
 		}
 	}
-	return out
+	return out, files
 }
 
 // credentialFiles lists the files (and folders) that hold the run's
-// credentials, those it names and those the tools it runs read by
-// default, so that a build refuses them: a pull request's kustomization that generates a
-// ConfigMap from the workflow's kubeconfig (written into the checkout, or
-// linked to) would otherwise print it in a diff.
-func credentialFiles(cfg *Config, in *inputs, env map[string]string) []string {
-	files := kubeconfigPaths(cfg, env)
-	for _, p := range files {
-		if kc, err := loadKubeconfig(p); err == nil {
-			for _, a := range kc.AuthInfos {
-				files = append(files, a.TokenFile, a.ClientKey, a.ClientCertificate)
-			}
-		}
-	}
+// credentials: the kubeconfigs' (files), those its inputs name and those
+// the tools it runs read by default, so that a build refuses them: a pull
+// request's kustomization that generates a ConfigMap from the workflow's
+// kubeconfig (written into the checkout, or linked to) would otherwise
+// print it in a diff.
+func credentialFiles(files []string, in *inputs, env map[string]string) []string {
 	for _, name := range []string{"sops-age-key", "age-identities", "cosign-key", "record-key"} {
 		if v, ok := in.vals[name]; ok && v.from != FromRunFile && v.raw != "" && !isKeyText(v.raw) {
 			files = append(files, strings.TrimSpace(v.raw))

@@ -65,6 +65,22 @@ func (f *boundedFS) deny(files []string) {
 	}
 }
 
+// credential says whether the file at real (its path, links resolved)
+// is one the run holds credentials in, or lies in such a folder.
+func (f *boundedFS) credential(real string, info os.FileInfo) bool {
+	for _, c := range f.credentials {
+		if os.SameFile(info, c) {
+			return true
+		}
+	}
+	for _, d := range f.credentialDirs {
+		if within(real, d) {
+			return true
+		}
+	}
+	return false
+}
+
 func (f *boundedFS) ReadFile(name string) ([]byte, error) {
 	// kustomize builds as Flux does, with no load restrictions: a
 	// kustomization may name files anywhere, and this is the bound, the
@@ -75,11 +91,6 @@ func (f *boundedFS) ReadFile(name string) ([]byte, error) {
 			// It is there, yet its path does not resolve: a link into
 			// /proc to a deleted file still open, a loop. Not read.
 			return nil, &LimitError{"its path cannot be resolved (" + err.Error() + "): refused"}
-		}
-	}
-	for _, d := range f.credentialDirs {
-		if err == nil && within(real, d) {
-			return nil, &LimitError{"holds credentials this run uses (a kubeconfig, a key file, registry or cloud credentials): refused"}
 		}
 	}
 	if err == nil && !f.inside(real) {
@@ -93,13 +104,12 @@ func (f *boundedFS) ReadFile(name string) ([]byte, error) {
 		// extraheader): no generator or resource reads them.
 		return nil, &LimitError{"is inside a .git folder, where a checkout keeps its credentials: refused"}
 	}
+	resolved := err == nil
 	info, err := os.Stat(name)
-	for _, c := range f.credentials {
-		if err == nil && os.SameFile(info, c) {
-			// The workflow's kubeconfig written into the checkout, a key
-			// file a link points to: a generator would print it in a diff.
-			return nil, &LimitError{"holds credentials this run uses (a kubeconfig, a key file, registry or cloud credentials): refused"}
-		}
+	if resolved && err == nil && f.credential(real, info) {
+		// The workflow's kubeconfig written into the checkout, a key
+		// file a link points to: a generator would print it in a diff.
+		return nil, &LimitError{"holds credentials this run uses (a kubeconfig, a key file, registry or cloud credentials): refused"}
 	}
 	if err == nil && !info.Mode().IsRegular() && !info.IsDir() {
 		// A device or a FIFO would be read without end, or block; a
