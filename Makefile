@@ -13,7 +13,7 @@ KUBE_BINS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-sc
 AGE_BINS  := $(BIN)/age $(BIN)/age-keygen
 # The local control plane: all that make demo and make cluster need.
 CLUSTER_TOOLS := $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/kwok-stages.yaml
-TOOLS     := $(CLUSTER_TOOLS) $(AGE_BINS) $(BIN)/cosign $(BIN)/sops $(BIN)/actionlint $(BIN)/tektoncheck $(BIN)/gitlab-ci-local $(BIN)/helm
+TOOLS     := $(CLUSTER_TOOLS) $(AGE_BINS) $(BIN)/cosign $(BIN)/sops $(BIN)/actionlint $(BIN)/tektoncheck $(BIN)/gitlab-ci-local $(BIN)/helm $(BIN)/kustomize
 
 FLUX_BINS := $(BIN)/source-controller $(BIN)/kustomize-controller
 
@@ -68,6 +68,12 @@ $(BIN)/govulncheck: hack/tools/govulncheck/go.mod hack/tools/govulncheck/go.sum
 # helm template with gantry's rendering. gantry never runs it.
 $(BIN)/helm: hack/tools/helm/go.mod hack/tools/helm/go.sum
 	cd hack/tools/helm && $(GO) build -trimpath -ldflags '-s -w -X helm.sh/helm/v4/internal/version.version=v4.3.1' -o $@ helm.sh/helm/v4/cmd/helm
+
+# The kustomize CLI whose api module is the one gantry links: tests
+# compare its build --enable-helm (running bin/helm) with gantry's
+# in-process rendering of helmCharts. gantry never runs it.
+$(BIN)/kustomize: hack/tools/kustomize/go.mod hack/tools/kustomize/go.sum
+	cd hack/tools/kustomize && $(GO) build -trimpath -ldflags '-s -w' -o $@ sigs.k8s.io/kustomize/kustomize/v5
 
 $(BIN)/actionlint: hack/tools/actionlint/go.mod hack/tools/actionlint/go.sum
 	cd hack/tools/actionlint && $(GO) build -trimpath -ldflags '-s -w' -o $@ github.com/rhysd/actionlint/cmd/actionlint
