@@ -72,6 +72,13 @@ type Config struct {
 	LeaseDuration   time.Duration
 	TargetNamespace string
 	Patches         []string
+	// Chart is a chart's folder, built instead of Path; Values, Set,
+	// ReleaseName and ChartHooks say how it is rendered.
+	Chart       string
+	Values      []string
+	Set         []string
+	ReleaseName string
+	ChartHooks  string
 	// Substitute is nil when no variables were given (substitution off).
 	Substitute     map[string]string
 	Kubeconfig     string
@@ -286,6 +293,7 @@ func configure(g *Given) (*Config, error) {
 		Command:            in.str("command"),
 		Path:               in.str("path"),
 		PathGiven:          vals["path"].origin != "default",
+		Chart:              in.str("chart"),
 		Inventory:          in.str("inventory"),
 		InventoryNamespace: in.str("inventory-namespace"),
 		TargetNamespace:    in.str("target-namespace"),
@@ -363,13 +371,14 @@ func (in *inputs) source(c *Config) {
 	// configuration.
 	needsBuild := (c.Command == "build" || c.Command == "diff" || c.Command == "apply" || c.Command == "push" || c.Command == "validate" ||
 		c.Command == "drift" && c.PathGiven) && !pulls
-	if needsBuild {
+	if needsBuild && c.Chart == "" {
 		if info, err := os.Stat(c.Path); err != nil {
 			in.bad("path", "%s does not exist", c.Path)
 		} else if ext := strings.ToLower(filepath.Ext(c.Path)); !info.IsDir() && !(info.Mode().IsRegular() && (ext == ".yaml" || ext == ".yml" || ext == ".json")) {
 			in.bad("path", "%s is neither a folder nor a .yaml, .yml or .json file of manifests", c.Path)
 		}
 	}
+	in.chart(c)
 	for _, p := range in.lines("patches") {
 		if info, err := os.Stat(p); err != nil || info.IsDir() {
 			in.bad("patches", "patch file %s does not exist", p)
@@ -1043,4 +1052,56 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
+}
+
+// chartName is what Helm takes as a release's name: a DNS subdomain of
+// at most 53 characters.
+var chartReleaseName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+
+// chart: a chart as the unit's source, and how it is rendered. A chart
+// counts as a configuration given, as a path does.
+func (in *inputs) chart(c *Config) {
+	given := func(name string) bool { return in.vals[name].origin != "default" && in.vals[name].raw != "" }
+	if c.Chart == "" {
+		for _, name := range []string{"values", "set", "release-name"} {
+			if given(name) {
+				in.bad(name, "only with chart")
+			}
+		}
+		return
+	}
+	if c.PathGiven {
+		in.bad("chart", "give path or chart, not both")
+	}
+	c.PathGiven = true
+	if info, err := os.Stat(filepath.Join(c.Chart, "Chart.yaml")); err != nil || !info.Mode().IsRegular() {
+		in.bad("chart", "%s is not a chart's folder (no Chart.yaml in it); charts from repositories and registries are not fetched: vendor the chart into the workspace (helm pull --untar)", c.Chart)
+	}
+	for _, p := range in.lines("values") {
+		if info, err := os.Stat(p); err != nil || info.IsDir() {
+			in.bad("values", "values file %s does not exist", p)
+		}
+		c.Values = append(c.Values, p)
+	}
+	for i, l := range in.lines("set") {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			// Never echo the line: it may hold a secret value.
+			in.bad("set", "line %d is not KEY=VALUE", i+1)
+			continue
+		}
+		c.Set = append(c.Set, l)
+		if v != "" && secretName.MatchString(k) {
+			c.Secrets = append(c.Secrets, v)
+		}
+	}
+	c.ReleaseName = in.str("release-name")
+	if n := c.ReleaseName; n != "" && (len(n) > 53 || !chartReleaseName.MatchString(n)) {
+		in.bad("release-name", "%q is not a release name: lower-case letters, digits, - and ., at most 53 characters", n)
+	}
+	switch c.ChartHooks = in.str("chart-hooks"); c.ChartHooks {
+	case "refuse", "objects", "leave-out":
+	default:
+		in.bad("chart-hooks", "%q: give refuse, objects or leave-out", c.ChartHooks)
+	}
 }

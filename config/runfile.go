@@ -51,7 +51,7 @@ func UnitInputs() []Input {
 
 // pathInputs hold paths, which a run file gives relative to itself and
 // which must lie inside the workspace: each a folder (true) or files.
-var pathInputs = map[string]bool{"path": true, "crds": true, "kubeconfig": false, "patches": false}
+var pathInputs = map[string]bool{"path": true, "crds": true, "kubeconfig": false, "patches": false, "chart": true, "values": false}
 
 // unitName is a unit's name: it becomes part of step output names
 // (web-changed), so it is a DNS label, as inventories are.
@@ -480,7 +480,7 @@ func LoadUnits(g Given, file string, refsOnly bool) ([]*Unit, error) {
 			continue
 		}
 		if !cfg.PathGiven && cfg.Artifact == "" && cfg.Command != "delete" {
-			errs = append(errs, fmt.Errorf("unit %s (%s): no source: give it a path or an artifact", s.Name, s.where))
+			errs = append(errs, fmt.Errorf("unit %s (%s): no source: give it a path, a chart or an artifact", s.Name, s.where))
 		}
 		u.Config = cfg
 		units = append(units, u)

@@ -22,8 +22,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/entrypoint"
-	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/result"
 	"github.com/gantry-dev/gantry/schemas"
 	"github.com/gantry-dev/gantry/schemas/releases"
@@ -290,7 +290,7 @@ func TestOfflineAcceptsWhatTheServerAccepts(t *testing.T) {
 	}
 	total := 0
 	for _, s := range sets {
-		objects, err := pipeline.Build(pipeline.BuildOptions{Path: s.dir, Substitute: s.substitute})
+		objects, err := build.Build(build.BuildOptions{Path: s.dir, Substitute: s.substitute})
 		if err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}

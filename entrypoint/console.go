@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/config"
 	"github.com/gantry-dev/gantry/diffs"
 	"github.com/gantry-dev/gantry/inventory"
@@ -273,7 +274,7 @@ const msRound = 1e6 // time.Millisecond, untyped for Round
 // stream is fenced with ::stop-commands:: so that no manifest line can act
 // as a workflow command. Every known secret (a secret-named substitution
 // value, a value decrypted from a SOPS file into a ConfigMap) is masked.
-func writeObjects(w io.Writer, objects []*pipeline.Object, fenced bool, redact *reporters.Redactor) error {
+func writeObjects(w io.Writer, objects []*build.Object, fenced bool, redact *reporters.Redactor) error {
 	if fenced {
 		end, err := fence(w)
 		if err != nil {

@@ -19,10 +19,10 @@ import (
 	"github.com/sethvargo/go-githubactions"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/config"
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/logguard"
-	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/reporters"
 	"github.com/gantry-dev/gantry/result"
 	"github.com/gantry-dev/gantry/runner"
@@ -133,7 +133,7 @@ func runOne(ctx context.Context, inv *config.Given, p platform, stdout, stderr i
 	var res *result.Result
 	switch cfg.Command {
 	case "build":
-		var objects []*pipeline.Object
+		var objects []*build.Object
 		objects, res = s.run.Render(ctx, cfg, console)
 		if res.Succeeded() {
 			if err := writeObjects(stdout, objects, p == githubActions, redact); err != nil {

@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/diffs"
-	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/reporters"
 	"github.com/gantry-dev/gantry/result"
 )
@@ -107,7 +107,7 @@ func TestRandomSecretsAreMaskedInEveryOutput(t *testing.T) {
 		outputs := map[string]string{}
 
 		var built bytes.Buffer
-		if err := writeObjects(&built, []*pipeline.Object{{Unstructured: cm(secret)}}, false, redact); err != nil {
+		if err := writeObjects(&built, []*build.Object{{Unstructured: cm(secret)}}, false, redact); err != nil {
 			t.Fatal(err)
 		}
 		outputs["build"] = built.String()

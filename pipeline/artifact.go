@@ -1,16 +1,14 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/gantry-dev/gantry/artifact"
+	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -27,25 +25,6 @@ type ArtifactOptions struct {
 	Meta   artifact.Meta
 }
 
-// ManifestsYAML serialises objects as the YAML stream an artifact holds.
-// Objects that were SOPS-encrypted go in encrypted, as they were in git
-// (a build that keeps encryption made them): decrypted secrets never
-// reach a registry.
-func ManifestsYAML(objects []*Object) ([]byte, error) {
-	var b bytes.Buffer
-	for i, o := range objects {
-		y, err := yaml.Marshal(o.Object)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", ref(o), err)
-		}
-		if i > 0 {
-			b.WriteString("---\n")
-		}
-		b.Write(y)
-	}
-	return b.Bytes(), nil
-}
-
 // pushStage pushes the built objects as an artifact.
 func (r *run) pushStage() stage {
 	return stage{name: "push", reason: result.ReasonArtifactFailed, stopOnError: true, run: func(ctx context.Context) error {
@@ -54,7 +33,7 @@ func (r *run) pushStage() stage {
 		if packed == nil {
 			packed = r.objects
 		}
-		manifests, err := ManifestsYAML(packed)
+		manifests, err := build.ManifestsYAML(packed)
 		if err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/fluxcd/cli-utils/pkg/object"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -134,7 +135,7 @@ func (l *lines) document(source string, start int) *yaml.Node {
 		if !filepath.IsAbs(path) && l.workDir != "" {
 			path = filepath.Join(l.workDir, path)
 		}
-		if b, err := os.ReadFile(path); err == nil && int64(len(b)) <= DefaultMaxFileBytes {
+		if b, err := os.ReadFile(path); err == nil && int64(len(b)) <= build.DefaultMaxFileBytes {
 			dec := yaml.NewDecoder(bytes.NewReader(b))
 			for {
 				var n yaml.Node
@@ -304,7 +305,7 @@ var readDocs = readDocStarts
 // read (its objects are then named by file alone).
 func readDocStarts(path string) []docStart {
 	b, err := os.ReadFile(path)
-	if err != nil || int64(len(b)) > DefaultMaxFileBytes {
+	if err != nil || int64(len(b)) > build.DefaultMaxFileBytes {
 		return nil
 	}
 	return readDocStartsFrom(b)
@@ -396,7 +397,7 @@ func (r *run) addLines() {
 	}
 	wg.Wait()
 
-	var byID map[string]*Object
+	var byID map[string]*build.Object
 	for i := range r.res.Objects {
 		o := &r.res.Objects[i]
 		switch o.Action {
@@ -413,7 +414,7 @@ func (r *run) addLines() {
 			}
 			if o.Patches == nil && o.Source != "" {
 				if byID == nil {
-					byID = make(map[string]*Object, len(r.objects))
+					byID = make(map[string]*build.Object, len(r.objects))
 					for _, obj := range r.objects {
 						byID[object.UnstructuredToObjMetadata(obj.Unstructured).String()] = obj
 					}
@@ -436,7 +437,7 @@ func (r *run) addLines() {
 
 // patchesOf lists the patches of the build's kustomizations that target
 // obj.
-func (r *run) patchesOf(obj *Object) []string {
+func (r *run) patchesOf(obj *build.Object) []string {
 	return r.patches.of(obj.GroupVersionKind().Group, obj.GetKind(), obj.GetNamespace(), obj.GetName(), obj.GetLabels())
 }
 

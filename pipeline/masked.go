@@ -1,13 +1,13 @@
 package pipeline
 
 import (
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/inventory"
 )
 
@@ -30,7 +30,7 @@ func maskedFields(objs []*unstructured.Unstructured, secret func(string) bool, d
 		if i < len(decrypted) {
 			paths = append(paths, decrypted[i]...)
 		}
-		walkStrings(u.Object, "", func(path, v string) {
+		build.WalkStrings(u.Object, "", func(path, v string) {
 			if secret != nil && secret(v) && !slices.Contains(paths, path) {
 				paths = append(paths, path)
 			}
@@ -43,27 +43,6 @@ func maskedFields(objs []*unstructured.Unstructured, secret func(string) bool, d
 		return nil
 	}
 	return out
-}
-
-// walkStrings calls fn with the JSON pointer and value of every string in
-// v.
-func walkStrings(v any, path string, fn func(path, v string)) {
-	switch t := v.(type) {
-	case string:
-		fn(path, t)
-	case map[string]any:
-		for k, e := range t {
-			walkStrings(e, path+"/"+escapePointer(k), fn)
-		}
-	case []any:
-		for i, e := range t {
-			walkStrings(e, path+"/"+strconv.Itoa(i), fn)
-		}
-	}
-}
-
-func escapePointer(k string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
 }
 
 // hiddenValue is what a masked field shows in a diff or a build.
@@ -235,7 +214,7 @@ func atPointer(v any, pointer string) (any, bool) {
 // hiddenFields are the fields a diff of o hides whatever their values:
 // those it was decrypted into, and those the run masks in its live
 // object (collectMasked).
-func (r *run) hiddenFields(o *Object) []string {
+func (r *run) hiddenFields(o *build.Object) []string {
 	live := r.liveMasked[inventory.EntryFor(o.Unstructured).ID]
 	if len(live) == 0 {
 		return o.DecryptedFields
@@ -253,7 +232,7 @@ func (r *run) maskRecorded(objs []*unstructured.Unstructured, masked map[string]
 	for _, u := range objs {
 		for _, p := range masked[inventory.EntryFor(u).ID] {
 			if v, ok := atPointer(u.Object, p); ok {
-				if s, ok := v.(string); ok && len(strings.TrimSpace(s)) >= minSecretDataMask {
+				if s, ok := v.(string); ok && len(strings.TrimSpace(s)) >= build.MinSecretDataMask {
 					values = append(values, s)
 				}
 			}
@@ -277,7 +256,7 @@ func (r *run) maskLive(live *unstructured.Unstructured) {
 		// A short value is hidden where it is (MaskFields), not masked
 		// wherever it appears.
 		if v, ok := atPointer(live.Object, p); ok {
-			if s, ok := v.(string); ok && len(strings.TrimSpace(s)) >= minSecretDataMask {
+			if s, ok := v.(string); ok && len(strings.TrimSpace(s)) >= build.MinSecretDataMask {
 				values = append(values, s)
 			}
 		}
@@ -328,7 +307,7 @@ func (r *run) collectMasked() {
 
 // decryptedValues are the values o holds in the fields SOPS decrypted
 // into (DecryptedFields), longest first.
-func decryptedValues(o *Object) []string {
+func decryptedValues(o *build.Object) []string {
 	var out []string
 	for _, p := range o.DecryptedFields {
 		if v, ok := atPointer(o.Object, p); ok {
@@ -341,36 +320,9 @@ func decryptedValues(o *Object) []string {
 	return out
 }
 
-// hideValues hides each of values in msg: quoted, as the API server and
-// the validators quote what they refuse, and, from three characters on,
-// wherever it stands as a word of its own.
-func hideValues(msg string, values []string) string {
-	for _, v := range values {
-		msg = strings.ReplaceAll(msg, strconv.Quote(v), `"***"`)
-		msg = strings.ReplaceAll(msg, `"`+v+`"`, `"***"`)
-		if len(v) >= 3 {
-			word := regexp.MustCompile(`(^|[^\pL\pN_])` + regexp.QuoteMeta(v) + `($|[^\pL\pN_])`)
-			for word.MatchString(msg) {
-				msg = word.ReplaceAllString(msg, "${1}***${2}")
-			}
-		}
-	}
-	return msg
-}
-
-// hiddenError is an error whose text hides decrypted values; what it
-// wraps still tells its kind (cut short, unanswered, invalid).
-type hiddenError struct {
-	err error
-	msg string
-}
-
-func (e *hiddenError) Error() string { return e.msg }
-func (e *hiddenError) Unwrap() error { return e.err }
-
 // isSecretData says whether field (as a check writes it) is in a
 // Secret's data or stringData.
-func isSecretData(o *Object, field string) bool {
+func isSecretData(o *build.Object, field string) bool {
 	if o.GetAPIVersion() != "v1" || o.GetKind() != "Secret" {
 		return false
 	}

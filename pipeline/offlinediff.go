@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/diffs"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/result"
@@ -26,6 +27,9 @@ type BaseSource struct {
 	// stands for the build's working directory (the bound of what it
 	// reads, and what files are named relative to).
 	Path, WorkDir string
+	// Within maps a file or folder of the head's workspace to the same
+	// one at the base revision (a chart's folder and values files).
+	Within func(string) string
 }
 
 // DiffOffline builds the configuration and the same configuration at a
@@ -43,14 +47,23 @@ func DiffOffline(ctx context.Context, opts Options, base BaseSource, obs Observe
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout+time.Minute)
 	defer cancel()
 	// The base builds beside the head's validation.
-	var before []*Object
+	var before []*build.Object
 	var baseErr error
 	baseBuilt := make(chan struct{})
 	go func() {
 		defer close(baseBuilt)
 		b := opts.Build
 		b.Path, b.WorkDir, b.Skipped = base.Path, base.WorkDir, nil
-		before, baseErr = Build(b)
+		if b.Chart != nil && base.Within != nil {
+			c := *b.Chart
+			c.Dir = base.Within(c.Dir)
+			c.Values = nil
+			for _, v := range b.Chart.Values {
+				c.Values = append(c.Values, base.Within(v))
+			}
+			b.Chart = &c
+		}
+		before, baseErr = build.Build(b)
 	}()
 	var problems []error
 	res := r.execute(ctx, []stage{
@@ -85,7 +98,7 @@ func DiffOffline(ctx context.Context, opts Options, base BaseSource, obs Observe
 
 // diffOffline compares the head's objects with the base's and validates
 // the head.
-func (r *run) diffOffline(ctx context.Context, before []*Object, problems []error) error {
+func (r *run) diffOffline(ctx context.Context, before []*build.Object, problems []error) error {
 	if problems == nil {
 		problems = make([]error, len(r.objects))
 	}
@@ -113,8 +126,8 @@ func (r *run) diffOffline(ctx context.Context, before []*Object, problems []erro
 		var d string
 		if was == nil || !reflect.DeepEqual(withoutSOPS(was).Object, withoutSOPS(obj.Unstructured).Object) {
 			var err error
-			if d, err = diffs.BetweenMasked(ref(obj), "base", "head", MaskAlike(withoutSOPS(was), obj.Unstructured, hidden[id]), MaskFields(withoutSOPS(obj.Unstructured), hidden[id]), r.opts.Mask); err != nil {
-				return fmt.Errorf("%s: %w", ref(obj), err)
+			if d, err = diffs.BetweenMasked(obj.Ref(), "base", "head", MaskAlike(withoutSOPS(was), obj.Unstructured, hidden[id]), MaskFields(withoutSOPS(obj.Unstructured), hidden[id]), r.opts.Mask); err != nil {
+				return fmt.Errorf("%s: %w", obj.Ref(), err)
 			}
 		}
 		switch {
@@ -135,7 +148,7 @@ func (r *run) diffOffline(ctx context.Context, before []*Object, problems []erro
 		if !ok {
 			continue
 		}
-		d, err := diffs.BetweenMasked(ref(o), "base", "head", MaskFields(withoutSOPS(u), o.DecryptedFields), nil, r.opts.Mask)
+		d, err := diffs.BetweenMasked(o.Ref(), "base", "head", MaskFields(withoutSOPS(u), o.DecryptedFields), nil, r.opts.Mask)
 		if err != nil {
 			return err
 		}
@@ -186,7 +199,7 @@ func (r *run) offlineProblems(ctx context.Context) ([]error, error) {
 			case errors.As(err, &invalid):
 				problems[i] = err
 			default:
-				return fmt.Errorf("%s: %w", ref(obj), err)
+				return fmt.Errorf("%s: %w", obj.Ref(), err)
 			}
 			return gctx.Err()
 		})
@@ -221,7 +234,7 @@ func withoutSOPS(u *unstructured.Unstructured) *unstructured.Unstructured {
 
 // recordInvalid records obj as failed offline validation in stage, and
 // returns the failure, naming the object's file.
-func (r *run) recordInvalid(obj *Object, stage string, err error) error {
+func (r *run) recordInvalid(obj *build.Object, stage string, err error) error {
 	oe := r.objectError(obj, err)
 	r.record(failedObject(obj, oe, stage), true)
 	return oe

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gantry-dev/gantry/build"
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -75,7 +76,7 @@ func (p *patches) walk(dir string, seen map[string]bool, depth int) []patch {
 		return nil
 	}
 	seen[abs] = true
-	name := findKustomization(abs)
+	name := build.FindKustomization(abs)
 	if name == "" {
 		return nil
 	}

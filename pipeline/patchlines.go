@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gantry-dev/gantry/build"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -19,7 +20,7 @@ import (
 // patch when one of its operations adds or replaces that path. The last
 // patch that sets it wins, as kustomize applies them in order. Inline
 // patches, inside a kustomization, are not read.
-func (l *lines) patchedField(obj *Object, patches []string, path string) (string, int) {
+func (l *lines) patchedField(obj *build.Object, patches []string, path string) (string, int) {
 	if path == "" {
 		return "", 0
 	}
@@ -37,7 +38,7 @@ func (l *lines) patchedField(obj *Object, patches []string, path string) (string
 			full = filepath.Join(l.workDir, f)
 		}
 		b, err := os.ReadFile(full)
-		if err != nil || int64(len(b)) > DefaultMaxFileBytes {
+		if err != nil || int64(len(b)) > build.DefaultMaxFileBytes {
 			continue
 		}
 		dec := yaml.NewDecoder(strings.NewReader(string(b)))
@@ -150,7 +151,7 @@ func fieldPointer(obj any, steps []fieldStep) string {
 			if st.index >= 0 && key == "" {
 				key = strconv.Itoa(st.index)
 			}
-			b.WriteString("/" + escapePointer(key))
+			b.WriteString("/" + build.EscapePointer(key))
 			obj = t[key]
 		case []any:
 			i := st.index

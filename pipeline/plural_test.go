@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/gantry-dev/gantry/build"
 )
 
 // Counts of objects read as English: "1 object", "2 objects".
@@ -20,7 +22,7 @@ func TestObjectCountsInWords(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs := &infos{}
-	if _, res := Render(context.Background(), Options{Build: BuildOptions{Path: file, WorkDir: dir}}, obs); !res.Succeeded() {
+	if _, res := Render(context.Background(), Options{Build: build.BuildOptions{Path: file, WorkDir: dir}}, obs); !res.Succeeded() {
 		t.Fatalf("%s: %s", res.Reason, res.Message)
 	}
 	if want := "1 object from " + file; !slices.Contains(obs.all(), want) {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/result"
@@ -37,7 +38,7 @@ func (r *run) plan(ctx context.Context) error {
 		r.prepareOffline()
 	}
 	r.planner.knowing(r.prev)
-	objects, rest := r.objects, []*Object(nil)
+	objects, rest := r.objects, []*build.Object(nil)
 	if r.opts.only != nil {
 		// A correction writes only what drifted; the rest is as applied.
 		objects = nil
@@ -298,7 +299,7 @@ func (r *run) replanDeferred(ctx context.Context, provisioned []*plan, contended
 		}
 	}
 	var idx []int
-	var objects []*Object
+	var objects []*build.Object
 	for i, pl := range r.plans {
 		if pl.kind == planDeferred {
 			idx = append(idx, i)
@@ -536,7 +537,7 @@ func everyNamespaceHas(kind, name, inventoryName string) bool {
 func describePlans(plans []*plan) string {
 	names := make([]string, 0, len(plans))
 	for _, pl := range plans {
-		names = append(names, ref(pl.obj))
+		names = append(names, pl.obj.Ref())
 	}
 	if len(names) > 5 {
 		names = append(names[:5], fmt.Sprintf("and %d more", len(names)-5))

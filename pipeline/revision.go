@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/gantry-dev/gantry/artifact"
+	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/result"
 )
@@ -334,9 +335,9 @@ func (r *run) revisionStage(rollback bool, pick func([]*inventory.Revision) (*in
 				return &RevisionRefusedError{Err: fmt.Errorf("revision %d: %w", rv.Number, inventory.ErrSealed)}
 			}
 			r.maskRecorded(objs, rv.Masked)
-			r.objects = make([]*Object, 0, len(objs))
+			r.objects = make([]*build.Object, 0, len(objs))
 			for _, u := range objs {
-				r.objects = append(r.objects, &Object{Unstructured: u})
+				r.objects = append(r.objects, &build.Object{Unstructured: u})
 			}
 			if rv.Artifact != "" {
 				r.res.Artifact = &result.Artifact{URL: rv.Artifact, Digest: rv.Digest}

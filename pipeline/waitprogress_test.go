@@ -23,6 +23,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/result"
 )
@@ -263,7 +264,7 @@ func TestWaitSaysProgressAndGroupsItsFailure(t *testing.T) {
 		Mapper: mapper,
 	}
 	r.progressEvery = 200 * time.Millisecond
-	r.objects = []*Object{{Unstructured: u}}
+	r.objects = []*build.Object{{Unstructured: u}}
 	r.res.Objects = []result.Object{{Kind: "Deployment", Namespace: "shop", Name: "web", Action: result.Created}}
 	r.byID[object.UnstructuredToObjMetadata(u).String()] = 0
 

@@ -147,6 +147,21 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 		}
 		facts = append(facts, "**Artifact** "+code(a.URL)+note)
 	}
+	for _, c := range res.Charts {
+		fact := "**Chart** " + code(c.Name) + " from " + code(c.Folder)
+		if c.Lookup {
+			fact += "; its templates call lookup, answered empty (as helm template answers it)"
+		}
+		if len(c.LeftOut) > 0 {
+			fact += fmt.Sprintf("; %d %s left out", len(c.LeftOut), plural(len(c.LeftOut), "hook", "hooks"))
+			var names []string
+			for _, l := range c.LeftOut {
+				names = append(names, code(l))
+			}
+			fact += ": " + strings.Join(names, ", ")
+		}
+		facts = append(facts, fact)
+	}
 	if len(res.Stages) > 0 {
 		var st []string
 		for _, s := range res.Stages {

@@ -334,7 +334,10 @@ type Result struct {
 	Artifact *Artifact `json:"artifact,omitempty"`
 	// Base is the git revision an offline diff compared with (diff
 	// --offline --base); empty for a diff against a cluster.
-	Base    string   `json:"base,omitempty"`
+	Base string `json:"base,omitempty"`
+	// Charts are the Helm charts the build rendered, and what their
+	// rendering answered empty or left out.
+	Charts  []Chart  `json:"charts,omitempty"`
 	Stages  []Stage  `json:"stages"`
 	Objects []Object `json:"objects"`
 
@@ -351,6 +354,20 @@ type Result struct {
 	// Correction, for drift with correct, is the apply that restored
 	// what had drifted.
 	Correction *Result `json:"correction,omitempty"`
+}
+
+// Chart is a Helm chart a build rendered.
+type Chart struct {
+	// Name is the chart's name and version (shop 1.2.0); Folder, its
+	// folder in the workspace.
+	Name   string `json:"name"`
+	Folder string `json:"folder"`
+	// Lookup: a template called lookup, answered empty (as helm
+	// template answers it): what it would have read is not there.
+	Lookup bool `json:"lookup,omitempty"`
+	// LeftOut are the hooks left out of the set, by template file and
+	// events.
+	LeftOut []string `json:"leftOut,omitempty"`
 }
 
 // ActionsOf lists the actions a command's reports count, in order.

@@ -10,10 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/gantry-dev/gantry/artifact"
+	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/config"
 	"github.com/gantry-dev/gantry/diffs"
 	"github.com/gantry-dev/gantry/inventory"
-	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -47,7 +47,7 @@ func (s *Session) CompareArtifacts(ctx context.Context, cfg *config.Config, clie
 			}
 			dir = tmp
 		}
-		objs, err := pipeline.Build(pipeline.BuildOptions{Path: dir, WorkDir: dir, SOPSIdentities: cfg.SOPSIdentities, Decrypted: s.Decrypted, NoOrigins: true, Packed: packed, CredentialFiles: cfg.CredentialFiles})
+		objs, err := build.Build(build.BuildOptions{Path: dir, WorkDir: dir, SOPSIdentities: cfg.SOPSIdentities, Decrypted: s.Decrypted, NoOrigins: true, Packed: packed, CredentialFiles: cfg.CredentialFiles})
 		if err != nil {
 			return nil, err
 		}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/gantry-dev/gantry/artifact"
+	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/config"
 	"github.com/gantry-dev/gantry/gitsource"
 	"github.com/gantry-dev/gantry/kube"
@@ -131,7 +132,7 @@ func (s *Session) Connect(cfg *config.Config, warnings io.Writer) pipeline.Conne
 // Options are the pipeline's options for one unit's configuration.
 func (s *Session) Options(cfg *config.Config) pipeline.Options {
 	opts := pipeline.Options{
-		Build: pipeline.BuildOptions{
+		Build: build.BuildOptions{
 			Path:             cfg.Path,
 			TargetNamespace:  cfg.TargetNamespace,
 			Patches:          cfg.Patches,
@@ -179,6 +180,18 @@ func (s *Session) Options(cfg *config.Config) pipeline.Options {
 	}
 	if !cfg.Offline { // an offline run reads no kubeconfig
 		opts.DefaultNamespace = kube.DefaultNamespace(kubeOptions(cfg))
+	}
+	if cfg.Chart != "" {
+		opts.Build.Path = cfg.Chart
+		opts.Build.Chart = &build.Chart{Dir: cfg.Chart, ReleaseName: cfg.ReleaseName, Values: cfg.Values, Set: cfg.Set, Hooks: cfg.ChartHooks}
+		if cfg.Offline && cfg.Release != nil {
+			opts.Build.Chart.KubeVersion = "v" + cfg.Release.Version + ".0"
+		}
+		if cfg.TargetNamespace != "" {
+			// The release's namespace, as helm install --namespace:
+			// where what names none goes.
+			opts.DefaultNamespace = cfg.TargetNamespace
+		}
 	}
 	var client *artifact.Client
 	switch {
@@ -229,7 +242,7 @@ func (s *Session) Command(ctx context.Context, cfg *config.Config, out Output) *
 }
 
 // Render builds cfg's configuration, as build prints it.
-func (s *Session) Render(ctx context.Context, cfg *config.Config, out Output) ([]*pipeline.Object, *result.Result) {
+func (s *Session) Render(ctx context.Context, cfg *config.Config, out Output) ([]*build.Object, *result.Result) {
 	return pipeline.Render(ctx, s.Options(cfg), out)
 }
 
@@ -282,7 +295,7 @@ func (s *Session) offlineDiff(ctx context.Context, u *config.Unit, opts pipeline
 	opts.Offline = offline
 	// One tree per base revision and repository for the whole run,
 	// removed when the session closes.
-	tree, err := s.baseTrees(cfg).Checkout(cfg.Path, cfg.Base)
+	tree, err := s.baseTrees(cfg).Checkout(opts.Build.Path, cfg.Base)
 	if err != nil {
 		return fail(err)
 	}
@@ -290,7 +303,7 @@ func (s *Session) offlineDiff(ctx context.Context, u *config.Unit, opts pipeline
 	if workDir == "" {
 		workDir = "."
 	}
-	return pipeline.DiffOffline(ctx, opts, pipeline.BaseSource{Revision: cfg.Base, Path: tree.Path, WorkDir: tree.Within(workDir)}, out)
+	return pipeline.DiffOffline(ctx, opts, pipeline.BaseSource{Revision: cfg.Base, Path: tree.Path, WorkDir: tree.Within(workDir), Within: tree.Within}, out)
 }
 
 // offlineOptions are validate's, with the CRDs of the crds folders and
@@ -327,7 +340,7 @@ func (s *Session) offlineOptions(ctx context.Context, u *config.Unit, opts pipel
 			b.WorkDir = dir
 		}
 		b.KeepSOPSEncrypted = true
-		objects, err := pipeline.Build(b)
+		objects, err := build.Build(b)
 		if err != nil {
 			return nil, fmt.Errorf("crds (%s): %w", source, err)
 		}
@@ -397,7 +410,7 @@ func (s *Session) builtCRDs(u *config.Unit) []*unstructured.Unstructured {
 		}
 		opts.SOPSIdentities, opts.KeepSOPSEncrypted, opts.NoOrigins = nil, true, true
 		opts.Decrypted, opts.SecretValues, opts.Skipped = nil, nil, nil
-		objects, err := pipeline.Build(opts)
+		objects, err := build.Build(opts)
 		if err != nil {
 			return
 		}

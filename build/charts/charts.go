@@ -51,7 +51,8 @@ type Options struct {
 	// Dir is the chart's folder; the caller has confined it to the
 	// workspace.
 	Dir string
-	// ReleaseName and Namespace are .Release.Name and .Release.Namespace.
+	// ReleaseName and Namespace are .Release.Name (default: the chart's
+	// name) and .Release.Namespace.
 	ReleaseName, Namespace string
 	// Values are the values files' contents, in order (later ones win),
 	// each named for messages; Set are KEY=VALUE lines, as helm's --set,
@@ -89,9 +90,11 @@ type Hook struct {
 // subcharts), its templates' objects in Helm's install order, and its
 // hooks, apart.
 type Rendered struct {
-	CRDs      []Document
-	Manifests []Document
-	Hooks     []Hook
+	// Name and Version are the chart's, from its Chart.yaml.
+	Name, Version string
+	CRDs          []Document
+	Manifests     []Document
+	Hooks         []Hook
 	// Lookup says a template called lookup, which was answered empty.
 	Lookup bool
 }
@@ -135,7 +138,7 @@ func Render(ctx context.Context, opts Options) (*Rendered, error) {
 		return fail(fmt.Errorf("needs Kubernetes %s, not %s", c.Metadata.KubeVersion, caps.KubeVersion.String()))
 	}
 	top, err := commonutil.ToRenderValuesWithSchemaValidation(c, vals, common.ReleaseOptions{
-		Name: opts.ReleaseName, Namespace: opts.Namespace, Revision: 1, IsInstall: true,
+		Name: releaseName(opts.ReleaseName, c), Namespace: opts.Namespace, Revision: 1, IsInstall: true,
 	}, caps, true)
 	if err != nil {
 		return fail(err)
@@ -166,7 +169,7 @@ func Render(ctx context.Context, opts Options) (*Rendered, error) {
 	if err != nil {
 		return fail(err)
 	}
-	out := &Rendered{Lookup: lookedUp.Load()}
+	out := &Rendered{Name: c.Name(), Version: c.Metadata.Version, Lookup: lookedUp.Load()}
 	for _, crd := range allCRDs(c) {
 		out.CRDs = append(out.CRDs, Document{Source: crd.Filename, Content: string(crd.File.Data)})
 	}
@@ -181,6 +184,14 @@ func Render(ctx context.Context, opts Options) (*Rendered, error) {
 		out.Hooks = append(out.Hooks, Hook{Document: Document{Source: h.Path, Content: h.Manifest}, Events: events})
 	}
 	return out, nil
+}
+
+// releaseName is name, or the chart's own name when none is given.
+func releaseName(name string, c *chart.Chart) string {
+	if name == "" {
+		return c.Name()
+	}
+	return name
 }
 
 // allCRDs are the CRDs of the chart and of its enabled subcharts, the

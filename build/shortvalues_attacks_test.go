@@ -1,4 +1,4 @@
-package pipeline
+package build
 
 import (
 	"errors"
@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"github.com/gantry-dev/gantry/e2e/sopsfixture"
-	"github.com/gantry-dev/gantry/schemas"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 const pinSecret = `apiVersion: v1
@@ -105,29 +103,5 @@ func TestBuildErrorsHideDecryptedValues(t *testing.T) {
 				t.Errorf("%s", msg)
 			}
 		})
-	}
-}
-
-// What a check says of a Secret's data (the character a JSON parser
-// stopped at, a piece of a decrypted value a replacement put there) is
-// not shown: only that the field is invalid.
-func TestProblemsOfSecretDataAreNotShown(t *testing.T) {
-	t.Parallel()
-	o := &Object{Unstructured: &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "gen", "namespace": "shop"},
-		"type": "kubernetes.io/dockerconfigjson", "stringData": map[string]any{".dockerconfigjson": `{"a" 4`},
-	}}}
-	r := newRun("validate", Options{}, nil, &infos{})
-	err := &schemas.InvalidError{Kind: "Secret", Name: "gen", Problems: []schemas.Problem{
-		{Field: "data[.dockerconfigjson]", Message: "Invalid value: \"<secret contents redacted>\": invalid character '4' after object key"},
-		{Field: "metadata.name", Message: "Invalid value: \"gen\": too short"},
-	}}
-	oe := r.objectError(o, err)
-	text := oe.Error() + oe.Err.Error()
-	for _, p := range oe.Problems {
-		text += p.At("")
-	}
-	if strings.Contains(text, "'4'") || !strings.Contains(text, "too short") {
-		t.Errorf("%s", text)
 	}
 }

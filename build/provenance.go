@@ -1,4 +1,4 @@
-package pipeline
+package build
 
 import (
 	"errors"
@@ -205,7 +205,7 @@ func checkProvenance(objects []*Object, opts BuildOptions, sfs *sopsFS) error {
 		// decrypted value: a Secret in its data, anything as a whole
 		// decrypted value (masked, then, as any). Nothing else may, and no
 		// object may hold a piece of one.
-		mayHold := encrypted[r.Source] || r.Generated
+		mayHold := encrypted[r.Source] || r.Generated || r.Rendered
 		secret := r.GroupVersionKind().Group == "" && r.GetKind() == "Secret" && t.GetKind() == "Secret"
 		var fields []string
 		diffLeaves(r.Object, renameLeaves(t.Object, renamed), "", func(path string, realValue any) {
@@ -320,11 +320,11 @@ func diffLeaves(a, b any, path string, fn func(path string, aValue any)) {
 			return
 		}
 		for k, av := range at {
-			diffLeaves(av, bt[k], path+"/"+escapePointer(k), fn)
+			diffLeaves(av, bt[k], path+"/"+EscapePointer(k), fn)
 		}
 		for k := range bt {
 			if _, ok := at[k]; !ok {
-				fn(path+"/"+escapePointer(k), nil)
+				fn(path+"/"+EscapePointer(k), nil)
 			}
 		}
 	case []any:

@@ -1,4 +1,4 @@
-package pipeline
+package build
 
 import (
 	"bytes"
@@ -285,7 +285,7 @@ func (c *aliasCheck) expand(n *yaml3.Node) (int, error) {
 // are allowed, nothing is fetched, and the build fails at once naming the
 // kustomization and the entry.
 func refuseRemote(dir, workDir string, visited map[string]bool) error {
-	name := findKustomization(dir)
+	name := FindKustomization(dir)
 	if name == "" || visited[dir] {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package pipeline
+package build
 
 import (
 	"errors"
@@ -30,7 +30,7 @@ func write(t *testing.T, dir string, files map[string]string) {
 func summary(objects []*Object) []string {
 	var out []string
 	for _, o := range objects {
-		out = append(out, ref(o)+" <- "+o.Source)
+		out = append(out, o.Ref()+" <- "+o.Source)
 	}
 	sort.Strings(out)
 	return out
@@ -62,7 +62,7 @@ func TestBuildPlainFolderKeepsOrigins(t *testing.T) {
 	}
 	for _, o := range objects {
 		if _, ok := o.GetAnnotations()[originAnnotation]; ok {
-			t.Errorf("%s still carries the origin annotation", ref(o))
+			t.Errorf("%s still carries the origin annotation", o.Ref())
 		}
 	}
 	if _, err := os.Stat(filepath.Join(root, "app", "kustomization.yaml")); !errors.Is(err, os.ErrNotExist) {
@@ -406,43 +406,6 @@ func TestBuildWithoutOriginsNamesTheFileOnFailure(t *testing.T) {
 	_, err = Build(opts)
 	if err == nil || !strings.Contains(err.Error(), "app/cm.yaml: ConfigMap/p-c: variable ${A} not set") {
 		t.Errorf("error: %v", err)
-	}
-}
-
-// apply and diff build without origins; a second build, with them, is
-// needed only for what kustomize built: a folder of manifests names its
-// files in any case.
-func TestSecondBuildOnlyForKustomizations(t *testing.T) {
-	t.Parallel()
-	root := t.TempDir()
-	write(t, root, map[string]string{
-		"plain/cm.yaml":                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n",
-		"app/kustomization.yaml":       "resources: [cm.yaml]\n",
-		"app/cm.yaml":                  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n",
-		"mixed/cm.yaml":                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: d\n",
-		"mixed/sub/kustomization.yaml": "resources: [cm.yaml]\n",
-		"mixed/sub/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n",
-	})
-	for dir, want := range map[string]bool{"plain": false, "app": true, "mixed": true} {
-		for _, command := range []string{"apply", "diff"} {
-			r := newRun(command, Options{Build: BuildOptions{Path: filepath.Join(root, dir), WorkDir: root}}, nil, nil)
-			objects, _, err := r.build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.lazyOrigins != want {
-				t.Errorf("%s of %s: second build needed %v, want %v", command, dir, r.lazyOrigins, want)
-			}
-			if !want && objects[0].Source != "plain/cm.yaml" {
-				t.Errorf("%s of %s: source %q", command, dir, objects[0].Source)
-			}
-		}
-	}
-	// A build asked for without origins (build, diff-artifact) never
-	// looks them up.
-	r := newRun("apply", Options{Build: BuildOptions{Path: filepath.Join(root, "app"), WorkDir: root, NoOrigins: true}}, nil, nil)
-	if _, _, err := r.build(); err != nil || r.lazyOrigins {
-		t.Errorf("NoOrigins given: lazy %v, %v", r.lazyOrigins, err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package pipeline
+package build
 
 import (
 	"encoding/json"
@@ -81,7 +81,7 @@ func substituteAll(objects []*Object, vars map[string]string) error {
 		var bad error
 		o.Object = substituteValue(o.Object, vars, missing, &bad).(map[string]any)
 		if bad != nil {
-			errs = append(errs, &BuildError{File: o.Source, Err: fmt.Errorf("%s: %w", ref(o), bad)})
+			errs = append(errs, &BuildError{File: o.Source, Err: fmt.Errorf("%s: %w", o.Ref(), bad)})
 			continue
 		}
 		if len(missing) > 0 {
@@ -90,7 +90,7 @@ func substituteAll(objects []*Object, vars map[string]string) error {
 				names = append(names, n)
 			}
 			sort.Strings(names)
-			errs = append(errs, &BuildError{File: o.Source, Err: fmt.Errorf("%s: variable %s not set and has no default (strict substitution)", ref(o), "${"+strings.Join(names, "}, ${")+"}")})
+			errs = append(errs, &BuildError{File: o.Source, Err: fmt.Errorf("%s: variable %s not set and has no default (strict substitution)", o.Ref(), "${"+strings.Join(names, "}, ${")+"}")})
 			continue
 		}
 	}
@@ -159,8 +159,8 @@ func printsAs(f float64, text string) bool {
 	return err == nil && strings.TrimSpace(string(y)) == text
 }
 
-// ref names an object for messages: Kind/namespace/name or Kind/name.
-func ref(o *Object) string {
+// Ref names the object for messages: Kind/namespace/name or Kind/name.
+func (o *Object) Ref() string {
 	return result.Ref(o.GroupVersionKind().Group, o.GetKind(), o.GetNamespace(), o.GetName())
 }
 
@@ -168,20 +168,20 @@ func ref(o *Object) string {
 // as substitution reads one.
 var variableRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*(?::?[=-][^}]*)?\}`)
 
-// unsubstituted says which objects of a build without substitution still
+// Unsubstituted says which objects of a build without substitution still
 // hold ${VAR} references, left as they are ("" when none does): as in
 // Flux, substitution runs only when asked for, and such a value is
 // usually meant to be replaced.
-func unsubstituted(objects []*Object) string {
+func Unsubstituted(objects []*Object) string {
 	var refs []string
 	seen := map[string]bool{}
 	n := 0
 	for _, o := range objects {
 		found := false
-		walkStrings(o.Object, "", func(_, v string) {
+		WalkStrings(o.Object, "", func(_, v string) {
 			for _, m := range variableRef.FindAllString(v, -1) {
 				found = true
-				if r := ref(o) + " holds " + m; !seen[r] {
+				if r := o.Ref() + " holds " + m; !seen[r] {
 					seen[r] = true
 					refs = append(refs, r)
 				}
@@ -199,4 +199,11 @@ func unsubstituted(objects []*Object) string {
 		refs = append(refs[:3], "…")
 	}
 	return fmt.Sprintf("%d %s ${...} references left as they are (%s): substitution runs only when substitute is given (as Flux's postBuild); give it, even with one variable, to apply the defaults", n, plural(n, "object holds", "objects hold"), strings.Join(refs, "; "))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

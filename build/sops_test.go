@@ -1,4 +1,4 @@
-package pipeline
+package build
 
 import (
 	"encoding/base64"
@@ -26,7 +26,7 @@ func secretValues(t *testing.T, o *Object) map[string]string {
 					out[k] = v.(string)
 					continue
 				}
-				t.Fatalf("%s: data.%s: %v", ref(o), k, err)
+				t.Fatalf("%s: data.%s: %v", o.Ref(), k, err)
 			}
 			out[k] = string(b)
 		}
@@ -61,7 +61,7 @@ func TestSOPSFluxCases(t *testing.T) {
 	got := map[string]map[string]string{}
 	for _, o := range objects {
 		if where := sopsRemnant(o); where != "" {
-			t.Errorf("%s still encrypted at %s", ref(o), where)
+			t.Errorf("%s still encrypted at %s", o.Ref(), where)
 		}
 		got[o.GetKind()+"/"+o.GetName()] = secretValues(t, o)
 	}

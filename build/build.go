@@ -1,4 +1,4 @@
-package pipeline
+package build
 
 import (
 	"unicode"
@@ -49,6 +49,8 @@ type Object struct {
 	Source string
 	// Generated: a kustomize generator made it.
 	Generated bool
+	// Rendered: a Helm chart's template made it (BuildOptions.Chart).
+	Rendered bool
 	// DecryptedFields are the fields (JSON pointers) whose values SOPS
 	// decrypted, found by provenance, not by their values: masked in
 	// every diff and revision whatever their length. Its identity
@@ -60,6 +62,13 @@ type Object struct {
 type BuildOptions struct {
 	// Path is a kustomize overlay or a plain folder of manifests.
 	Path string
+	// Chart, when set, is built instead of Path: a Helm chart rendered
+	// in-process. TargetNamespace is then its release's namespace, and
+	// is not forced on objects that name another.
+	Chart *Chart
+	// ChartNotice, when set, is told what a chart's rendering left out
+	// or answered empty, once per chart.
+	ChartNotice func(ChartNotice)
 	// WorkDir is what Object.Source is relative to. Default: the process's
 	// working directory.
 	WorkDir string
@@ -176,6 +185,11 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, retErr error) {
 		}
 		opts.WorkDir = wd
 	}
+	if opts.Chart != nil {
+		// The chart's folder is what the build reads, and what errors
+		// name.
+		opts.Path = opts.Chart.Dir
+	}
 	abs, err := filepath.Abs(opts.Path)
 	if err != nil {
 		return nil, false, &BuildError{File: opts.Path, Err: err}
@@ -222,9 +236,13 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, retErr error) {
 	}()
 	var built []sourced
 	switch {
+	case opts.Chart != nil && len(opts.Patches) > 0:
+		built, err = buildChartWrapped(opts, sfs, bounded)
+	case opts.Chart != nil:
+		built, err = buildChart(opts, sfs)
 	case opts.TargetNamespace != "" || len(opts.Patches) > 0:
-		built, err = buildWrapped(abs, opts, sfs, bounded)
-	case findKustomization(abs) != "":
+		built, err = buildWrapped(abs, "", opts, sfs, bounded)
+	case FindKustomization(abs) != "":
 		built, err = buildKustomization(abs, opts, sfs)
 	default:
 		built, err = buildPlain(abs, opts, sfs, bounded)
@@ -255,6 +273,7 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, retErr error) {
 				objects[i], errs[i] = toObject(built[i].res, built[i].source)
 				if objects[i] != nil {
 					objects[i].Generated = built[i].generated
+					objects[i].Rendered = built[i].chart
 				}
 			}
 		})
@@ -269,7 +288,7 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, retErr error) {
 			return nil, true, &BuildError{File: file, Err: err}
 		}
 	}
-	if err := refuseDuplicates(objects, func(o *Object) string { return o.Source }); err != nil {
+	if err := RefuseDuplicates(objects, func(o *Object) string { return o.Source }); err != nil {
 		return nil, true, err
 	}
 	if opts.tainted {
@@ -306,11 +325,11 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, retErr error) {
 	return objects, false, nil
 }
 
-// minSecretDataMask is the shortest Secret value masked wherever else it
+// MinSecretDataMask is the shortest Secret value masked wherever else it
 // appears: a short one ("true", a port) would mask every such word of
 // every report. Secrets' own data is masked by their kind whatever its
 // length.
-const minSecretDataMask = 8
+const MinSecretDataMask = 8
 
 // revealSecrets tells reveal the values of the set's Secrets, so that
 // output masks them wherever else they appear: copied into a ConfigMap
@@ -321,7 +340,7 @@ func revealSecrets(objects []*Object, reveal func([]string)) {
 	}
 	var values []string
 	add := func(v string) {
-		if len(strings.TrimSpace(v)) >= minSecretDataMask {
+		if len(strings.TrimSpace(v)) >= MinSecretDataMask {
 			values = append(values, v)
 		}
 	}
@@ -375,11 +394,11 @@ func nameCheck(o *Object) error {
 	return nil
 }
 
-// refuseDuplicates refuses two objects of one identity (group, kind,
+// RefuseDuplicates refuses two objects of one identity (group, kind,
 // namespace, name), whatever their apiVersions: the cluster holds one
 // object, and which of the two it would hold would change from run to
 // run. source names an object's file.
-func refuseDuplicates(objects []*Object, source func(*Object) string) error {
+func RefuseDuplicates(objects []*Object, source func(*Object) string) error {
 	seen := make(map[string]*Object, len(objects))
 	for _, o := range objects {
 		gvk := o.GroupVersionKind()
@@ -389,7 +408,7 @@ func refuseDuplicates(objects []*Object, source func(*Object) string) error {
 			seen[key] = o
 			continue
 		}
-		what := ref(o)
+		what := o.Ref()
 		if first.GetAPIVersion() != o.GetAPIVersion() {
 			what += fmt.Sprintf(" (as %s here, as %s there)", o.GetAPIVersion(), first.GetAPIVersion())
 		}
@@ -412,6 +431,8 @@ type sourced struct {
 	source string
 	// generated: a generator made it (its origin says which).
 	generated bool
+	// chart: a chart's template made it.
+	chart bool
 }
 
 func kustomizer() *krusty.Kustomizer {
@@ -433,7 +454,7 @@ func buildKustomization(dir string, opts BuildOptions, sfs *sopsFS) ([]sourced, 
 	if err != nil {
 		return nil, &BuildError{File: opts.Path, Err: err}
 	}
-	file := filepath.Join(root, findKustomization(root))
+	file := filepath.Join(root, FindKustomization(root))
 	content, err := sfs.ReadFile(file)
 	if err != nil {
 		var be *BuildError
@@ -560,7 +581,7 @@ func buildPlain(dir string, opts BuildOptions, sfs *sopsFS, bounded *boundedFS) 
 				if walked[p] {
 					return filepath.SkipDir // reached again through a link
 				}
-				if findKustomization(p) != "" {
+				if FindKustomization(p) != "" {
 					if !opts.AllowRemoteBases {
 						if err := refuseRemote(p, opts.WorkDir, map[string]bool{}); err != nil {
 							return err
@@ -594,7 +615,7 @@ func buildPlain(dir string, opts BuildOptions, sfs *sopsFS, bounded *boundedFS) 
 						return nil
 					}
 					walked[real] = true
-					if findKustomization(real) != "" {
+					if FindKustomization(real) != "" {
 						items, err := buildKustomization(real, opts, sfs)
 						if err != nil {
 							return err
@@ -666,7 +687,10 @@ func buildPlain(dir string, opts BuildOptions, sfs *sopsFS, bounded *boundedFS) 
 // buildWrapped runs kustomize from a temporary kustomization that
 // references dir and adds the target namespace and the patches; a plain
 // folder is first copied next to a generated kustomization.
-func buildWrapped(abs string, opts BuildOptions, sfs *sopsFS, bounded *boundedFS) ([]sourced, error) {
+//
+// shownAs, when set, is the folder that abs stands for in messages and
+// objects' files (a chart's, for its rendering).
+func buildWrapped(abs, shownAs string, opts BuildOptions, sfs *sopsFS, bounded *boundedFS) ([]sourced, error) {
 	tmp, err := os.MkdirTemp("", "gantry-build-")
 	if err != nil {
 		return nil, err
@@ -681,7 +705,7 @@ func buildWrapped(abs string, opts BuildOptions, sfs *sopsFS, bounded *boundedFS
 	// pathMap maps temporary copies back to the files they came from.
 	pathMap := map[string]string{}
 	base := abs
-	if findKustomization(abs) == "" {
+	if FindKustomization(abs) == "" {
 		plain := filepath.Join(tmp, "plain")
 		n, err := copyPlainFolder(abs, plain, sfs.FileSystem)
 		if err != nil {
@@ -695,6 +719,9 @@ func buildWrapped(abs string, opts BuildOptions, sfs *sopsFS, bounded *boundedFS
 		pathMap[plain] = abs
 		if info, err := os.Stat(abs); err == nil && !info.IsDir() {
 			pathMap[plain] = filepath.Dir(abs)
+		}
+		if shownAs != "" {
+			pathMap[plain] = shownAs
 		}
 		base = plain
 	}
@@ -858,7 +885,8 @@ func relPaths(msg string, pathMap map[string]string, tmp, workDir string) string
 	return msg
 }
 
-func findKustomization(dir string) string {
+// FindKustomization names the kustomization file in dir ("" when none).
+func FindKustomization(dir string) string {
 	for _, name := range konfig.RecognizedKustomizationFileNames() {
 		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
 			return name
@@ -904,7 +932,7 @@ func copyPlainFolder(src, dst string, read filesys.FileSystem) (int, error) {
 			if strings.HasPrefix(d.Name(), ".") && p != src {
 				return filepath.SkipDir
 			}
-			if p != src && findKustomization(p) != "" {
+			if p != src && FindKustomization(p) != "" {
 				// Relative to dst, where the generated kustomization lands.
 				rp, err := filepath.Rel(dst, p)
 				if err != nil {

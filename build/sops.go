@@ -1,4 +1,4 @@
-package pipeline
+package build
 
 import (
 	"context"
@@ -301,13 +301,13 @@ func (f *sopsFS) hideIn(err error) error {
 	slices.SortStableFunc(values, func(a, b string) int { return len(b) - len(a) })
 	var be *BuildError
 	if errors.As(err, &be) && be.Err != nil && err == error(be) {
-		return &BuildError{File: be.File, Err: &hiddenError{err: be.Err, msg: hideValues(be.Err.Error(), values)}}
+		return &BuildError{File: be.File, Err: &HiddenError{Err: be.Err, Msg: HideValues(be.Err.Error(), values)}}
 	}
-	return &hiddenError{err: err, msg: hideValues(err.Error(), values)}
+	return &HiddenError{Err: err, Msg: HideValues(err.Error(), values)}
 }
 
 // longEnough tells reveal only the decrypted values of at least
-// minSecretDataMask characters, the ones worth masking wherever they
+// MinSecretDataMask characters, the ones worth masking wherever they
 // appear: a short one ("true", "shop", a port) would mask every such word
 // of every report and log, gantry's own outputs and names included. A
 // value of any length is masked where it is: in a Secret's data by its
@@ -320,7 +320,7 @@ func longEnough(reveal func([]string)) func([]string) {
 	return func(values []string) {
 		var long []string
 		for _, v := range values {
-			if len(strings.TrimSpace(v)) >= minSecretDataMask {
+			if len(strings.TrimSpace(v)) >= MinSecretDataMask {
 				long = append(long, v)
 			}
 		}
@@ -471,7 +471,7 @@ var (
 // Flux's kustomize-controller does not check it.
 func decryptObject(o *Object, ids []age.Identity, reveal func([]string)) error {
 	var fields []string
-	walkStrings(o.Object, "", func(path, v string) {
+	WalkStrings(o.Object, "", func(path, v string) {
 		if isSOPSValue(v) && !identityField(path) {
 			fields = append(fields, path)
 		}
@@ -646,7 +646,7 @@ func decryptBuilt(objects []*Object, fs *sopsFS) error {
 			continue
 		}
 		if err := decryptObject(o, fs.ids, fs.reveal); err != nil {
-			return &BuildError{File: o.Source, Err: fmt.Errorf("%s: %w", ref(o), err)}
+			return &BuildError{File: o.Source, Err: fmt.Errorf("%s: %w", o.Ref(), err)}
 		}
 	}
 	for _, o := range objects {
@@ -654,7 +654,7 @@ func decryptBuilt(objects []*Object, fs *sopsFS) error {
 			continue
 		}
 		if err := decryptSecretData(o, fs.ids, fs.keep, fs.reveal); err != nil {
-			return &BuildError{File: o.Source, Err: fmt.Errorf("%s: %w", ref(o), err)}
+			return &BuildError{File: o.Source, Err: fmt.Errorf("%s: %w", o.Ref(), err)}
 		}
 	}
 	if fs.keep {
@@ -675,7 +675,7 @@ func decryptBuilt(objects []*Object, fs *sopsFS) error {
 			continue
 		}
 		if where := sopsRemnant(o); where != "" {
-			return &BuildError{File: o.Source, Err: fmt.Errorf("%s still holds SOPS-encrypted content at %s without the metadata to decrypt it (values pasted from an encrypted file, or a file encrypted in parts); encrypt the whole file with sops: nothing encrypted is ever applied", ref(o), where)}
+			return &BuildError{File: o.Source, Err: fmt.Errorf("%s still holds SOPS-encrypted content at %s without the metadata to decrypt it (values pasted from an encrypted file, or a file encrypted in parts); encrypt the whole file with sops: nothing encrypted is ever applied", o.Ref(), where)}
 		}
 	}
 	return nil
