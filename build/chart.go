@@ -78,6 +78,7 @@ func renderChart(opts BuildOptions, sfs *sopsFS) ([]*manifestPart, error) {
 		KubeVersion:  c.KubeVersion,
 		APIVersions:  c.APIVersions,
 		MaxFileBytes: opts.MaxFileBytes,
+		Deny:         opts.CredentialFiles,
 	}
 	if ropts.Namespace == "" {
 		ropts.Namespace = "default"

@@ -189,3 +189,32 @@ func TestChartSOPSValues(t *testing.T) {
 		t.Fatalf("a piece of a decrypted value in a ConfigMap: %v", err)
 	}
 }
+
+// A chart may not read the run's credentials, whatever names them in its
+// folder: a link or a hard link to a kubeconfig is refused, named.
+func TestChartRefusesCredentialFiles(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	secret := filepath.Join(t.TempDir(), "kubeconfig")
+	write(t, ws, map[string]string{
+		"chart/Chart.yaml":          "apiVersion: v2\nname: peek\nversion: 0.1.0\n",
+		"chart/templates/peek.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: peek\ndata:\n  f: {{ .Files.Get \"files/cfg\" | quote }}\n",
+	})
+	if err := os.WriteFile(secret, []byte("token: s3cr3t-value\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(ws, "chart/files"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(secret, filepath.Join(ws, "chart/files/cfg")); err != nil {
+		t.Skip("no hard links here:", err)
+	}
+	_, err := Build(BuildOptions{WorkDir: ws, CredentialFiles: []string{secret}, Chart: &Chart{Dir: filepath.Join(ws, "chart")}})
+	if err == nil || !strings.Contains(err.Error(), "files/cfg holds the run's credentials") || strings.Contains(err.Error(), "s3cr3t") {
+		t.Fatalf("a hard link to the kubeconfig in a chart: %v", err)
+	}
+	// Without it, the same chart renders (the refusal is the guard's).
+	if _, err := Build(BuildOptions{WorkDir: ws, Chart: &Chart{Dir: filepath.Join(ws, "chart")}}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 
@@ -65,6 +66,10 @@ type Options struct {
 	APIVersions []string
 	// MaxFileBytes bounds one file of the chart.
 	MaxFileBytes int64
+	// Deny are files (and folders) the chart may not read, whatever
+	// names them in it: those the run holds its credentials in. A chart
+	// that holds one fails, naming its file.
+	Deny []string
 }
 
 // Values is one values file.
@@ -111,7 +116,7 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Render renders the chart in opts.Dir.
 func Render(ctx context.Context, opts Options) (*Rendered, error) {
-	c, err := Load(opts.Dir, opts.MaxFileBytes)
+	c, err := LoadDenying(opts.Dir, opts.MaxFileBytes, opts.Deny)
 	if err != nil {
 		return nil, &Error{Chart: opts.Dir, Err: err}
 	}
@@ -303,6 +308,51 @@ func (noLoader) Load(url string) (any, error) {
 // walked, and .helmignore is honoured. At most MaxFiles files of at most
 // maxFileBytes each, MaxTotalBytes in all.
 func Load(dir string, maxFileBytes int64) (*chart.Chart, error) {
+	return LoadDenying(dir, maxFileBytes, nil)
+}
+
+// LoadDenying is Load, refusing a chart that holds any of deny's files
+// or lies in, or holds, any of its folders (by the file itself, not its
+// name: a link or a hard link to one is refused too).
+func LoadDenying(dir string, maxFileBytes int64, deny []string) (*chart.Chart, error) {
+	var denyFiles []fs.FileInfo
+	var denyDirs []string
+	for _, p := range deny {
+		info, err := os.Stat(p)
+		switch {
+		case err != nil:
+		case info.Mode().IsRegular():
+			denyFiles = append(denyFiles, info)
+		case info.IsDir():
+			if real, err := filepath.EvalSymlinks(p); err == nil {
+				denyDirs = append(denyDirs, real)
+			}
+		}
+	}
+	realDir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, err
+	}
+	denied := func(name string, info fs.FileInfo) bool {
+		for _, f := range denyFiles {
+			if os.SameFile(f, info) {
+				return true
+			}
+		}
+		if len(denyDirs) == 0 {
+			return false
+		}
+		real, err := filepath.EvalSymlinks(filepath.Join(realDir, name))
+		if err != nil {
+			return true
+		}
+		for _, d := range denyDirs {
+			if rel, err := filepath.Rel(d, real); err == nil && filepath.IsLocal(rel) || real == d {
+				return true
+			}
+		}
+		return false
+	}
 	if maxFileBytes <= 0 {
 		maxFileBytes = 32 << 20
 	}
@@ -363,6 +413,9 @@ func Load(dir string, maxFileBytes int64) (*chart.Chart, error) {
 		}
 		if total += info.Size(); total > MaxTotalBytes {
 			return fmt.Errorf("over %d bytes in all", MaxTotalBytes)
+		}
+		if denied(name, info) {
+			return fmt.Errorf("%s holds the run's credentials (a kubeconfig, a key, a token), which a chart may never read: keep them out of the chart's folder", name)
 		}
 		b, err := root.ReadFile(name)
 		if err != nil {
