@@ -11,10 +11,16 @@ import (
 	"runtime/pprof"
 	"syscall"
 
+	"github.com/gantry-dev/gantry/build/charts"
 	"github.com/gantry-dev/gantry/entrypoint"
 )
 
 func main() {
+	// gantry renders a chart in a process of its own, bounded in time and
+	// memory: this executable, started again as the renderer.
+	if child, code := charts.ChildMain(); child {
+		os.Exit(code)
+	}
 	// CI runners cancel a job with SIGTERM; a person with Ctrl-C.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	tuneGC()

@@ -1,0 +1,3 @@
+{{- define "include-loop.again" -}}
+{{ include "include-loop.again" . }}
+{{- end -}}
