@@ -467,15 +467,17 @@ func buildKustomization(dir string, opts BuildOptions, sfs *sopsFS) ([]sourced, 
 	if !opts.NoOrigins {
 		fsys = trackingFS{FileSystem: sfs, file: file, content: withOriginTracking(content)}
 	}
-	resMap, err := kustomizer().Run(fsys, root)
+	hfs := newHelmChartsFS(fsys, sfs.ReadFile, opts, sfs.workspace())
+	resMap, err := kustomizer().Run(hfs, root)
 	if err != nil {
-		if helmChartsRefused(err) {
-			return nil, &BuildError{File: displayPath(dir, nil, opts.WorkDir), Err: errHelmCharts}
+		if hfs.err != nil {
+			return nil, hfs.err
 		}
 		msg := withoutObjects(err.Error(), root, nil, opts.WorkDir)
 		return nil, &BuildError{File: displayPath(dir, nil, opts.WorkDir), Err: fmt.Errorf("kustomize build: %s", relPaths(msg, nil, "", opts.WorkDir))}
 	}
-	return withOrigins(resMap.Resources(), root, nil, opts.WorkDir), nil
+	hfs.report()
+	return withOrigins(resMap.Resources(), root, nil, opts.WorkDir, hfs.chartOf), nil
 }
 
 // trackingFS is the disk, except that the root kustomization reads as
@@ -520,11 +522,14 @@ func withOriginTracking(content []byte) []byte {
 
 // withOrigins pairs resources with the file named by their origin
 // annotation, which is relative to the build root.
-func withOrigins(resources []*resource.Resource, root string, pathMap map[string]string, workDir string) []sourced {
+//
+// chartOf names the chart folder a file stands for, when it is a chart's
+// rendering (helmCharts).
+func withOrigins(resources []*resource.Resource, root string, pathMap map[string]string, workDir string, chartOf func(string) string) []sourced {
 	out := make([]sourced, 0, len(resources))
 	for _, res := range resources {
 		var source string
-		var generated bool
+		var generated, chart bool
 		if origin, err := res.GetOrigin(); err == nil && origin != nil {
 			source = origin.Path
 			if origin.ConfiguredIn != "" {
@@ -533,10 +538,14 @@ func withOrigins(resources []*resource.Resource, root string, pathMap map[string
 			if source != "" && !filepath.IsAbs(source) {
 				source = filepath.Join(root, source)
 			}
-			source = displayPath(source, pathMap, workDir)
+			if c := chartOf(filepath.Clean(source)); c != "" {
+				source, chart = c, true
+			} else {
+				source = displayPath(source, pathMap, workDir)
+			}
 			generated = origin.ConfiguredBy.Kind != ""
 		}
-		out = append(out, sourced{res: res, source: source, generated: generated})
+		out = append(out, sourced{res: res, source: source, generated: generated, chart: chart})
 	}
 	return out
 }
@@ -765,15 +774,17 @@ func buildWrapped(abs, shownAs string, opts BuildOptions, sfs *sopsFS, bounded *
 	}
 
 	sfs.display = func(p string) string { return displayPath(p, pathMap, opts.WorkDir) }
-	resMap, err := kustomizer().Run(sfs, wrapper)
+	hfs := newHelmChartsFS(sfs, sfs.ReadFile, opts, sfs.workspace())
+	resMap, err := kustomizer().Run(hfs, wrapper)
 	if err != nil {
-		if helmChartsRefused(err) {
-			return nil, &BuildError{File: opts.Path, Err: errHelmCharts}
+		if hfs.err != nil {
+			return nil, hfs.err
 		}
 		msg := withoutObjects(err.Error(), wrapper, pathMap, opts.WorkDir)
 		return nil, &BuildError{File: opts.Path, Err: fmt.Errorf("kustomize build: %s", relPaths(msg, pathMap, tmp, opts.WorkDir))}
 	}
-	return withOrigins(resMap.Resources(), wrapper, pathMap, opts.WorkDir), nil
+	hfs.report()
+	return withOrigins(resMap.Resources(), wrapper, pathMap, opts.WorkDir, hfs.chartOf), nil
 }
 
 func toObject(res *resource.Resource, source string) (*Object, error) {
@@ -993,13 +1004,4 @@ func isManifestFile(path string) bool {
 		return true
 	}
 	return false
-}
-
-// errHelmCharts answers a kustomization's helmCharts: kustomize renders
-// them by running the helm binary, which a deploy from a pull request must
-// not do, and its own message points at a flag gantry does not have.
-var errHelmCharts = errors.New("a kustomization lists helmCharts, which kustomize renders by running the helm binary: gantry runs no external program; render the chart into the folder (helm template), or deploy it with Flux's helm-controller")
-
-func helmChartsRefused(err error) bool {
-	return strings.Contains(err.Error(), "HelmChartInflationGenerator") && strings.Contains(err.Error(), "--enable-helm")
 }

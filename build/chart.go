@@ -37,7 +37,9 @@ type Chart struct {
 	// HooksAsObjects applies them as objects of the set, HooksLeaveOut
 	// leaves them out, said. Test hooks are always left out, said.
 	Hooks string
-	// Render renders; nil renders in this process (charts.Render).
+	// Render renders; nil renders as charts.RenderIsolated does: in a
+	// process of its own, bounded in time and memory, when the
+	// executable can be its own renderer.
 	Render func(context.Context, charts.Options) (*charts.Rendered, error)
 }
 
@@ -101,7 +103,7 @@ func renderChart(opts BuildOptions, sfs *sopsFS) ([]*manifestPart, error) {
 	}
 	render := c.Render
 	if render == nil {
-		render = charts.Render
+		render = charts.RenderIsolated(charts.Limits{})
 	}
 	rendered, err := render(context.Background(), ropts)
 	if err != nil {

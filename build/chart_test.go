@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/gantry-dev/gantry/build/charts"
 	"github.com/gantry-dev/gantry/e2e/sopsfixture"
 )
 
@@ -216,5 +218,21 @@ func TestChartRefusesCredentialFiles(t *testing.T) {
 	// Without it, the same chart renders (the refusal is the guard's).
 	if _, err := Build(BuildOptions{WorkDir: ws, Chart: &Chart{Dir: filepath.Join(ws, "chart")}}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A chart's rendering is bounded: a tpl that renders itself for ever
+// fails the build within the time bound, naming the chart, in a process
+// of its own that is then killed.
+func TestChartRenderingIsBounded(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	dir := filepath.Join(ws, "loop")
+	if err := os.CopyFS(dir, os.DirFS("charts/testdata/bombs/tpl-loop")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Build(BuildOptions{WorkDir: ws, Chart: &Chart{Dir: dir, Render: charts.RenderIsolated(charts.Limits{Time: 3 * time.Second})}})
+	if err == nil || !strings.Contains(err.Error(), "rendering took longer than 3s") || !strings.HasPrefix(err.Error(), "loop: ") {
+		t.Fatalf("a tpl loop: %v", err)
 	}
 }

@@ -680,3 +680,12 @@ func decryptBuilt(objects []*Object, fs *sopsFS) error {
 	}
 	return nil
 }
+
+// workspace is the folder the build may read in (the bounded file
+// system's first root).
+func (f *sopsFS) workspace() string {
+	if b, ok := f.FileSystem.(*boundedFS); ok && len(b.roots) > 0 {
+		return b.roots[0]
+	}
+	return ""
+}

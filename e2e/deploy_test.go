@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/gantry-dev/gantry/build/charts"
 	"github.com/gantry-dev/gantry/e2e/cluster/clustertest"
 	"github.com/gantry-dev/gantry/entrypoint"
 	"github.com/gantry-dev/gantry/inventory"
@@ -34,6 +35,11 @@ import (
 var env = clustertest.New()
 
 func TestMain(m *testing.M) {
+	// The test binary renders charts in a process of its own, as
+	// gantry does: it is that process, started again.
+	if child, code := charts.ChildMain(); child {
+		os.Exit(code)
+	}
 	code := env.Run(m)
 	writeFigures(faultSeedFromEnv())
 	os.Exit(code)

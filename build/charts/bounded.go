@@ -72,6 +72,7 @@ const maxStack = 128 << 20
 // renderer. Tests that call RenderBounded need the same in a TestMain of
 // their package, as the test binary is then the renderer.
 func ChildMain() (isChild bool, exitCode int) {
+	renderer.Store(true)
 	if os.Getenv(childEnvMarker) != "1" || len(os.Args) != 2 || os.Args[1] != childArg {
 		return false, 0
 	}
@@ -330,4 +331,22 @@ func compactRepeats(msg string) string {
 		i = j + 1
 	}
 	return strings.Join(out, sep)
+}
+
+// renderer says this executable's main called ChildMain, so that it can
+// be started again as the renderer. It is set once, at start, and only
+// read after.
+var renderer atomic.Bool
+
+// RenderIsolated renders with RenderBounded when this executable can be
+// its own renderer (its main, or its tests' TestMain, called ChildMain),
+// and in this process otherwise (Render), where nothing bounds a chart
+// but the caller's context.
+func RenderIsolated(lim Limits) func(context.Context, Options) (*Rendered, error) {
+	return func(ctx context.Context, opts Options) (*Rendered, error) {
+		if renderer.Load() {
+			return RenderBounded(ctx, opts, lim)
+		}
+		return Render(ctx, opts)
+	}
 }

@@ -54,6 +54,10 @@ type KustomizeOptions struct {
 	DefaultKubeVersion string
 	// MaxFileBytes bounds one file of a chart.
 	MaxFileBytes int64
+	// Deny are the files and folders no chart may read (Options.Deny).
+	Deny []string
+	// Render renders a chart; nil renders in this process (Render).
+	Render func(context.Context, Options) (*Rendered, error)
 	// Now is the clock that names a release an entry leaves unnamed
 	// (helm's --generate-name: the chart's name and the Unix time);
 	// time.Now when nil.
@@ -209,7 +213,7 @@ func Kustomization(ctx context.Context, file string, content []byte, read func(p
 		if entry.KubeVersion == "" {
 			entry.KubeVersion = opts.DefaultKubeVersion
 		}
-		out, ic, err := inflate(ctx, dir, root, globals, entry, read, opts.MaxFileBytes, now)
+		out, ic, err := inflate(ctx, dir, root, globals, entry, read, opts, now)
 		if err != nil {
 			return nil, nil, nil, fail(err)
 		}
@@ -268,7 +272,12 @@ func Kustomization(ctx context.Context, file string, content []byte, read func(p
 // does: the output of the helm template it runs, as kustomize reads it,
 // each object marked as helm's (kustomize's namespace: leaves those
 // alone).
-func inflate(ctx context.Context, dir, root string, globals types.HelmGlobals, entry types.HelmChart, read func(string) ([]byte, error), maxFileBytes int64, now func() time.Time) ([]byte, InflatedChart, error) {
+func inflate(ctx context.Context, dir, root string, globals types.HelmGlobals, entry types.HelmChart, read func(string) ([]byte, error), opts KustomizeOptions, now func() time.Time) ([]byte, InflatedChart, error) {
+	maxFileBytes := opts.MaxFileBytes
+	render := opts.Render
+	if render == nil {
+		render = Render
+	}
 	var none InflatedChart
 	if entry.Name == "" {
 		return nil, none, errors.New("chart name cannot be empty")
@@ -398,7 +407,7 @@ func inflate(ctx context.Context, dir, root string, globals types.HelmGlobals, e
 	}
 
 	// What helm template checks of the chart before it renders.
-	c, err := Load(chartDir, maxFileBytes)
+	c, err := LoadDenying(chartDir, maxFileBytes, opts.Deny)
 	if err != nil {
 		return nil, none, &Error{Chart: chartDir, Err: err}
 	}
@@ -419,8 +428,8 @@ func inflate(ctx context.Context, dir, root string, globals types.HelmGlobals, e
 	for _, a := range entry.ApiVersions {
 		apis = append(apis, strings.Split(a, ",")...)
 	}
-	r, err := Render(ctx, Options{Dir: chartDir, ReleaseName: release, Namespace: namespace, Values: values,
-		KubeVersion: entry.KubeVersion, APIVersions: apis, MaxFileBytes: maxFileBytes})
+	r, err := render(ctx, Options{Dir: chartDir, ReleaseName: release, Namespace: namespace, Values: values,
+		KubeVersion: entry.KubeVersion, APIVersions: apis, MaxFileBytes: maxFileBytes, Deny: opts.Deny})
 	if err != nil {
 		return nil, none, err
 	}
