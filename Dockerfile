@@ -9,7 +9,7 @@ RUN go mod download
 COPY . .
 ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath \
-      -ldflags "-s -w -X github.com/gantry-dev/gantry/entrypoint.Version=${VERSION}" \
+      -ldflags "-s -w -X github.com/gantry-dev/gantry/entrypoint.Version=${VERSION} -X helm.sh/helm/v4/internal/version.version=v4.3.1" \
       -o /out/gantry .
 
 FROM busybox:1.37.0-musl AS shell

@@ -6,7 +6,11 @@ BIN   := $(CURDIR)/bin
 FIGURES := $(CURDIR)/.figures
 GO    ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X github.com/gantry-dev/gantry/entrypoint.Version=$(VERSION)
+# Helm's packages read their own version (a chart's .Capabilities.HelmVersion)
+# from a variable their CLI's build sets: gantry's build sets it as well, to
+# the version go.mod pins, so that charts render as that helm CLI renders them.
+HELM_VERSION := $(shell awk '$$1 == "helm.sh/helm/v4" { print $$2 }' go.mod)
+LDFLAGS := -s -w -X github.com/gantry-dev/gantry/entrypoint.Version=$(VERSION) -X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)
 export GANTRY_BIN_DIR := $(BIN)
 
 KUBE_BINS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kubectl
