@@ -70,8 +70,9 @@ func selector(kv map[string]string) map[string]string {
 	return out
 }
 
-// takeOver lists what kubectl leaves on objects it applied, removed when
-// gantry takes them over so that its field manager owns their fields.
+// takeOver lists what kubectl (and the helm CLI) leave on objects they
+// applied, removed when gantry takes them over so that its field manager
+// owns their fields.
 var takeOver = struct {
 	annotations []string
 	managers    []ssa.FieldManager
@@ -86,6 +87,10 @@ var takeOver = struct {
 		{Name: "kubectl-replace", OperationType: metav1.ManagedFieldsOperationUpdate},
 		{Name: "kubectl-scale", OperationType: metav1.ManagedFieldsOperationUpdate},
 		{Name: "before-first-apply", OperationType: metav1.ManagedFieldsOperationUpdate},
+		// The helm CLI names its field manager after itself: helm 4
+		// applies server-side, helm 3 updated.
+		{Name: "helm", OperationType: metav1.ManagedFieldsOperationApply},
+		{Name: "helm", OperationType: metav1.ManagedFieldsOperationUpdate},
 	},
 }
 
