@@ -91,6 +91,9 @@ func renderChart(opts BuildOptions, sfs *sopsFS) ([]*manifestPart, error) {
 		ropts.KubeVersion = "v" + releases.Newest + ".0"
 	}
 	for _, v := range c.Values {
+		if abs, err := filepath.Abs(v); err == nil {
+			v = abs
+		}
 		b, err := sfs.ReadFile(v)
 		if err != nil {
 			var be *BuildError

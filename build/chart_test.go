@@ -236,3 +236,24 @@ func TestChartRenderingIsBounded(t *testing.T) {
 		t.Fatalf("a tpl loop: %v", err)
 	}
 }
+
+// Values files are named as the user gives them, relative to the working
+// directory, as helm --values reads them.
+func TestChartValuesRelativeToTheWorkingDirectory(t *testing.T) {
+	ws, _ := shopChart(t)
+	write(t, ws, map[string]string{"values.yaml": "replicaCount: 7\n"})
+	t.Chdir(ws)
+	objects, err := Build(BuildOptions{Chart: &Chart{Dir: "charts/shop", Values: []string{"values.yaml"}, Hooks: HooksLeaveOut}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objects {
+		if o.GetKind() == "Deployment" {
+			if r, _, _ := unstructuredInt(o.Object, "spec", "replicas"); r != 7 {
+				t.Errorf("replicas %d, want 7", r)
+			}
+			return
+		}
+	}
+	t.Fatal("no Deployment")
+}
