@@ -486,6 +486,12 @@ func TestChartTakeOverFromHelm(t *testing.T) {
 	if after.Labels[inventory.NameLabel] != "platform" || !slices.Contains(managers(after.ManagedFields), pipeline.FieldManager+"/Apply") {
 		t.Errorf("ConfigMap edge-settings: labels %v, managers %v: not gantry's", after.Labels, managers(after.ManagedFields))
 	}
+	// Helm's fields are gantry's now, as kubectl's are when gantry takes
+	// over: a field gantry later drops from the set is removed, not left
+	// to Helm.
+	if m := managers(after.ManagedFields); slices.ContainsFunc(m, func(s string) bool { return strings.HasPrefix(s, "helm/") }) {
+		t.Errorf("ConfigMap edge-settings: managers %v; Helm still owns fields", m)
+	}
 	// The same data as Helm rendered: gantry's .Capabilities are the
 	// cluster's, as Helm's were, and lookup found nothing on either
 	// install.
@@ -502,9 +508,14 @@ func TestChartTakeOverFromHelm(t *testing.T) {
 		t.Errorf("gantry deleted Helm's record of the release: %v", err)
 	}
 
-	// The user deletes Helm's record; gantry's next run needs it not.
-	if err := env.Client.CoreV1().Secrets(ns).Delete(ctx, releaseSecret, metav1.DeleteOptions{}); err != nil {
+	// The user deletes Helm's record of the release (every revision of
+	// it), so that a later helm uninstall cannot delete what gantry now
+	// manages; gantry's next run needs it not.
+	if err := env.Client.CoreV1().Secrets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "owner=helm,name=edge"}); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := env.Client.CoreV1().Secrets(ns).Get(ctx, releaseSecret, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("Helm's record of the release is not labelled owner=helm,name=edge: %v", err)
 	}
 	r = gantry(t, args...)
 	if r.code != entrypoint.ExitOK {
