@@ -22,6 +22,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"sigs.k8s.io/yaml"
 )
 
 // Limits bound one rendering.
@@ -121,10 +123,10 @@ func runChild(in io.Reader, out io.Writer, memory string) int {
 		return 2
 	}
 	enc := json.NewEncoder(out)
-	// The chart's name first: loading it is bounded (Load), rendering it
-	// is what may not end.
-	if c, err := Load(req.Options.Dir, req.Options.MaxFileBytes); err == nil {
-		if err := enc.Encode(answer{Chart: c.Name()}); err != nil {
+	// The chart's name first: reading it is bounded, rendering it is
+	// what may not end.
+	if name := chartName(req.Options.Dir, req.Options.MaxFileBytes); name != "" {
+		if err := enc.Encode(answer{Chart: name}); err != nil {
 			return 2
 		}
 	}
@@ -145,6 +147,37 @@ func runChild(in io.Reader, out io.Writer, memory string) int {
 		return 2
 	}
 	return 0
+}
+
+// chartName is the name in the Chart.yaml of the chart in dir, read
+// through an os.Root of the folder and bounded as Load bounds a file; ""
+// when there is none. Only that file is read: Render loads the whole
+// chart (its values files parsed, its subcharts' too), once.
+func chartName(dir string, maxFileBytes int64) string {
+	if maxFileBytes <= 0 {
+		maxFileBytes = 32 << 20
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return ""
+	}
+	defer root.Close()
+	f, err := root.Open("Chart.yaml")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	if err != nil || int64(len(b)) > maxFileBytes {
+		return ""
+	}
+	var meta struct {
+		Name string `json:"name"`
+	}
+	if yaml.Unmarshal(b, &meta) != nil {
+		return ""
+	}
+	return meta.Name
 }
 
 // childEnv is the renderer's whole environment: its marker and its
