@@ -131,7 +131,9 @@ func ChartHost(u string) (string, bool) {
 var chartName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 // ValidChartName says name is a chart's name in a repository.
-func ValidChartName(name string) bool { return chartName.MatchString(name) && name != "." && name != ".." }
+func ValidChartName(name string) bool {
+	return chartName.MatchString(name) && name != "." && name != ".."
+}
 
 // FetchChart fetches the chart req names (or takes it from the cache)
 // and unpacks it into a folder of dir named as the chart. An OCI chart is
