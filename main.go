@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -21,6 +22,11 @@ func main() {
 	if child, code := charts.ChildMain(); child {
 		os.Exit(code)
 	}
+	// Libraries that log through slog's default logger (Helm's packages
+	// do) would write past gantry's log guard and masks, quoting what a
+	// chart rendered: they write nowhere; gantry's own output has its
+	// own writers.
+	slog.SetDefault(slog.New(slog.DiscardHandler))
 	// CI runners cancel a job with SIGTERM; a person with Ctrl-C.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	tuneGC()

@@ -223,7 +223,30 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, retErr error) {
 	}
 	bounded := &boundedFS{FileSystem: filesys.MakeFsOnDisk(), maxBytes: maxBytes, roots: []string{workspaceRoot(abs, opts.WorkDir)}}
 	bounded.deny(opts.CredentialFiles)
+	if opts.Chart != nil {
+		// Values files are named by the run's own inputs, as extra
+		// patches are: read where they are (credential files still
+		// refused).
+		for _, v := range opts.Chart.Values {
+			if abs, err := filepath.Abs(v); err == nil {
+				bounded.allow(filepath.Dir(abs))
+			}
+		}
+	}
 	sfs := newSOPSFS(bounded, opts, func(p string) string { return displayPath(p, nil, opts.WorkDir) })
+	// What charts' renderings tell is told once the build is done: the
+	// provenance check compares it with what the build with other values
+	// tells (a count of hooks left out can spell a value).
+	var notices []ChartNotice
+	tell := opts.ChartNotice
+	opts.ChartNotice = func(n ChartNotice) { notices = append(notices, n) }
+	defer func() {
+		if retErr == nil && tell != nil {
+			for _, n := range notices {
+				tell(n)
+			}
+		}
+	}()
 	defer func() {
 		// kustomize may panic on what a pull request wrote (two objects
 		// of one id): a refusal, not a crash.
@@ -301,7 +324,7 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, retErr error) {
 			// decrypted value: built again with origins.
 			return nil, true, errNeedsOrigins
 		}
-		if err := checkProvenance(objects, opts, sfs); err != nil {
+		if err := checkProvenance(objects, opts, sfs, notices); err != nil {
 			return nil, true, err
 		}
 	}
@@ -468,6 +491,7 @@ func buildKustomization(dir string, opts BuildOptions, sfs *sopsFS) ([]sourced, 
 		fsys = trackingFS{FileSystem: sfs, file: file, content: withOriginTracking(content)}
 	}
 	hfs := newHelmChartsFS(fsys, sfs.ReadFile, opts, sfs.workspace())
+	hfs.secrets = sfs.decryptedFiles
 	resMap, err := kustomizer().Run(hfs, root)
 	if err != nil {
 		if hfs.err != nil {
@@ -775,6 +799,7 @@ func buildWrapped(abs, shownAs string, opts BuildOptions, sfs *sopsFS, bounded *
 
 	sfs.display = func(p string) string { return displayPath(p, pathMap, opts.WorkDir) }
 	hfs := newHelmChartsFS(sfs, sfs.ReadFile, opts, sfs.workspace())
+	hfs.secrets = sfs.decryptedFiles
 	resMap, err := kustomizer().Run(hfs, wrapper)
 	if err != nil {
 		if hfs.err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -42,6 +43,10 @@ type Chart struct {
 	// executable can be its own renderer.
 	Render func(context.Context, charts.Options) (*charts.Rendered, error)
 }
+
+// SecretName matches the names of variables and values whose values are
+// secrets (masked in all output; followed by provenance in a chart).
+var SecretName = regexp.MustCompile(`(?i)pass|pwd|secret|token|key|cred|auth|cert|private|salt`)
 
 // What becomes of a chart's hooks.
 const (
@@ -90,6 +95,10 @@ func renderChart(opts BuildOptions, sfs *sopsFS) ([]*manifestPart, error) {
 		// the newest release gantry knows, as an offline run checks.
 		ropts.KubeVersion = "v" + releases.Newest + ".0"
 	}
+	// sensitive: the chart was given secrets (values SOPS decrypted, a
+	// set line named as a secret), which a template can quote, whole or
+	// changed, in what it fails with.
+	sensitive := false
 	for _, v := range c.Values {
 		if abs, err := filepath.Abs(v); err == nil {
 			v = abs
@@ -102,7 +111,26 @@ func renderChart(opts BuildOptions, sfs *sopsFS) ([]*manifestPart, error) {
 			}
 			return nil, &BuildError{File: displayPath(v, nil, opts.WorkDir), Err: fmt.Errorf("reading values: %w", err)}
 		}
-		ropts.Values = append(ropts.Values, charts.Values{Name: displayPath(v, nil, opts.WorkDir), Content: b})
+		name := displayPath(v, nil, opts.WorkDir)
+		sensitive = sensitive || sfs.wasDecrypted(name)
+		ropts.Values = append(ropts.Values, charts.Values{Name: name, Content: b})
+	}
+	ropts.Set = nil
+	for _, line := range c.Set {
+		if k, v, ok := strings.Cut(line, "="); ok && v != "" && SecretName.MatchString(k) {
+			sensitive = true
+			sfs.secretInput(shown+" (set "+strings.TrimSpace(k)+")", v)
+			if opts.tainted {
+				line = k + "=" + taintString(v)
+			}
+		}
+		ropts.Set = append(ropts.Set, line)
+	}
+	fail := func(err error) ([]*manifestPart, error) {
+		if sensitive {
+			return nil, &BuildError{File: shown, Err: errors.New("the chart failed to render; what it says is not shown, as it was given secrets (values SOPS decrypted, or set lines named as secrets) that a template can quote: render it with other values to see it")}
+		}
+		return nil, &BuildError{File: shown, Err: err}
 	}
 	render := c.Render
 	if render == nil {
@@ -110,7 +138,7 @@ func renderChart(opts BuildOptions, sfs *sopsFS) ([]*manifestPart, error) {
 	}
 	rendered, err := render(context.Background(), ropts)
 	if err != nil {
-		return nil, &BuildError{File: shown, Err: err}
+		return fail(err)
 	}
 	// A document's source is chartname/templates/x.yaml: named in the
 	// chart's folder, whatever the folder is called.
@@ -146,7 +174,7 @@ func renderChart(opts BuildOptions, sfs *sopsFS) ([]*manifestPart, error) {
 		}
 	}
 	if len(refused) > 0 {
-		return nil, &BuildError{File: shown, Err: fmt.Errorf("the chart has hooks, which Helm runs at set points of an install or upgrade and gantry does not: %s; set chart-hooks to objects to apply them as objects of the set (in the set's order: CRDs and Namespaces first, then the rest), or to leave-out to leave them out", strings.Join(refused, ", "))}
+		return fail(fmt.Errorf("the chart has hooks, which Helm runs at set points of an install or upgrade and gantry does not: %s; set chart-hooks to objects to apply them as objects of the set (in the set's order: CRDs and Namespaces first, then the rest), or to leave-out to leave them out", strings.Join(refused, ", ")))
 	}
 	for _, d := range rendered.Manifests {
 		add(d)

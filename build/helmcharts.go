@@ -2,6 +2,7 @@ package build
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -24,8 +25,10 @@ import (
 type helmChartsFS struct {
 	filesys.FileSystem
 	read func(string) ([]byte, error)
-	opts BuildOptions
-	root string // the workspace
+	// secrets says the build decrypted values so far.
+	secrets func() bool
+	opts    BuildOptions
+	root    string // the workspace
 
 	mu    sync.Mutex
 	files map[string][]byte
@@ -85,6 +88,10 @@ func (f *helmChartsFS) ReadFile(name string) ([]byte, error) {
 		Render:             charts.RenderIsolated(charts.Limits{}),
 	})
 	if err != nil {
+		if f.secrets != nil && f.secrets() {
+			// A template can quote what was decrypted, changed.
+			err = errors.New("a chart of its helmCharts failed to render; what it says is not shown, as the build decrypted values with SOPS that a template can quote: render it with other values to see it")
+		}
 		return nil, f.fail(&BuildError{File: displayPath(name, nil, f.opts.WorkDir), Err: err})
 	}
 	if info == nil {

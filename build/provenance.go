@@ -3,6 +3,8 @@ package build
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -72,11 +74,11 @@ func taintSOPSTree(branches sops.TreeBranches, encrypted map[string]bool) {
 		case string:
 			return taintString(t)
 		case int:
-			return t + 1
+			return int(taintNumber(int64(t)))
 		case int64:
-			return t + 1
+			return taintNumber(t)
 		case float64:
-			return t + 1
+			return t + float64(taintNumber(0))
 		case bool:
 			return !t
 		}
@@ -96,22 +98,51 @@ func taintSOPSTree(branches sops.TreeBranches, encrypted map[string]bool) {
 
 // taintString returns s with every character replaced by another of the
 // same class (letters by letters, digits by digits, anything else by a
-// letter), so that no piece of it equals the same piece of s.
+// letter), so that no piece of it equals the same piece of s. Each
+// position moves by its own amount, drawn from a key the process picks
+// at random: a shift common to all would keep what a template can
+// compute from the characters' differences (one's distance to the next)
+// the same in both builds, and let it through unseen. The same string
+// always taints the same way within one run, so that a name can be
+// recognised in both builds.
 func taintString(s string) string {
 	var b strings.Builder
+	i := uint64(0)
 	for _, r := range s {
+		h := mix(taintKey ^ (i+1)*0x9e3779b97f4a7c15)
+		i++
+		shift := func(first rune, n uint64) rune { return first + rune((uint64(r-first)+1+h%(n-1))%n) }
 		switch {
 		case r >= 'a' && r <= 'z':
-			b.WriteRune('a' + (r-'a'+1)%26)
+			b.WriteRune(shift('a', 26))
 		case r >= 'A' && r <= 'Z':
-			b.WriteRune('A' + (r-'A'+1)%26)
+			b.WriteRune(shift('A', 26))
 		case r >= '0' && r <= '9':
-			b.WriteRune('0' + (r-'0'+1)%10)
+			b.WriteRune(shift('0', 10))
 		default:
-			b.WriteRune('q')
+			b.WriteRune('a' + rune(h%26))
 		}
 	}
 	return b.String()
+}
+
+// taintNumber is another number than n, moved by an amount drawn from n
+// and the key: n+1 would keep what a template computes by dividing it,
+// one amount for all what it computes by subtracting two.
+func taintNumber(n int64) int64 {
+	return n + 1 + int64(mix(taintKey^uint64(n))%(1<<40))
+}
+
+// taintKey is drawn once per process.
+var taintKey = rand.Uint64()
+
+// mix is SplitMix64's finaliser: every bit of x moves every bit out.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 // hashSuffix is the content hash kustomize appends to generated names.
@@ -123,6 +154,8 @@ type ProvenanceError struct {
 	Object string
 	Fields []string
 	Files  []string
+	// Chart: the object is a chart's.
+	Chart bool
 }
 
 func (e *ProvenanceError) Error() string {
@@ -130,21 +163,32 @@ func (e *ProvenanceError) Error() string {
 	if len(fields) > 5 {
 		fields = append(slices.Clone(fields[:5]), fmt.Sprintf("and %d more", len(e.Fields)-5))
 	}
+	if e.Chart {
+		return fmt.Sprintf("%s takes a piece of a secret, or a value a template computed from one (%s) at %s: a chart may put a secret whole into any value, where it is masked, and anything of it into a Secret, but nothing of it elsewhere, so that no output can show it in pieces",
+			e.Object, strings.Join(e.Files, ", "), strings.Join(fields, ", "))
+	}
 	return fmt.Sprintf("%s takes a value kustomize derived from what SOPS decrypted (%s) at %s, through a replacement, a var, a patch or a generator: a decrypted value may go only into the objects its encrypted file defines, or a Secret a generator makes from it, so that no output can show it in pieces. Encrypt that object with sops instead, or keep the value in the encrypted file's own object",
 		e.Object, strings.Join(e.Files, ", "), strings.Join(fields, ", "))
 }
 
 // checkProvenance builds again with every decrypted value tainted and
 // refuses an object that changed where a decrypted value may not go.
-func checkProvenance(objects []*Object, opts BuildOptions, sfs *sopsFS) error {
+func checkProvenance(objects []*Object, opts BuildOptions, sfs *sopsFS, notices []ChartNotice) error {
 	alt := opts
 	alt.tainted, alt.Decrypted, alt.SecretValues, alt.NoOrigins = true, nil, nil, false
+	var taintedNotices []ChartNotice
+	alt.ChartNotice = func(n ChartNotice) { taintedNotices = append(taintedNotices, n) }
 	files := sfs.encryptedFiles()
 	tainted, _, err := build(alt)
 	if err != nil {
 		// What the build with other values says is not repeated: it
 		// quotes those values, which undo to the decrypted ones.
 		return &BuildError{File: opts.Path, Err: fmt.Errorf("the build depends on what SOPS decrypted (%s) beyond the objects it defines: built with other values there, it fails; a decrypted value may go only into the objects its encrypted file defines", strings.Join(files, ", "))}
+	}
+	if !reflect.DeepEqual(notices, taintedNotices) {
+		// What a chart left out, or whether it looked up, is printed:
+		// it may not depend on a secret.
+		return &BuildError{File: opts.Path, Err: fmt.Errorf("what a chart's rendering leaves out (hooks) or looks up depends on what was decrypted or given as a secret (%s): rendered with other values there, it differs; a secret may go only into the values of the objects it renders", strings.Join(files, ", "))}
 	}
 	sfs.mu.Lock()
 	encrypted := map[string]bool{}
@@ -208,8 +252,17 @@ func checkProvenance(objects []*Object, opts BuildOptions, sfs *sopsFS) error {
 		mayHold := encrypted[r.Source] || r.Generated || r.Rendered
 		secret := r.GroupVersionKind().Group == "" && r.GetKind() == "Secret" && t.GetKind() == "Secret"
 		var fields []string
-		diffLeaves(r.Object, renameLeaves(t.Object, renamed), "", func(path string, realValue any) {
+		tObj := renameLeaves(t.Object, renamed)
+		diffLeaves(r.Object, tObj, "", func(path string, realValue any) {
 			s, isString := realValue.(string)
+			// A path one build has and the other lacks holds a key
+			// taken from a decrypted value: never named, never kept
+			// as a field to mask (a mask hides values, not keys).
+			shared := sharedPath(path, r.Object, tObj)
+			if shared != path {
+				fields = append(fields, shared+"/…")
+				return
+			}
 			switch {
 			case mayHold && path == "/metadata/namespace" && ownValue(r.GetNamespace(), t.GetNamespace(), identities[r.Source]):
 				// Its own encrypted name or namespace: shown as every
@@ -225,10 +278,43 @@ func checkProvenance(objects []*Object, opts BuildOptions, sfs *sopsFS) error {
 		})
 		if len(fields) > 0 {
 			slices.Sort(fields)
-			return &BuildError{File: r.Source, Err: &ProvenanceError{Object: objectRef(r), Fields: fields, Files: files}}
+			return &BuildError{File: r.Source, Err: &ProvenanceError{Object: objectRef(r), Fields: fields, Files: files, Chart: r.Rendered}}
 		}
 	}
 	return nil
+}
+
+// sharedPath is the longest part of path (a JSON pointer) that both a
+// and b hold.
+func sharedPath(path string, a, b any) string {
+	if path == "" {
+		return path
+	}
+	out := ""
+	for _, seg := range strings.Split(strings.TrimPrefix(path, "/"), "/") {
+		key := strings.ReplaceAll(strings.ReplaceAll(seg, "~1", "/"), "~0", "~")
+		next := func(v any) (any, bool) {
+			switch t := v.(type) {
+			case map[string]any:
+				e, ok := t[key]
+				return e, ok
+			case []any:
+				i, err := strconv.Atoi(key)
+				if err != nil || i < 0 || i >= len(t) {
+					return nil, false
+				}
+				return t[i], true
+			}
+			return nil, false
+		}
+		na, okA := next(a)
+		nb, okB := next(b)
+		if !okA || !okB {
+			return out
+		}
+		a, b, out = na, nb, out+"/"+seg
+	}
+	return out
 }
 
 // ownObject pairs a tainted object that its own encrypted file renamed

@@ -689,3 +689,22 @@ func (f *sopsFS) workspace() string {
 	}
 	return ""
 }
+
+// secretInput records a value given as a secret other than by a file
+// (a chart's secret-named set line): built with other values, and
+// followed by provenance, as a decrypted one is. name stands for it in
+// messages.
+func (f *sopsFS) secretInput(name, value string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.encrypted[name] = true
+	f.decrypted[name] = true
+	f.values[value] = true
+}
+
+// wasDecrypted says whether the file shown as name was decrypted.
+func (f *sopsFS) wasDecrypted(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.decrypted[name]
+}

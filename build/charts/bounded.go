@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"runtime/debug"
@@ -78,6 +79,9 @@ func ChildMain() (isChild bool, exitCode int) {
 	if os.Getenv(childEnvMarker) != "1" || len(os.Args) != 2 || os.Args[1] != childArg {
 		return false, 0
 	}
+	// Helm logs through slog's default logger what it skips (a hook's
+	// events, which a template may take from any value): nowhere.
+	slog.SetDefault(slog.New(slog.DiscardHandler))
 	return true, runChild(os.Stdin, os.Stdout, os.Getenv(childEnvMemory))
 }
 

@@ -24,6 +24,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -111,7 +112,19 @@ type Error struct {
 	Err   error
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("chart %s: %v", e.Chart, e.Err) }
+func (e *Error) Error() string {
+	msg := e.Err.Error()
+	if len(msg) > maxErrorBytes {
+		// Helm repeats a loop's every level (an include a thousand
+		// deep); what names the template is at the start.
+		msg = msg[:maxErrorBytes] + fmt.Sprintf(" ... (%d bytes more)", len(msg)-maxErrorBytes)
+	}
+	return fmt.Sprintf("chart %s: %s", e.Chart, msg)
+}
+
+// maxErrorBytes bounds a rendering error's text.
+const maxErrorBytes = 4096
+
 func (e *Error) Unwrap() error { return e.Err }
 
 // Render renders the chart in opts.Dir.
@@ -174,6 +187,11 @@ func Render(ctx context.Context, opts Options) (*Rendered, error) {
 	if err != nil {
 		return fail(err)
 	}
+	// Helm drops a document whose helm.sh/hook names no event it knows,
+	// and logs the events: never silently here.
+	if dropped := droppedDocuments(files, len(hooks)+len(manifests)); len(dropped) > 0 {
+		return fail(fmt.Errorf("%s: a document's helm.sh/hook names no hook event Helm knows, so Helm would drop it: name known events (pre-install, post-install, pre-upgrade, post-upgrade, pre-delete, post-delete, pre-rollback, post-rollback, test)", strings.Join(dropped, ", ")))
+	}
 	out := &Rendered{Name: c.Name(), Version: c.Metadata.Version, Lookup: lookedUp.Load()}
 	for _, crd := range allCRDs(c) {
 		out.CRDs = append(out.CRDs, Document{Source: crd.Filename, Content: string(crd.File.Data)})
@@ -189,6 +207,36 @@ func Render(ctx context.Context, opts Options) (*Rendered, error) {
 		out.Hooks = append(out.Hooks, Hook{Document: Document{Source: h.Path, Content: h.Manifest}, Events: events})
 	}
 	return out, nil
+}
+
+// droppedDocuments names the templates whose documents SortManifests
+// left out, when it kept fewer than the files hold.
+func droppedDocuments(files map[string]string, kept int) []string {
+	total := 0
+	var withHooks []string
+	for name, content := range files {
+		if strings.HasSuffix(name, "NOTES.txt") || strings.HasPrefix(path.Base(name), "_") {
+			continue
+		}
+		n := 0
+		for _, doc := range releaseutil.SplitManifests(content) {
+			if strings.TrimSpace(doc) != "" {
+				n++
+			}
+		}
+		total += n
+		if n > 0 && strings.Contains(content, "helm.sh/hook") {
+			withHooks = append(withHooks, name)
+		}
+	}
+	if total <= kept {
+		return nil
+	}
+	slices.Sort(withHooks)
+	if len(withHooks) == 0 {
+		return []string{fmt.Sprintf("%d documents", total-kept)}
+	}
+	return withHooks
 }
 
 // releaseName is name, or the chart's own name when none is given.
@@ -216,9 +264,11 @@ func values(opts Options) (map[string]any, error) {
 		}
 		merged = mergeMaps(merged, m)
 	}
-	for _, s := range opts.Set {
+	for i, s := range opts.Set {
 		if err := strvals.ParseInto(s, merged); err != nil {
-			return nil, fmt.Errorf("set %q: %w", s, err)
+			// Never the line: it may hold a secret, and Helm's
+			// message quotes pieces of it.
+			return nil, fmt.Errorf("set line %d is not KEY=VALUE as helm --set reads it", i+1)
 		}
 	}
 	return merged, nil
@@ -375,6 +425,15 @@ func LoadDenying(dir string, maxFileBytes int64, deny []string) (*chart.Chart, e
 			return err
 		}
 		if name == "." {
+			return nil
+		}
+		if d.Name() == ".git" {
+			// A repository's own folder (a chart at the workspace's
+			// root): what git keeps there (the checkout's token in
+			// its config) is never a chart's file.
+			if d.IsDir() {
+				return fs.SkipDir
+			}
 			return nil
 		}
 		info, err := d.Info()

@@ -381,7 +381,7 @@ func inflate(ctx context.Context, dir, root string, globals types.HelmGlobals, e
 	case release != "" && entry.NameTemplate != "":
 		return nil, none, errors.New("releaseName and nameTemplate both given: helm refuses a name template with a name")
 	case release == "" && entry.NameTemplate != "":
-		t, err := template.New("name-template").Funcs(sprig.TxtFuncMap()).Parse(entry.NameTemplate)
+		t, err := template.New("name-template").Funcs(nameTemplateFuncs()).Parse(entry.NameTemplate)
 		if err != nil {
 			return nil, none, fmt.Errorf("nameTemplate: %w", err)
 		}
@@ -600,4 +600,15 @@ func listAt(doc map[string]any, field string) []any {
 	}
 	l, _ := doc[k].([]any)
 	return l
+}
+
+// nameTemplateFuncs are the functions a helmCharts entry's nameTemplate
+// may call: helm's (sprig's), but none that reads the process's
+// environment (which holds the run's tokens) or asks DNS.
+func nameTemplateFuncs() template.FuncMap {
+	funcs := sprig.TxtFuncMap()
+	for _, name := range []string{"env", "expandenv", "getHostByName"} {
+		delete(funcs, name)
+	}
+	return funcs
 }
