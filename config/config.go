@@ -79,6 +79,9 @@ type Config struct {
 	Set         []string
 	ReleaseName string
 	ChartHooks  string
+	// RemoteChart, when set, is the chart fetched before the build
+	// (Chart is then its reference, not a folder).
+	RemoteChart *RemoteChart
 	// Substitute is nil when no variables were given (substitution off).
 	Substitute     map[string]string
 	Kubeconfig     string
@@ -109,8 +112,8 @@ type Config struct {
 	Registry     struct {
 		Username, Password string
 		// Hosts are the registries the username and password are
-		// for: registry-hosts, and those of the artifact, compare-to
-		// and crds the workflow gave.
+		// for: registry-hosts, and those of the artifact, compare-to,
+		// crds and chart the workflow gave.
 		Hosts    []string
 		Insecure bool
 	}
@@ -602,8 +605,8 @@ func (in *inputs) artifact(c *Config) {
 }
 
 // registryHosts are the registries the registry credentials are for: the
-// hosts registry-hosts lists, and those of the artifact, compare-to and
-// crds references the workflow gave. A reference a run file gives, or a
+// hosts registry-hosts lists, and those of the artifact, compare-to,
+// crds and chart references the workflow gave. A reference a run file gives, or a
 // revision recorded, is not among them.
 func (in *inputs) registryHosts(c *Config) []string {
 	var hosts []string
@@ -618,7 +621,7 @@ func (in *inputs) registryHosts(c *Config) []string {
 		}
 		hosts = append(hosts, artifact.RegistryHost(h))
 	}
-	for _, input := range []string{"artifact", "compare-to", "crds"} {
+	for _, input := range []string{"artifact", "compare-to", "crds", "chart"} {
 		if !in.vals[input].from.Workflow() {
 			continue
 		}
@@ -1062,6 +1065,7 @@ var chartReleaseName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z
 // counts as a configuration given, as a path does.
 func (in *inputs) chart(c *Config) {
 	given := func(name string) bool { return in.vals[name].origin != "default" && in.vals[name].raw != "" }
+	remote := in.remoteChart(c)
 	if c.Chart == "" {
 		for _, name := range []string{"values", "set", "release-name"} {
 			if given(name) {
@@ -1074,8 +1078,10 @@ func (in *inputs) chart(c *Config) {
 		in.bad("chart", "give path or chart, not both")
 	}
 	c.PathGiven = true
-	if info, err := os.Stat(filepath.Join(c.Chart, "Chart.yaml")); err != nil || !info.Mode().IsRegular() {
-		in.bad("chart", "%s is not a chart's folder (no Chart.yaml in it); charts from repositories and registries are not fetched: vendor the chart into the workspace (helm pull --untar)", c.Chart)
+	if remote {
+		// Fetched before the build, where the workflow allows.
+	} else if info, err := os.Stat(filepath.Join(c.Chart, "Chart.yaml")); err != nil || !info.Mode().IsRegular() {
+		in.bad("chart", "%s is not a chart's folder (no Chart.yaml in it), nor oci://registry/path/name, nor a chart's name with chart-repository", c.Chart)
 	}
 	for _, p := range in.lines("values") {
 		if info, err := os.Stat(p); err != nil || info.IsDir() {

@@ -109,6 +109,7 @@ func loadRunFile(path string, env map[string]string, pol *policy, refsOnly bool)
 			r.envRefs = nil
 			defaults = r.settings(v, "defaults")
 			r.defaultRefs = r.envRefs
+			r.defaultChartByName = defaults["chart-repository"].raw != ""
 		case "units":
 			units = v
 		default:
@@ -153,6 +154,10 @@ type runFileReader struct {
 	// envRefs are the variables the settings being read refer to with
 	// {env: NAME}; defaultRefs, those of defaults, which every unit reads.
 	envRefs, defaultRefs []string
+	// chartByName says the settings being read name a chart by its name
+	// in a chart-repository, not by its folder; defaultChartByName, that
+	// the defaults do.
+	chartByName, defaultChartByName bool
 }
 
 func (r *runFileReader) at(n *yaml.Node) string { return fmt.Sprintf("%s:%d", r.path, n.Line) }
@@ -230,6 +235,12 @@ func (r *runFileReader) settings(n *yaml.Node, what string) map[string]value {
 		}
 	}
 	inputs := r.inputs
+	r.chartByName = r.defaultChartByName
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == "chart-repository" && n.Content[i+1].Value != "" {
+			r.chartByName = true
+		}
+	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		in, ok := inputs[k.Value]
@@ -420,6 +431,12 @@ func (r *runFileReader) paths(v *yaml.Node, what, input, raw string, dir bool) (
 	ok := true
 	for _, l := range strings.Split(raw, "\n") {
 		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		if input == "chart" && (strings.HasPrefix(strings.TrimSpace(l), "oci://") || r.chartByName) {
+			// A chart fetched, not a folder: allow-remote-charts decides
+			// where from, when the unit is configured.
+			out = append(out, strings.TrimSpace(l))
 			continue
 		}
 		if input == "crds" && strings.Contains(l, "://") {

@@ -46,6 +46,8 @@ var workflowOnly = map[string]string{
 	"base":                           "what a preview compares with",
 	"insecure-registry":              "how registries are reached",
 	"allow-remote-bases":             "what a build may fetch from the network",
+	"allow-remote-charts":            "what a build may fetch from the network",
+	"chart-cache":                    "where fetched charts are trusted from",
 	"max-file-bytes":                 "the bounds of what a build reads",
 	"max-objects":                    "the bounds of what a build reads",
 	"max-artifact-bytes":             "the bounds of what a pull unpacks",
