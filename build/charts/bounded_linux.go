@@ -35,7 +35,11 @@ func childSysProcAttr() *syscall.SysProcAttr {
 // watchRSS kills p, and says so in over, when its resident memory goes
 // over mem, until done is closed.
 func watchRSS(p *os.Process, mem uint64, done <-chan struct{}, over *atomic.Bool) {
-	t := time.NewTicker(5 * time.Millisecond)
+	// The address-space limit the renderer sets itself stops a sudden
+	// allocation at once; this watch is the second bound, for memory
+	// that grows, and looks often enough for that without taking the
+	// renderer's CPU (on two cores it competes with it).
+	t := time.NewTicker(40 * time.Millisecond)
 	defer t.Stop()
 	for {
 		select {
@@ -43,7 +47,7 @@ func watchRSS(p *os.Process, mem uint64, done <-chan struct{}, over *atomic.Bool
 			return
 		case <-t.C:
 		}
-		rss, err := procStatus(p.Pid, "VmRSS:")
+		rss, err := residentBytes(p.Pid)
 		if err != nil {
 			continue // exited, or a zombie: Wait says how
 		}
@@ -75,4 +79,23 @@ func procStatus(pid int, field string) (uint64, error) {
 		}
 	}
 	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, field)
+}
+
+// residentBytes is a process's resident memory: the second field of
+// /proc/<pid>/statm, in pages (one short line, cheaper to read than
+// status).
+func residentBytes(pid int) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/statm")
+	if err != nil {
+		return 0, err
+	}
+	f := bytes.Fields(b)
+	if len(f) < 2 {
+		return 0, fmt.Errorf("/proc/%d/statm: %q", pid, b)
+	}
+	pages, err := strconv.ParseUint(string(f[1]), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("/proc/%d/statm: %q", pid, b)
+	}
+	return pages * uint64(os.Getpagesize()), nil
 }
