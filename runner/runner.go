@@ -70,6 +70,12 @@ type Session struct {
 	// its discovery, version, schemas and bounds on requests in flight.
 	clustersMu sync.Mutex
 	clusters   map[kube.Options]*kube.Cluster
+
+	// charts are the units' remote charts, each fetched once, into the
+	// folders chartDirs lists.
+	chartsMu  sync.Mutex
+	charts    map[*config.Config]*fetchedChart
+	chartDirs []string
 }
 
 // cluster is what the units connecting with opts share (their concurrency
@@ -89,8 +95,12 @@ func (s *Session) cluster(opts kube.Options) *kube.Cluster {
 	return c
 }
 
-// Close removes what the session wrote: the base revisions' trees.
-func (s *Session) Close() { s.trees.Remove() }
+// Close removes what the session wrote: the base revisions' trees and
+// the charts it fetched.
+func (s *Session) Close() {
+	s.trees.Remove()
+	s.removeCharts()
+}
 
 // baseTrees are the run's base revisions, bounded as a build is: the
 // limits are the workflow's, the same for every unit.
@@ -232,6 +242,9 @@ func (s *Session) Command(ctx context.Context, cfg *config.Config, out Output) *
 	connect := s.Connect(cfg, out)
 	switch cfg.Command {
 	case "push":
+		if failed := s.withChart(ctx, cfg, &opts, out); failed != nil {
+			return failed
+		}
 		return pipeline.Push(ctx, opts, out)
 	case "release":
 		return pipeline.Release(ctx, opts, connect, out)
@@ -243,7 +256,11 @@ func (s *Session) Command(ctx context.Context, cfg *config.Config, out Output) *
 
 // Render builds cfg's configuration, as build prints it.
 func (s *Session) Render(ctx context.Context, cfg *config.Config, out Output) ([]*build.Object, *result.Result) {
-	return pipeline.Render(ctx, s.Options(cfg), out)
+	opts := s.Options(cfg)
+	if failed := s.withChart(ctx, cfg, &opts, out); failed != nil {
+		return nil, failed
+	}
+	return pipeline.Render(ctx, opts, out)
 }
 
 // Unit runs one unit's pipeline for its command (validate, diff, apply,
@@ -253,6 +270,9 @@ func (s *Session) Render(ctx context.Context, cfg *config.Config, out Output) ([
 // dependents start only then.
 func (s *Session) Unit(ctx context.Context, u *config.Unit, out Output, dependedOn bool) *result.Result {
 	opts := s.Options(u.Config)
+	if failed := s.withChart(ctx, u.Config, &opts, out); failed != nil {
+		return failed
+	}
 	opts.Wait = opts.Wait || dependedOn && u.Config.Command == "apply"
 	connect := s.Connect(u.Config, out)
 	switch u.Config.Command {
@@ -317,7 +337,7 @@ func (s *Session) offlineOptions(ctx context.Context, u *config.Unit, opts pipel
 	}
 	o := &pipeline.OfflineOptions{Release: cfg.Release, AllowUnknownGroups: cfg.AllowUnknownKinds}
 	for _, d := range s.dependencies(u) {
-		o.CRDs = append(o.CRDs, s.builtCRDs(d)...)
+		o.CRDs = append(o.CRDs, s.builtCRDs(ctx, d)...)
 	}
 	for _, source := range cfg.CRDs {
 		dir := source
@@ -392,7 +412,7 @@ func (s *Session) dependencies(u *config.Unit) []*config.Unit {
 // builtCRDs are the CRDs u's configuration builds, as its crds input's
 // are built (SOPS-encrypted files kept as they are): none when it builds
 // an artifact or fails to build, which its own result reports.
-func (s *Session) builtCRDs(u *config.Unit) []*unstructured.Unstructured {
+func (s *Session) builtCRDs(ctx context.Context, u *config.Unit) []*unstructured.Unstructured {
 	s.unitCRDsMu.Lock()
 	if s.unitCRDs == nil {
 		s.unitCRDs = map[string]*builtCRDs{}
@@ -405,6 +425,13 @@ func (s *Session) builtCRDs(u *config.Unit) []*unstructured.Unstructured {
 	s.unitCRDsMu.Unlock()
 	b.once.Do(func() {
 		opts := s.Options(u.Config).Build
+		if u.Config.RemoteChart != nil && opts.Chart != nil {
+			got, err := s.remoteChart(ctx, u.Config)
+			if err != nil {
+				return
+			}
+			opts.Path, opts.Chart.Dir = got.Dir, got.Dir
+		}
 		if opts.Path == "" {
 			return
 		}
