@@ -68,12 +68,12 @@ func TestRemoteChartAllowed(t *testing.T) {
 		t.Errorf("repository chart: %+v %v", c, err)
 	}
 	for flags, want := range map[*map[string]string]string{
-		{"chart": "oci://registry.example.com/charts/shop:1.2.0", "allow-remote-charts": "registry.example.com"}: "chart-version",
+		{"chart": "oci://registry.example.com/charts/shop:1.2.0", "allow-remote-charts": "registry.example.com"}:                   "chart-version",
 		{"chart": "oci://registry.example.com/charts/shop", "chart-version": "one", "allow-remote-charts": "registry.example.com"}: "chart-version (from",
-		{"chart": "shop", "chart-repository": "http://charts.example.com", "allow-remote-charts": "charts.example.com"}:       "https://",
-		{"chart": "../shop", "chart-repository": "https://charts.example.com", "allow-remote-charts": "charts.example.com"}:   "chart's name",
-		{"path": ".", "chart-version": "1.0.0"}:                                                                                "only with a chart",
-		{"chart": "oci://registry.example.com/charts/shop", "allow-remote-charts": "https://x/?y"}:                            "allow-remote-charts",
+		{"chart": "shop", "chart-repository": "http://charts.example.com", "allow-remote-charts": "charts.example.com"}:            "https://",
+		{"chart": "../shop", "chart-repository": "https://charts.example.com", "allow-remote-charts": "charts.example.com"}:        "chart's name",
+		{"path": ".", "chart-version": "1.0.0"}:                                                    "only with a chart",
+		{"chart": "oci://registry.example.com/charts/shop", "allow-remote-charts": "https://x/?y"}: "allow-remote-charts",
 	} {
 		_, err := Load(Given{Command: "build", CommandOrigin: "the command line", Env: map[string]string{}, Flags: *flags})
 		if err == nil || !strings.Contains(err.Error(), want) {
