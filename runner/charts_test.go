@@ -135,3 +135,26 @@ func TestBuildRemoteChart(t *testing.T) {
 		t.Errorf("second build: %q, %d requests", lines, requests.Load()-before)
 	}
 }
+
+// Offline, a chart is taken from the cache or not at all: one that is not
+// cached fails the run naming it, with no request sent.
+func TestOfflineRemoteChartNotCached(t *testing.T) {
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { requests.Add(1) }))
+	defer srv.Close()
+	reg := strings.TrimPrefix(srv.URL, "http://")
+	cfg, err := config.Load(config.Given{Command: "validate", CommandOrigin: "the command line", Env: map[string]string{}, Flags: map[string]string{
+		"offline": "true", "chart": "oci://" + reg + "/charts/shop", "chart-version": "1.2.0", "allow-remote-charts": reg, "chart-cache": t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Session{}
+	defer s.Close()
+	res := s.Unit(context.Background(), &config.Unit{Name: "shop", Config: cfg}, &infos{}, false)
+	if res.Reason != result.ReasonBuildFailed || !strings.Contains(res.Message, "oci://"+reg+"/charts/shop") || !strings.Contains(res.Message, "not cached") {
+		t.Errorf("offline, not cached: %s %s", res.Reason, res.Message)
+	}
+	if requests.Load() != 0 {
+		t.Errorf("%d requests sent offline", requests.Load())
+	}
+}
