@@ -308,6 +308,11 @@ func (s *Session) offlineDiff(ctx context.Context, u *config.Unit, opts pipeline
 		return &result.Result{Schema: result.SchemaVersion, Command: "diff", Version: s.Version, Base: cfg.Base,
 			Reason: result.ReasonBuildFailed, Message: err.Error(), Stages: []result.Stage{}, Objects: []result.Object{}}
 	}
+	if cfg.RemoteChart != nil {
+		// The base is built from the repository's objects at base; a
+		// fetched chart is none of them.
+		return fail(fmt.Errorf("diff --offline with base builds folders of the repository as they were at %s; the chart %s is fetched, not one of them: validate it with validate --offline, or diff it against a cluster", cfg.Base, cfg.Chart))
+	}
 	offline, err := s.offlineOptions(ctx, u, opts)
 	if err != nil {
 		return fail(err)
