@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -282,15 +283,30 @@ func writeObjects(w io.Writer, objects []*build.Object, fenced bool, redact *rep
 		}
 		defer end()
 	}
-	for i, o := range objects {
-		u := pipeline.MaskFields(o.Unstructured, o.DecryptedFields)
-		if u.GetKind() == "Secret" && u.GroupVersionKind().Group == "" {
-			u = redactSecret(u)
-		}
-		// Each value is masked before it is written: however YAML then
-		// quotes or folds it, no part of a secret is left.
-		b, err := yaml.Marshal(diffs.MaskStrings(u.DeepCopy().Object, redact.String))
-		if err != nil {
+	// Encoding is most of printing a large set: each object is encoded
+	// on its own, on every core, and written in order.
+	encoded := make([][]byte, len(objects))
+	errs := make([]error, len(objects))
+	var wg sync.WaitGroup
+	workers := min(runtime.GOMAXPROCS(0), len(objects))
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(objects); i += workers {
+				o := objects[i]
+				u := pipeline.MaskFields(o.Unstructured, o.DecryptedFields)
+				if u.GetKind() == "Secret" && u.GroupVersionKind().Group == "" {
+					u = redactSecret(u)
+				}
+				// Each value is masked before it is written: however
+				// YAML then quotes or folds it, no part of a secret is
+				// left.
+				encoded[i], errs[i] = yaml.Marshal(diffs.MaskStrings(u.DeepCopy().Object, redact.String))
+			}
+		})
+	}
+	wg.Wait()
+	for i, b := range encoded {
+		if err := errs[i]; err != nil {
 			return err
 		}
 		if i > 0 {
