@@ -15,7 +15,6 @@ import (
 	"net/url"
 	"os"
 	"path"
-	"regexp"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
@@ -127,12 +126,19 @@ func ChartHost(u string) (string, bool) {
 	return p.Host, true
 }
 
-// chartName is a chart's name as a folder may be named after it.
-var chartName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
-
-// ValidChartName says name is a chart's name in a repository.
+// ValidChartName says name is a chart's name in a repository, as a
+// folder may be named after it: letters, digits, '.', '_' and '-', not
+// starting with a punctuation mark.
 func ValidChartName(name string) bool {
-	return chartName.MatchString(name) && name != "." && name != ".."
+	for i, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		case i > 0 && (r == '.' || r == '_' || r == '-'):
+		default:
+			return false
+		}
+	}
+	return name != ""
 }
 
 // FetchChart fetches the chart req names (or takes it from the cache)

@@ -44,6 +44,12 @@ func (s *Session) remoteChart(ctx context.Context, cfg *config.Config) (*artifac
 		s.chartsMu.Lock()
 		s.chartDirs = append(s.chartDirs, dir)
 		s.chartsMu.Unlock()
+		if cfg.Timeout > 0 {
+			// Bounded as an artifact's pull is.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, cfg.Timeout)
+			defer cancel()
+		}
 		f.chart, f.err = ArtifactClient(cfg).FetchChart(ctx, cfg.RemoteChart.Request(cfg.Offline), dir)
 	})
 	return f.chart, f.err
