@@ -24,9 +24,13 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
+
+	yaml3 "go.yaml.in/yaml/v3"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"helm.sh/helm/v4/pkg/chart/common"
@@ -162,7 +166,7 @@ func Render(ctx context.Context, opts Options) (*Rendered, error) {
 		return fail(err)
 	}
 	if err := validateSchemas(c, top["Values"]); err != nil {
-		return fail(err)
+		return fail(atValues(err, opts))
 	}
 	var lookedUp atomic.Bool
 	e := engine.Engine{CustomTemplateFuncs: map[string]any{
@@ -344,6 +348,107 @@ func validateSchema(name string, schema []byte, vals common.Values) error {
 		return fmt.Errorf("%s: the values do not match values.schema.json: %w", name, err)
 	}
 	return nil
+}
+
+// schemaProblem is one line of the validator's message: where in the
+// values, and what is wrong there.
+var schemaProblem = regexp.MustCompile(`(?m)^(\s*)- at '([^']*)': (.*)$`)
+
+// atValues names, for each value a values schema refuses, the values
+// file and line that set it (the last that does: later files win), or
+// the set line, or the chart's own values.
+func atValues(err error, opts Options) error {
+	msg := err.Error()
+	if !strings.Contains(msg, "values.schema.json") {
+		return err
+	}
+	text := schemaProblem.ReplaceAllStringFunc(msg, func(line string) string {
+		m := schemaProblem.FindStringSubmatch(line)
+		var path []string
+		for _, p := range strings.Split(strings.TrimPrefix(m[2], "/"), "/") {
+			if p != "" {
+				path = append(path, strings.ReplaceAll(strings.ReplaceAll(p, "~1", "/"), "~0", "~"))
+			}
+		}
+		return m[1] + whereSet(path, opts) + ": at '" + m[2] + "': " + m[3]
+	})
+	text = strings.Replace(text, "jsonschema validation failed with 'file:///values.schema.json#'\n", "\n", 1)
+	return &located{msg: text, err: err}
+}
+
+// located is an error with a message that says where.
+type located struct {
+	msg string
+	err error
+}
+
+func (e *located) Error() string { return e.msg }
+func (e *located) Unwrap() error { return e.err }
+
+// whereSet is where the value at path was set: the last set line or
+// values file that holds it, else the chart's own values.
+func whereSet(path []string, opts Options) string {
+	if len(path) == 0 {
+		return "the values"
+	}
+	for i := len(opts.Set) - 1; i >= 0; i-- {
+		m := map[string]any{}
+		if strvals.ParseInto(opts.Set[i], m) == nil && holds(m, path) {
+			return fmt.Sprintf("set line %d", i+1)
+		}
+	}
+	for i := len(opts.Values) - 1; i >= 0; i-- {
+		var doc yaml3.Node
+		if yaml3.Unmarshal(opts.Values[i].Content, &doc) != nil || len(doc.Content) == 0 {
+			continue
+		}
+		if line := lineOf(doc.Content[0], path); line > 0 {
+			return fmt.Sprintf("%s:%d", opts.Values[i].Name, line)
+		}
+	}
+	return "the chart's values"
+}
+
+func holds(v any, path []string) bool {
+	for _, p := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return false
+		}
+		if v, ok = m[p]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// lineOf is the line of the value at path in a YAML mapping, 0 when it
+// holds none.
+func lineOf(n *yaml3.Node, path []string) int {
+	for _, p := range path {
+		switch n.Kind {
+		case yaml3.MappingNode:
+			var next *yaml3.Node
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == p {
+					next = n.Content[i+1]
+				}
+			}
+			if next == nil {
+				return 0
+			}
+			n = next
+		case yaml3.SequenceNode:
+			i, err := strconv.Atoi(p)
+			if err != nil || i < 0 || i >= len(n.Content) {
+				return 0
+			}
+			n = n.Content[i]
+		default:
+			return 0
+		}
+	}
+	return n.Line
 }
 
 // noLoader loads no document: a schema refers only to itself.

@@ -398,3 +398,24 @@ func TestChartArchivesAreBounded(t *testing.T) {
 		t.Errorf("a subchart's archive within the bounds: %v", err)
 	}
 }
+
+// A value the chart's values schema refuses is named where it was set:
+// the values file and line that set it last, or the set line.
+func TestSchemaViolationsAtTheValuesLine(t *testing.T) {
+	t.Parallel()
+	_, err := Render(context.Background(), Options{Dir: "testdata/shop", ReleaseName: "web", Namespace: "shop", KubeVersion: "v1.37.0",
+		Values: []Values{
+			{Name: "values/base.yaml", Content: []byte("replicaCount: two\nimage:\n  tag: '1'\n")},
+			{Name: "values/prod.yaml", Content: []byte("image:\n  repository: 42\n")},
+		},
+		Set: []string{"replicaCount=0"},
+	})
+	if err == nil {
+		t.Fatal("rendered")
+	}
+	for _, want := range []string{"values/prod.yaml:2: at '/image/repository'", "set line 1: at '/replicaCount'"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("no %q in:\n%v", want, err)
+		}
+	}
+}
