@@ -185,15 +185,19 @@ func (c *Client) fetchChart(ctx context.Context, req ChartRequest, dir string) (
 		defer cache.close()
 	}
 	key := req.Where()
+	// A chart of a registry is verified when the client verifies; one of
+	// a Helm repository cannot be, and is checked against the digest its
+	// index gives.
+	verifying := c.verifyOpts != nil && req.Repository == ""
 	// Pinned to one version, the cache answers with no request.
 	if exact, err := semver.StrictNewVersion(strings.TrimPrefix(req.Version, "v")); err == nil && cache != nil {
-		if e := cache.lookup(key, func(v string) bool { return v == req.Version || v == exact.String() }, c.verifyOpts != nil); e != nil {
+		if e := cache.lookup(key, func(v string) bool { return v == req.Version || v == exact.String() }, verifying); e != nil {
 			return c.fromCache(cache, e, name, dir)
 		}
 	}
 	if req.Offline {
 		if cache != nil {
-			if e := cache.lookup(key, func(v string) bool { return matches(constraint, v) }, c.verifyOpts != nil); e != nil {
+			if e := cache.lookup(key, func(v string) bool { return matches(constraint, v) }, verifying); e != nil {
 				return c.fromCache(cache, e, name, dir)
 			}
 		}
@@ -204,7 +208,7 @@ func (c *Client) fetchChart(ctx context.Context, req ChartRequest, dir string) (
 		if req.Cache == "" {
 			return nil, fmt.Errorf("not cached (%s in a chart-cache; none was given), and an offline run fetches nothing", what)
 		}
-		return nil, fmt.Errorf("not cached (%s%s in chart-cache %s), and an offline run fetches nothing", what, map[bool]string{true: " verified", false: ""}[c.verifyOpts != nil], req.Cache)
+		return nil, fmt.Errorf("not cached (%s%s in chart-cache %s), and an offline run fetches nothing", what, map[bool]string{true: " verified", false: ""}[verifying], req.Cache)
 	}
 	var got *remoteChart
 	if req.Repository != "" {

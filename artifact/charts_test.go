@@ -231,6 +231,18 @@ func TestFetchRepositoryChartOverTLS(t *testing.T) {
 	if got, err := c.FetchChart(context.Background(), req, t.TempDir()); err != nil || got.Version != "1.4.0" {
 		t.Errorf("latest: %+v %v", got, err)
 	}
+	// A repository's chart cannot be verified: a client that verifies
+	// registries' charts still takes it from the cache, offline.
+	pinned := req
+	pinned.Version, pinned.Cache = "1.2.0", t.TempDir()
+	if _, err := c.FetchChart(context.Background(), pinned, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	pinned.Offline = true
+	verifying := New(Options{Verify: &VerifyOptions{PublicKeyRef: "unused.pub"}, Transport: srv.Client().Transport})
+	if got, err := verifying.FetchChart(context.Background(), pinned, t.TempDir()); err != nil || !got.FromCache {
+		t.Errorf("a repository's chart from the cache, verifying: %+v %v", got, err)
+	}
 	// A URL the index names outside what is allowed is not fetched.
 	req.Allowed = []string{srv.URL + "/stable/index.yaml"}
 	before := requests.Load()

@@ -109,4 +109,10 @@ func TestRunFileChartInputs(t *testing.T) {
 	if slices.Contains(units[1].Config.Registry.Hosts, "ghcr.io") {
 		t.Errorf("a run file's chart made its registry one the credentials go to: %v", units[1].Config.Registry.Hosts)
 	}
+	// The workflow's chart-repository makes a run file's chart a name.
+	file = writeRunFile(t, "units:\n- name: certs\n  inventory: certs\n  chart: cert-manager\n")
+	units, err = LoadUnits(given(file, nil, map[string]string{"GANTRY_ALLOW_REMOTE_CHARTS": "charts.jetstack.io", "GANTRY_CHART_REPOSITORY": "https://charts.jetstack.io"}), file, false)
+	if err != nil || units[0].Config.RemoteChart == nil || units[0].Config.RemoteChart.Ref != "cert-manager" {
+		t.Errorf("a chart's name in the workflow's repository: %v", err)
+	}
 }

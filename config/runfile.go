@@ -235,7 +235,7 @@ func (r *runFileReader) settings(n *yaml.Node, what string) map[string]value {
 		}
 	}
 	inputs := r.inputs
-	r.chartByName = r.defaultChartByName
+	r.chartByName = r.defaultChartByName || r.policy.chartByName
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		if n.Content[i].Value == "chart-repository" && n.Content[i+1].Value != "" {
 			r.chartByName = true

@@ -99,6 +99,9 @@ type policy struct {
 	maxFileBytes   int64
 	// offline runs read no kubeconfig at all.
 	offline bool
+	// chartByName: the workflow gives chart-repository, so a run file's
+	// chart is a chart's name in it, not a folder.
+	chartByName bool
 	// servers are the API servers a run file's kubeconfig may reach,
 	// normalised; serversFrom says where they were given, for messages.
 	servers     map[string]bool
@@ -119,6 +122,7 @@ func workflowPolicy(g Given) (*policy, error) {
 	p := &policy{
 		env:            in.lines("run-file-env"),
 		kubeconfigExec: in.bool("allow-kubeconfig-exec"),
+		chartByName:    in.str("chart-repository") != "",
 		maxFileBytes:   in.number("max-file-bytes", 1, 1<<62, "a positive whole number of bytes"),
 		offline:        in.bool("offline"),
 		servers:        map[string]bool{},
