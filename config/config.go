@@ -809,7 +809,7 @@ func (in *inputs) reporting(c *Config, env map[string]string) {
 		if c.Revision == "" && c.Artifact == "" && strings.Contains(" diff apply push drift ", " "+c.Command+" ") {
 			// Off CI, the commit checked out where path is; an artifact
 			// names its own revision.
-			c.Revision = gitsource.Head(c.Path)
+			c.Revision = gitsource.Head(c.built())
 		}
 	}
 	switch {
@@ -820,8 +820,16 @@ func (in *inputs) reporting(c *Config, env map[string]string) {
 	case env["CI_PROJECT_URL"] != "":
 		c.Source = env["CI_PROJECT_URL"]
 	default:
-		c.Source = c.Path
+		c.Source = c.built()
 	}
+}
+
+// built is the folder the build reads: the chart's, or path.
+func (c *Config) built() string {
+	if c.Chart != "" {
+		return c.Chart
+	}
+	return c.Path
 }
 
 // offline: what validate checks against without a cluster.

@@ -364,6 +364,22 @@ func TestChartRunFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(root, "gadgets", "gadget.yaml"), fmt.Sprintf("apiVersion: %s/v1\nkind: Gadget\nmetadata: {name: first, namespace: %s}\nspec: {size: 3}\n", group, ns))
+	// A third unit: a kustomize overlay that renders the same chart
+	// through helmCharts (its CRD left to the first unit, as
+	// includeCRDs defaults to false) beside a Gadget of that CRD.
+	if err := os.CopyFS(filepath.Join(root, "addons", "charts", "platform"), os.DirFS(filepath.Join(root, "platform-v1"))); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(root, "addons", "gadget.yaml"), fmt.Sprintf("apiVersion: %s/v1\nkind: Gadget\nmetadata: {name: second}\nspec: {size: 1}\n", group))
+	writeFile(t, filepath.Join(root, "addons", "kustomization.yaml"), fmt.Sprintf(`namespace: %s
+resources: [gadget.yaml]
+helmCharts:
+- name: platform
+  releaseName: addon
+  valuesFile: ../values-v1.yaml
+  skipHooks: true
+  skipTests: true
+`, ns))
 	kc := inWorkspace(t, root, env.Cluster.Kubeconfig, "a.kubeconfig")
 	runFile := filepath.Join(root, "gantry.yaml")
 	writeFile(t, runFile, fmt.Sprintf(`defaults:
@@ -382,6 +398,10 @@ units:
     depends-on: [platform]
     path: gadgets
     inventory: gadgets
+  - name: addons
+    depends-on: [platform]
+    path: addons
+    inventory: addons
 `, ns, kc))
 	r := gantryRunFile(t, context.Background(), "apply", "--run-file", runFile)
 	if r.code != entrypoint.ExitOK || r.run == nil || r.run.Reason != result.ReasonSucceeded {
@@ -411,6 +431,21 @@ units:
 	}
 	if o := objectIn(gadgets.Result, "Gadget."+group+"/"+ns+"/first"); o == nil || o.Action != result.Created || o.Health == nil || o.Health.Status != "Current" {
 		t.Errorf("gadgets: %+v, want the Gadget created and Current", o)
+	}
+	addons := r.unit(t, "addons")
+	if addons.Result == nil {
+		t.Fatalf("addons without a result: %+v", addons)
+	}
+	for _, ref := range []string{"Deployment.apps/" + ns + "/addon-controller", "ConfigMap/" + ns + "/addon-settings", "Service/" + ns + "/addon", "Gadget." + group + "/" + ns + "/second"} {
+		if o := objectIn(addons.Result, ref); o == nil || o.Action != result.Created {
+			t.Errorf("addons: %s %+v, want created", ref, o)
+		}
+	}
+	if o := objectIn(addons.Result, "CustomResourceDefinition.apiextensions.k8s.io/gadgets."+group); o != nil {
+		t.Errorf("addons applied the chart's CRD (includeCRDs is false): %+v", o)
+	}
+	if len(addons.Result.Charts) != 1 || !strings.HasPrefix(addons.Result.Charts[0].Name, "platform") || !addons.Result.Charts[0].Lookup {
+		t.Errorf("addons' report names charts %+v", addons.Result.Charts)
 	}
 }
 
@@ -536,7 +571,6 @@ func TestChartTakeOverFromHelm(t *testing.T) {
 // and the repository that holds it, wherever gantry is started from.
 func TestChartRevisionIsTheChartsCommit(t *testing.T) {
 	t.Parallel()
-	t.Skip("config/config.go (in *inputs) source runs before (in *inputs) chart and reads c.Path, which is \".\" for a chart unit: off CI the revision is the commit of the working directory's repository and the source is \".\", not the chart's")
 	ns := env.Namespace(t)
 	root, _ := chartWorkspace(t, ns)
 	head, err := exec.Command("git", "-C", root, "rev-parse", "HEAD").Output()
