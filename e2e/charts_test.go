@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -639,5 +640,54 @@ func TestChartOfflineDiffOfAnUpgrade(t *testing.T) {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("diff --offline does not show %q:\n%s", s, r.stdout)
 		}
+	}
+}
+
+// A chart's template that looks up a Secret the cluster holds, during a
+// diff against that cluster, gets nothing: lookup is answered empty on
+// every command, so that no diff, summary or report can carry what a
+// chart from a pull request read from the cluster.
+func TestChartLookupOfALiveSecretReadsNothing(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	const canary = "live-secret-canary-9f3a"
+	if _, err := env.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
+		StringData: map[string]string{"password": canary}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "peek", "templates"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(root, "peek", "Chart.yaml"), "apiVersion: v2\nname: peek\nversion: 0.1.0\n")
+	writeFile(t, filepath.Join(root, "peek", "templates", "cm.yaml"), `{{- $s := lookup "v1" "Secret" .Release.Namespace "db" }}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: peek
+data:
+  found: {{ $s | toJson | quote }}
+  password: {{ (index ($s.data | default dict) "password") | default "" | b64dec | quote }}
+`)
+	summary := filepath.Join(t.TempDir(), "summary.md")
+	r := gantryEnv(t, []string{"GITHUB_ACTIONS=true", "GITHUB_STEP_SUMMARY=" + summary},
+		"diff", "--chart="+filepath.Join(root, "peek"), "--target-namespace="+ns, "--inventory=peek", "--inventory-namespace="+ns, "--summary=true")
+	if r.code != entrypoint.ExitOK {
+		t.Fatalf("diff: exit %d\n%s", r.code, r.stderr)
+	}
+	report, _ := json.Marshal(r.res)
+	md, _ := os.ReadFile(summary)
+	for what, out := range map[string]string{"stdout": r.stdout, "stderr": r.stderr, "report": string(report), "summary": string(md)} {
+		if strings.Contains(out, canary) || strings.Contains(out, base64.StdEncoding.EncodeToString([]byte(canary))) {
+			t.Errorf("the live Secret's value is in the %s", what)
+		}
+	}
+	// What the template got: an empty lookup, said.
+	if !strings.Contains(r.stdout, "found: '{}'") && !strings.Contains(r.stdout, `found: "{}"`) {
+		t.Errorf("the diff does not show the empty lookup:\n%s", r.stdout)
+	}
+	if len(r.res.Charts) != 1 || !r.res.Charts[0].Lookup {
+		t.Errorf("the report does not say the chart looked up: %+v", r.res.Charts)
 	}
 }
