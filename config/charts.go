@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
@@ -111,4 +112,22 @@ func (in *inputs) remoteChart(c *Config) bool {
 
 func loopbackHost(h string) bool {
 	return h == "localhost" || h == "127.0.0.1" || h == "::1"
+}
+
+// chartCacheOutside refuses a chart cache in the checkout: a pull request
+// writes there, and a chart (and index) it put in the cache would be
+// taken as one fetched and verified.
+func (in *inputs) chartCacheOutside(cache, checkout string) {
+	abs, err := filepath.Abs(cache)
+	if err != nil {
+		return
+	}
+	for _, p := range []*string{&abs, &checkout} {
+		if real, err := filepath.EvalSymlinks(*p); err == nil {
+			*p = real
+		}
+	}
+	if rel, err := filepath.Rel(checkout, abs); err == nil && (rel == "." || filepath.IsLocal(rel)) {
+		in.bad("chart-cache", "%s lies in the checkout (%s), which a pull request writes: a chart put there would be taken as fetched; give a folder outside it (on GitHub, /github/home/charts, which actions/cache keeps as ${{ runner.temp }}/_github_home/charts)", cache, checkout)
+	}
 }

@@ -3,6 +3,8 @@ package config
 import (
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -114,5 +116,25 @@ func TestRunFileChartInputs(t *testing.T) {
 	units, err = LoadUnits(given(file, nil, map[string]string{"GANTRY_ALLOW_REMOTE_CHARTS": "charts.jetstack.io", "GANTRY_CHART_REPOSITORY": "https://charts.jetstack.io"}), file, false)
 	if err != nil || units[0].Config.RemoteChart == nil || units[0].Config.RemoteChart.Ref != "cert-manager" {
 		t.Errorf("a chart's name in the workflow's repository: %v", err)
+	}
+}
+
+// A chart cache in the checkout is refused: a pull request writes there.
+func TestChartCacheOutsideTheCheckout(t *testing.T) {
+	ws := t.TempDir()
+	cache := filepath.Join(ws, ".gantry-charts")
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(Given{Command: "build", Env: map[string]string{"GITHUB_WORKSPACE": ws,
+		"GANTRY_CHART": "oci://registry.example.com/charts/shop", "GANTRY_ALLOW_REMOTE_CHARTS": "oci://registry.example.com/charts/", "GANTRY_CHART_CACHE": cache}})
+	if err == nil || !strings.Contains(err.Error(), "chart-cache") || !strings.Contains(err.Error(), "lies in the checkout") {
+		t.Fatalf("a cache in the checkout: %v", err)
+	}
+	outside := t.TempDir()
+	_, err = Load(Given{Command: "build", Env: map[string]string{"GITHUB_WORKSPACE": ws,
+		"GANTRY_CHART": "oci://registry.example.com/charts/shop", "GANTRY_ALLOW_REMOTE_CHARTS": "oci://registry.example.com/charts/", "GANTRY_CHART_CACHE": outside}})
+	if err != nil && strings.Contains(err.Error(), "chart-cache") {
+		t.Fatalf("a cache outside the checkout: %v", err)
 	}
 }

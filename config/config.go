@@ -312,6 +312,9 @@ func configure(g *Given) (*Config, error) {
 	in.artifact(c)
 	in.keys(c, env)
 	in.reporting(c, env)
+	if c.RemoteChart != nil && c.RemoteChart.Cache != "" {
+		in.chartCacheOutside(c.RemoteChart.Cache, defaultWorkspace(env))
+	}
 	in.offline(c)
 	for _, v := range vals {
 		c.Secrets = append(c.Secrets, v.masks...)
