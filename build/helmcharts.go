@@ -88,6 +88,11 @@ func (f *helmChartsFS) ReadFile(name string) ([]byte, error) {
 		Render:             charts.RenderIsolated(charts.Limits{}),
 	})
 	if err != nil {
+		var ke *charts.KustomizeError
+		if errors.As(err, &ke) {
+			// Named once, as the build names its files.
+			err = errors.New(strings.TrimPrefix(ke.Error(), ke.File+": "))
+		}
 		if f.secrets != nil && f.secrets() {
 			// A template can quote what was decrypted, changed.
 			err = errors.New("a chart of its helmCharts failed to render; what it says is not shown, as the build decrypted values with SOPS that a template can quote: render it with other values to see it")
