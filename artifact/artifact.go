@@ -100,6 +100,10 @@ type Options struct {
 	Hosts []string
 	// GitHubToken authenticates to ghcr.io when nothing else does.
 	GitHubToken string
+	// Anonymous sends no credentials at all, whatever Username,
+	// GitHubToken or the Docker config hold: for what a run file names
+	// on a registry the workflow gave no credentials for.
+	Anonymous bool
 	// Insecure allows plain HTTP to any registry. Without it, plain HTTP
 	// is used only for loopback registries.
 	Insecure bool
@@ -162,7 +166,10 @@ func New(o Options) *Client {
 	if t == nil {
 		t = remote.DefaultTransport
 	}
-	keychain := authn.NewMultiKeychain(explicit(o), authn.DefaultKeychain, ghcr(o.GitHubToken))
+	var keychain authn.Keychain = authn.NewMultiKeychain(explicit(o), authn.DefaultKeychain, ghcr(o.GitHubToken))
+	if o.Anonymous {
+		keychain = emptyKeychain{}
+	}
 	transport := &loopbackOnlyHTTP{next: t, insecure: o.Insecure}
 	opts := []crane.Option{
 		crane.WithAuthFromKeychain(keychain),

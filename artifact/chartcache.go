@@ -82,7 +82,7 @@ func (c *chartCache) lookup(ref string, ok func(version string) bool, verified b
 		if err != nil || e.Ref != ref || !ok(e.Version) || verified && !e.Verified {
 			continue
 		}
-		v, err := semver.NewVersion(e.Version)
+		v, err := semver.StrictNewVersion(e.Version)
 		if err != nil {
 			continue
 		}

@@ -123,6 +123,15 @@ func ChartHost(u string) (string, bool) {
 			return "", false
 		}
 	}
+	if p.Scheme == "oci" {
+		// The host allowed must be the one contacted: a reference
+		// reads a first part with no dot or port (oci://charts/shop)
+		// as an account on Docker Hub, not as a host.
+		repo, err := name.NewRepository(strings.TrimPrefix(u, "oci://"))
+		if err != nil || repo.RegistryStr() != p.Host {
+			return "", false
+		}
+	}
 	return p.Host, true
 }
 
@@ -261,7 +270,7 @@ func (c *Client) fromCache(cache *chartCache, e *cacheEntry, name, dir string) (
 // matches says v is a version the constraint takes (none: the highest
 // that is no pre-release).
 func matches(c *semver.Constraints, v string) bool {
-	sv, err := semver.NewVersion(v)
+	sv, err := semver.StrictNewVersion(v)
 	if err != nil {
 		return false
 	}
@@ -276,7 +285,7 @@ func highest(c *semver.Constraints, versions []string) (string, bool) {
 	var best *semver.Version
 	var raw string
 	for _, v := range versions {
-		sv, err := semver.NewVersion(v)
+		sv, err := semver.StrictNewVersion(v)
 		if err != nil || !matches(c, v) {
 			continue
 		}

@@ -26,6 +26,9 @@ type RemoteChart struct {
 	Allowed []string
 	// Cache is chart-cache: empty for none.
 	Cache string
+	// FromRunFile: a run file named the chart, so that it gets
+	// credentials only from the registries the workflow bound them to.
+	FromRunFile bool
 }
 
 // Request is what the artifact client fetches.
@@ -70,7 +73,7 @@ func (in *inputs) remoteChart(c *Config) bool {
 		in.bad("chart-repository", "only with chart: the chart's name in the repository")
 		return true
 	}
-	rc := &RemoteChart{Ref: c.Chart, Repository: repo, Version: version, Allowed: allowed, Cache: cache}
+	rc := &RemoteChart{Ref: c.Chart, Repository: repo, Version: version, Allowed: allowed, Cache: cache, FromRunFile: in.vals["chart"].from == FromRunFile}
 	if version != "" {
 		if _, err := semver.NewConstraint(version); err != nil {
 			in.bad("chart-version", "%q is neither a version nor a semver range (such as 1.2.3, ^1.2 or >=1.0 <2): %v", version, err)
@@ -120,6 +123,9 @@ func loopbackHost(h string) bool {
 func (in *inputs) chartCacheOutside(cache, checkout string) {
 	abs, err := filepath.Abs(cache)
 	if err != nil {
+		return
+	}
+	if checkout, err = filepath.Abs(checkout); err != nil {
 		return
 	}
 	for _, p := range []*string{&abs, &checkout} {

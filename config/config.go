@@ -313,7 +313,11 @@ func configure(g *Given) (*Config, error) {
 	in.keys(c, env)
 	in.reporting(c, env)
 	if c.RemoteChart != nil && c.RemoteChart.Cache != "" {
-		in.chartCacheOutside(c.RemoteChart.Cache, defaultWorkspace(env))
+		checkout := defaultWorkspace(env)
+		in.chartCacheOutside(c.RemoteChart.Cache, checkout)
+		if ws := in.str("workspace"); ws != "" && ws != checkout {
+			in.chartCacheOutside(c.RemoteChart.Cache, ws)
+		}
 	}
 	in.offline(c)
 	for _, v := range vals {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/gantry-dev/gantry/artifact"
@@ -50,7 +52,7 @@ func (s *Session) remoteChart(ctx context.Context, cfg *config.Config) (*artifac
 			ctx, cancel = context.WithTimeout(ctx, cfg.Timeout)
 			defer cancel()
 		}
-		f.chart, f.err = ArtifactClient(cfg).FetchChart(ctx, cfg.RemoteChart.Request(cfg.Offline), dir)
+		f.chart, f.err = chartClient(cfg).FetchChart(ctx, cfg.RemoteChart.Request(cfg.Offline), dir)
 	})
 	return f.chart, f.err
 }
@@ -87,4 +89,22 @@ func (s *Session) removeCharts() {
 		os.RemoveAll(d)
 	}
 	s.chartDirs = nil
+}
+
+// chartClient is the client that fetches cfg's chart. A run file's chart
+// on a registry the workflow gave no credentials for gets none: not the
+// workflow's token (ghcr.io), not the Docker config's.
+func chartClient(cfg *config.Config) *artifact.Client {
+	o := artifactOptions(cfg)
+	if rc := cfg.RemoteChart; rc != nil && rc.FromRunFile && !boundRegistry(rc.Ref, cfg.Registry.Hosts) {
+		o.Anonymous = true
+	}
+	return artifact.New(o)
+}
+
+// boundRegistry says ref is an OCI chart on a registry the workflow's
+// credentials are bound to.
+func boundRegistry(ref string, hosts []string) bool {
+	host, ok := artifact.ChartHost(ref)
+	return ok && strings.HasPrefix(ref, "oci://") && slices.Contains(hosts, host)
 }

@@ -226,13 +226,17 @@ func (s *Session) Options(cfg *config.Config) pipeline.Options {
 // ArtifactClient reaches cfg's registries with its credentials (for the
 // registries they were given for), keys and signing settings.
 func ArtifactClient(cfg *config.Config) *artifact.Client {
-	return artifact.New(artifact.Options{
+	return artifact.New(artifactOptions(cfg))
+}
+
+func artifactOptions(cfg *config.Config) artifact.Options {
+	return artifact.Options{
 		Username: cfg.Registry.Username, Password: cfg.Registry.Password, Hosts: cfg.Registry.Hosts,
 		GitHubToken: cfg.GitHubToken, Insecure: cfg.Registry.Insecure,
 		Recipients: cfg.AgeRecipients, Identities: cfg.AgeIdentities,
 		Sign: cfg.Sign, Verify: cfg.Verify,
 		MaxBytes: cfg.MaxArtifactBytes, MaxFiles: cfg.MaxArtifactFiles,
-	})
+	}
 }
 
 // Command runs a command of one configuration that is not a unit's:
