@@ -32,8 +32,10 @@ type cacheEntry struct {
 	Version  string `json:"version"`
 	Digest   string `json:"digest"`
 	Manifest string `json:"manifest,omitempty"`
-	// Verified says its signature was checked when it was fetched.
-	Verified bool `json:"verified,omitempty"`
+	// VerifiedBy, when set, says its signature was checked when it was
+	// fetched, and against what (verifyPolicy): a run that verifies
+	// with another key or identity takes it as not verified.
+	VerifiedBy string `json:"verifiedBy,omitempty"`
 }
 
 // maxIndexEntryBytes bounds an index entry read.
@@ -67,7 +69,10 @@ func indexName(ref, version string) string {
 
 // lookup returns the entry of ref whose version ok takes, the highest if
 // several do; with verified, only an entry verified when fetched.
-func (c *chartCache) lookup(ref string, ok func(version string) bool, verified bool) *cacheEntry {
+//
+// policy, when set, is the verification a run asks for: only entries
+// verified as it verifies are taken.
+func (c *chartCache) lookup(ref string, ok func(version string) bool, policy string) *cacheEntry {
 	entries, err := fs.ReadDir(c.root.FS(), "index")
 	if err != nil {
 		return nil
@@ -79,7 +84,7 @@ func (c *chartCache) lookup(ref string, ok func(version string) bool, verified b
 			continue
 		}
 		e, err := c.readEntry("index/" + d.Name())
-		if err != nil || e.Ref != ref || !ok(e.Version) || verified && !e.Verified {
+		if err != nil || e.Ref != ref || !ok(e.Version) || policy != "" && e.VerifiedBy != policy {
 			continue
 		}
 		v, err := semver.StrictNewVersion(e.Version)

@@ -198,15 +198,19 @@ func (c *Client) fetchChart(ctx context.Context, req ChartRequest, dir string) (
 	// a Helm repository cannot be, and is checked against the digest its
 	// index gives.
 	verifying := c.verifyOpts != nil && req.Repository == ""
+	policy := ""
+	if verifying {
+		policy = verifyPolicy(c.verifyOpts)
+	}
 	// Pinned to one version, the cache answers with no request.
 	if exact, err := semver.StrictNewVersion(strings.TrimPrefix(req.Version, "v")); err == nil && cache != nil {
-		if e := cache.lookup(key, func(v string) bool { return v == req.Version || v == exact.String() }, verifying); e != nil {
+		if e := cache.lookup(key, func(v string) bool { return v == req.Version || v == exact.String() }, policy); e != nil {
 			return c.fromCache(cache, e, name, dir)
 		}
 	}
 	if req.Offline {
 		if cache != nil {
-			if e := cache.lookup(key, func(v string) bool { return matches(constraint, v) }, verifying); e != nil {
+			if e := cache.lookup(key, func(v string) bool { return matches(constraint, v) }, policy); e != nil {
 				return c.fromCache(cache, e, name, dir)
 			}
 		}
@@ -230,7 +234,11 @@ func (c *Client) fetchChart(ctx context.Context, req ChartRequest, dir string) (
 	}
 	if cache != nil {
 		same := func(v string) bool { return v == got.version }
-		if e := cache.lookup(key, same, got.verified); e != nil && (got.want == "" || e.Digest == got.want) && (got.manifest == "" || e.Manifest == got.manifest) {
+		verifiedBy := ""
+		if got.verified {
+			verifiedBy = policy
+		}
+		if e := cache.lookup(key, same, verifiedBy); e != nil && (got.want == "" || e.Digest == got.want) && (got.manifest == "" || e.Manifest == got.manifest) {
 			return c.fromCache(cache, e, name, dir)
 		}
 	}
@@ -242,7 +250,10 @@ func (c *Client) fetchChart(ctx context.Context, req ChartRequest, dir string) (
 	if got.want != "" && digest != got.want {
 		return nil, fmt.Errorf("version %s: the chart's digest is %s, not the %s it was published with (tampered or corrupted)", got.version, digest, got.want)
 	}
-	e := &cacheEntry{Ref: key, Version: got.version, Digest: digest, Manifest: got.manifest, Verified: got.verified}
+	e := &cacheEntry{Ref: key, Version: got.version, Digest: digest, Manifest: got.manifest}
+	if got.verified {
+		e.VerifiedBy = policy
+	}
 	if cache != nil {
 		if err := cache.store(e, data); err != nil {
 			return nil, fmt.Errorf("writing chart-cache %s: %w", req.Cache, err)
@@ -264,7 +275,7 @@ func (c *Client) fromCache(cache *chartCache, e *cacheEntry, name, dir string) (
 	if err != nil {
 		return nil, fmt.Errorf("version %s (cached): %w", e.Version, err)
 	}
-	return &FetchedChart{Version: e.Version, Digest: e.Digest, Name: name, Dir: chartDir, FromCache: true, Verified: e.Verified}, nil
+	return &FetchedChart{Version: e.Version, Digest: e.Digest, Name: name, Dir: chartDir, FromCache: true, Verified: e.VerifiedBy != ""}, nil
 }
 
 // matches says v is a version the constraint takes (none: the highest
@@ -590,4 +601,21 @@ func (c *Client) unpackChart(data []byte, name, dir string) (string, error) {
 		return "", errors.New("the chart archive has no Chart.yaml in its top folder")
 	}
 	return dir + string(os.PathSeparator) + name, nil
+}
+
+// verifyPolicy names what a run verifies charts against (the public key,
+// by its reference and, for a file, its content; the keyless identity and
+// issuer; the roots), so that a cached chart counts as verified only for
+// a run that verifies as the one that fetched it did.
+func verifyPolicy(v *VerifyOptions) string {
+	h := sha256.New()
+	for _, part := range []string{v.PublicKeyRef, v.Identity, v.IdentityRegexp, v.Issuer, v.IssuerRegexp, string(v.RootsPEM)} {
+		fmt.Fprintf(h, "%d:%s\n", len(part), part)
+	}
+	if v.PublicKeyRef != "" && !strings.Contains(v.PublicKeyRef, "://") {
+		if key, err := os.ReadFile(v.PublicKeyRef); err == nil {
+			h.Write(key)
+		}
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }

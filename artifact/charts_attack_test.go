@@ -355,3 +355,35 @@ func TestAttackUnpackBomb(t *testing.T) {
 		t.Errorf("many folders: %v", err)
 	}
 }
+
+// A cache entry verified with one key is taken as verified by a client
+// that verifies with another: the entry does not say by what it was
+// verified, so a workflow that changes its cosign key (or two workflows
+// sharing a chart-cache with different keys or identities) take a chart
+// the new key never signed.
+func TestAttackCachedVerifiedChartUnderAnotherKey(t *testing.T) {
+	t.Parallel()
+	reg := newRegistry(t, "", "")
+	ctx := context.Background()
+	privA, pubA := keyPair(t, "pw")
+	_, pubB := keyPair(t, "pw2")
+	signed := PushChart(t, reg, "charts/shop", "1.2.0", ShopChartTgz(t, "1.2.0"))
+	if err := New(Options{Sign: &SignOptions{KeyRef: privA, Password: []byte("pw")}}).sign(ctx, signed); err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	req := ChartRequest{Ref: "oci://" + reg + "/charts/shop", Version: "1.2.0", Allowed: []string{reg}, Cache: cache}
+	if got, err := New(Options{Verify: &VerifyOptions{PublicKeyRef: pubA}}).FetchChart(ctx, req, t.TempDir()); err != nil || !got.Verified {
+		t.Fatalf("signed with A, verified with A: %+v %v", got, err)
+	}
+	// Without the cache, key B refuses it.
+	noCache := req
+	noCache.Cache = ""
+	if _, err := New(Options{Verify: &VerifyOptions{PublicKeyRef: pubB}}).FetchChart(ctx, noCache, t.TempDir()); !errors.Is(err, ErrUnverified) {
+		t.Fatalf("verified with B, no cache: %v", err)
+	}
+	got, err := New(Options{Verify: &VerifyOptions{PublicKeyRef: pubB}}).FetchChart(ctx, req, t.TempDir())
+	if err == nil {
+		t.Errorf("a chart key B never signed was taken from the cache as verified: %+v", got)
+	}
+}
