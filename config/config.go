@@ -28,6 +28,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/gantry-dev/gantry/artifact"
+	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/gitsource"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/pipeline"
@@ -275,7 +276,7 @@ var (
 	envKey        = regexp.MustCompile(`^[_a-zA-Z][_a-zA-Z0-9]*$`)
 	healthCheckRe = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9]*(?:\.[a-z0-9.-]+)?)/(?:([a-z0-9.-]+)/)?([a-z0-9.:-]+)$`)
 	// secretName matches variable names whose values are masked in output.
-	secretName = regexp.MustCompile(`(?i)pass|pwd|secret|token|key|cred|auth|cert|private|salt`)
+	secretName = build.SecretName
 )
 
 // Load makes one unit's Config from the resolved inputs: each concern
