@@ -4,16 +4,20 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/gantry-dev/gantry/inventory"
 )
@@ -172,5 +176,72 @@ func TestDeadHolderLeaseIsTakenOver(t *testing.T) {
 	}
 	if s := readFaultState(t, env.Client, ns, "dead", want); !s.clean() {
 		t.Fatalf("after the next run: %s", s)
+	}
+}
+
+// The inventory's namespace is absent when a run looks (so its Lease
+// cannot be taken yet), and another run creates it, and takes its Lease,
+// before this run plans: the Namespace is then no longer one this run
+// creates. The run still takes the Lease before its first write: it says
+// whom it waits for, and writes nothing until the other's Lease expired.
+func TestNamespaceThatAppearsWhileThePlanIsMadeStillTakesTheLease(t *testing.T) {
+	t.Parallel()
+	ns := fmt.Sprintf("appears-%d", time.Now().UnixNano()%1_000_000_000)
+	ctx := context.Background()
+	t.Cleanup(func() { _ = env.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}) })
+	dir, want := lockSet(t, ns, "a")
+	proxy := newAPIProxy(t, env.Cluster)
+	const other = "other-run"
+	const leaseFor = 3 * time.Second
+	path := "/api/v1/namespaces/" + ns
+	var looked atomic.Bool
+	var once sync.Once
+	var taken time.Time
+	proxy.setHook(func(class string, n int, r *http.Request) proxyAction {
+		if r.Method != http.MethodGet || (r.URL.Path != path && r.URL.Path != "/api/v1/namespaces") {
+			return proxyAction{}
+		}
+		if r.URL.Path == path && looked.CompareAndSwap(false, true) {
+			return proxyAction{} // the look that finds it absent
+		}
+		// Any later read of it: the other run got there first.
+		return proxyAction{when: delay, do: func() {
+			once.Do(func() {
+				for deadline := time.Now().Add(10 * time.Second); !looked.Load() && time.Now().Before(deadline); {
+					time.Sleep(5 * time.Millisecond)
+				}
+				time.Sleep(150 * time.Millisecond) // its answer is back
+				if _, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+					t.Error(err)
+				}
+				now := metav1.NewMicroTime(time.Now())
+				_, err := env.Client.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{
+					ObjectMeta: metav1.ObjectMeta{Name: inventory.ConfigMapName("appears"), Namespace: ns},
+					Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(other), LeaseDurationSeconds: ptr.To(int32(leaseFor / time.Second)),
+						AcquireTime: &now, RenewTime: &now},
+				}, metav1.CreateOptions{})
+				if err != nil {
+					t.Error(err)
+				}
+				taken = now.Time
+			})
+		}}
+	})
+	r := gantryWith(t, proxy.kubeconfig, "apply", "--path="+dir, "--inventory=appears", "--inventory-namespace="+ns, "--timeout=2m")
+	if r.code != 0 {
+		t.Fatalf("exit %d, want 0:\n%s", r.code, r.stderr)
+	}
+	if taken.IsZero() {
+		t.Fatal("the run never read the namespace again after finding it absent: the case was not made")
+	}
+	if !strings.Contains(r.stderr, "is locked by "+other) {
+		t.Errorf("the run does not say it waited for the Lease %s took:\n%s", other, r.stderr)
+	}
+	if first, n := proxy.writeSpan(); n == 0 || first.from.Before(taken.Add(leaseFor)) {
+		t.Errorf("%d writes, the first at %s: want none before the other run's Lease expired at %s",
+			n, first.from.Format(time.StampMilli), taken.Add(leaseFor).Format(time.StampMilli))
+	}
+	if s := readFaultState(t, env.Client, ns, "appears", want); !s.clean() {
+		t.Fatalf("after the run: %s", s)
 	}
 }

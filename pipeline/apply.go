@@ -37,6 +37,11 @@ func (r *run) validate(ctx context.Context) error {
 	if err := r.prepare(); err != nil {
 		return err
 	}
+	if r.opts.Inventory != "" && r.lease == nil {
+		// Nothing is written under the inventory before its Lease is
+		// held (hold opens the fence), whatever path the plan takes.
+		r.clients.Fence.Hold(func() error { return errNoLease })
+	}
 	// The revision is compressed while the cluster is asked.
 	revision := r.prepareRevision()
 	lockLater, err := r.readAndPlan(ctx, r.mayPlanUnlocked())
@@ -57,7 +62,21 @@ func (r *run) validate(ctx context.Context) error {
 			}
 		}
 	}
-	if needs := r.provisionNeeds(lockLater); len(needs) > 0 {
+	needs := r.provisionNeeds(lockLater)
+	if lockLater && len(needs) == 0 {
+		// The inventory's namespace was not there when the run looked,
+		// and was by the time it planned (another run created it): the
+		// Lease can be taken now, and what was planned without it is
+		// planned again under it.
+		if err := r.lockAndLoad(ctx); err != nil {
+			return err
+		}
+		if lockLater, err = r.readAndPlan(ctx, false); err != nil {
+			return err
+		}
+		needs = r.provisionNeeds(lockLater)
+	}
+	if len(needs) > 0 {
 		return r.provision(ctx, needs, lockLater)
 	}
 	return nil

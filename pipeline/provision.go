@@ -184,6 +184,11 @@ func (r *run) provision(ctx context.Context, needs []*plan, lockLater bool) erro
 	var errs errorList
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(r.opts.Concurrency, 1))
+	if lockLater {
+		// The Lease lives in a namespace created here: these writes
+		// alone go before it is held.
+		gctx = kube.Unfenced(gctx)
+	}
 	for _, pl := range needs {
 		g.Go(func() error {
 			live := &unstructured.Unstructured{}
@@ -359,7 +364,13 @@ func (r *run) rollback(ctx context.Context, created []*unstructured.Unstructured
 			// Another run may stand on what this one created now.
 			return fmt.Errorf("not deleting the %d objects this run created: %w", len(created), err)
 		}
+	} else {
+		// What provision created before the Lease could be taken is
+		// removed as it was created: each only while it holds nothing
+		// of another's, with its UID as precondition.
+		ctx = kube.Unfenced(ctx)
 	}
+	unlocked := r.lease == nil
 	var errs errorList
 	var mu sync.Mutex
 	var kept, going []*unstructured.Unstructured
@@ -402,7 +413,13 @@ func (r *run) rollback(ctx context.Context, created []*unstructured.Unstructured
 			errs.add(err)
 		}
 	}
-	if len(kept) > 0 {
+	// Without the Lease the inventory is not this run's to write: what
+	// is kept then is said, not recorded.
+	switch {
+	case len(kept) > 0 && unlocked:
+		errs.add(fmt.Errorf("what is kept is not recorded in inventory %s/%s, whose Lease this run does not hold: remove it by hand once it is empty",
+			r.opts.InventoryNamespace, r.opts.Inventory))
+	case len(kept) > 0:
 		save()
 	}
 	var deleted []*unstructured.Unstructured
@@ -416,12 +433,12 @@ func (r *run) rollback(ctx context.Context, created []*unstructured.Unstructured
 		}
 		deleted = append(deleted, u)
 	}
-	if len(kept) > failed {
+	if len(kept) > failed && !unlocked {
 		save()
 	}
 	if r.lease != nil {
 		r.lease.Release()
-		r.clients.Fence.Lift()
+		r.clients.Fence.Hold(func() error { return errNoLease })
 		r.lease = nil
 	}
 	for _, u := range deleted {

@@ -78,6 +78,9 @@ func TestRollbackKeepsWhatHoldsOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := testRun(t, ns, "rollback")
+	if err := r.lockAndLoad(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	reason, err := r.holdsOthers(ctx, live(t, r, nsGVK, "", empty))
 	if err != nil || reason != "" {
@@ -106,7 +109,9 @@ func TestRollbackKeepsWhatHoldsOthers(t *testing.T) {
 
 // A Namespace whose objects of one kind cannot be listed (a Role that
 // may not list Secrets, a group whose server is down) may hold anything:
-// rollback keeps it, says why, and lists it in the inventory.
+// rollback keeps it, says why, and lists it in the inventory. A run that
+// does not hold the inventory's Lease (it created the namespace the Lease
+// lives in, and then could not take it) says so, and writes no inventory.
 func TestRollbackKeepsWhatItCannotList(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
@@ -118,18 +123,28 @@ func TestRollbackKeepsWhatItCannotList(t *testing.T) {
 	t.Cleanup(func() {
 		_ = env.Client.CoreV1().Namespaces().Delete(context.Background(), created, metav1.DeleteOptions{})
 	})
-	r := testRun(t, ns, "unread")
-	r.clients = answering(t, "/namespaces/"+created+"/secrets", http.StatusForbidden, "Forbidden")
-	err := r.rollback(ctx, []*unstructured.Unstructured{live(t, r, schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, "", created)})
-	if err == nil || !strings.Contains(err.Error(), "cannot tell what it holds: listing Secret in it failed") {
-		t.Errorf("rollback: %v; want it to keep what it could not list, saying so", err)
-	}
-	if n, err := env.Client.CoreV1().Namespaces().Get(ctx, created, metav1.GetOptions{}); err != nil || n.DeletionTimestamp != nil {
-		t.Errorf("namespace %s: %v, want it kept", created, err)
-	}
-	inv, err := r.store.Load(ctx, ns, "unread")
-	if err != nil || len(inv.Entries) != 1 || !strings.Contains(inv.Entries[0].ID, created) {
-		t.Errorf("inventory after the rollback: %+v, %v; want the kept namespace", inv, err)
+	for _, locked := range []bool{false, true} {
+		r := testRun(t, ns, "unread")
+		r.clients = answering(t, "/namespaces/"+created+"/secrets", http.StatusForbidden, "Forbidden")
+		if locked {
+			if err := r.lockAndLoad(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err := r.rollback(ctx, []*unstructured.Unstructured{live(t, r, schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, "", created)})
+		if err == nil || !strings.Contains(err.Error(), "cannot tell what it holds: listing Secret in it failed") {
+			t.Errorf("locked %v: rollback: %v; want it to keep what it could not list, saying so", locked, err)
+		}
+		if n, err := env.Client.CoreV1().Namespaces().Get(ctx, created, metav1.GetOptions{}); err != nil || n.DeletionTimestamp != nil {
+			t.Errorf("locked %v: namespace %s: %v, want it kept", locked, created, err)
+		}
+		inv, loadErr := r.store.Load(ctx, ns, "unread")
+		switch {
+		case !locked && (loadErr != nil || inv.Exists() || !strings.Contains(fmt.Sprint(err), "not recorded in inventory "+ns+"/unread, whose Lease this run does not hold")):
+			t.Errorf("without the Lease: rollback says %v; inventory %+v, %v; want none written, and that said", err, inv, loadErr)
+		case locked && (loadErr != nil || len(inv.Entries) != 1 || !strings.Contains(inv.Entries[0].ID, created)):
+			t.Errorf("inventory after the rollback: %+v, %v; want the kept namespace", inv, loadErr)
+		}
 	}
 }
 

@@ -36,6 +36,12 @@ import (
 // no Lease.
 var errPlannedNoWrite = errors.New("this run planned no change and holds no Lease of its inventory: a write now is refused")
 
+// errNoLease refuses a write of a run that has not taken its inventory's
+// Lease yet. Only the Namespaces and CRDs that validation creates before
+// the Lease can be taken (the Lease lives in the inventory's namespace)
+// pass, marked as such.
+var errNoLease = errors.New("this run does not hold the Lease of its inventory: a write now is refused")
+
 // peeked is what was read of the inventory before its Lease was taken.
 type peeked struct {
 	inv    *inventory.Inventory
