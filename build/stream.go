@@ -3,8 +3,6 @@ package build
 import (
 	"bytes"
 	"fmt"
-
-	"sigs.k8s.io/yaml"
 )
 
 // ManifestsYAML serialises objects as the YAML stream an artifact holds.
@@ -14,7 +12,7 @@ import (
 func ManifestsYAML(objects []*Object) ([]byte, error) {
 	var b bytes.Buffer
 	for i, o := range objects {
-		y, err := yaml.Marshal(o.Object)
+		y, err := EncodeYAML(o.Object)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", o.Ref(), err)
 		}

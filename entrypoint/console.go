@@ -19,7 +19,6 @@ import (
 	"golang.org/x/term"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
 	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/config"
@@ -300,7 +299,7 @@ func writeObjects(w io.Writer, objects []*build.Object, fenced bool, redact *rep
 				// Each value is masked before it is written: however
 				// YAML then quotes or folds it, no part of a secret is
 				// left.
-				encoded[i], errs[i] = yaml.Marshal(diffs.MaskStrings(u.DeepCopy().Object, redact.String))
+				encoded[i], errs[i] = build.EncodeYAML(diffs.MaskStrings(u.DeepCopy().Object, redact.String))
 			}
 		})
 	}
