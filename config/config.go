@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"filippo.io/age"
+	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -30,6 +31,7 @@ import (
 	"github.com/gantry-dev/gantry/artifact"
 	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/gitsource"
+	"github.com/gantry-dev/gantry/health"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/schemas/releases"
@@ -89,6 +91,10 @@ type Config struct {
 	Context        string
 	ServiceAccount string
 	HealthChecks   []pipeline.ObjectRef
+	// Health decides custom resources by rules (health-rules and the
+	// built-in ones); HealthWarnings are the traps found in them.
+	Health         *health.Set
+	HealthWarnings []string
 	// Concurrency is the most requests in flight, and the workers each
 	// stage keeps; ConcurrencyStart the bound a run starts at, less when
 	// concurrency is auto (the bound then grows far from the cluster).
@@ -191,7 +197,11 @@ func (s Source) Workflow() bool { return s == FromFlag || s == FromInput || s ==
 
 // value is one input's raw value and where it came from.
 type value struct {
-	raw    string
+	raw string
+	// rules is health-rules given in a run file as a list, read there
+	// with its lines.
+	rules  *yaml.Node
+	file   string
 	origin string // --flag, INPUT_X, GANTRY_X, file:line or default, for messages
 	from   Source
 	// masks are what the value read through references: secrets.
@@ -515,6 +525,7 @@ func (in *inputs) behaviour(c *Config) {
 		}
 		c.HealthChecks = append(c.HealthChecks, pipeline.ObjectRef{Kind: m[1], Namespace: m[2], Name: m[3]})
 	}
+	in.health(c)
 	c.Units = in.lines("unit")
 	c.UnitsConcurrency = int(in.number("units-concurrency", 1, 64, "a whole number from 1 to 64"))
 }
@@ -1126,4 +1137,36 @@ func (in *inputs) chart(c *Config) {
 	default:
 		in.bad("chart-hooks", "%q: give refuse, objects or leave-out", c.ChartHooks)
 	}
+}
+
+// health reads health-rules: a list (in a run file, or YAML text), a
+// file's path, or none; and compiles them with the built-in rules.
+func (in *inputs) health(c *Config) {
+	v := in.vals["health-rules"]
+	raw := strings.TrimSpace(v.raw)
+	builtIns := raw != health.None
+	var rules []health.Rule
+	var err error
+	switch {
+	case v.rules != nil:
+		rules, err = health.ParseNode(v.rules, v.file, 0)
+	case raw == "" || raw == health.None:
+	case rulesText(raw):
+		rules, err = health.ParseText([]byte(v.raw), v.origin, 1)
+	default:
+		var data []byte
+		if data, err = readBounded(raw, 1<<20); err != nil {
+			in.bad("health-rules", "%v", err)
+			return
+		}
+		rules, err = health.ParseText(data, raw, 1)
+	}
+	if err != nil {
+		in.errs = append(in.errs, err)
+	}
+	set, warnings, err := health.Compile(rules, builtIns)
+	if err != nil {
+		in.errs = append(in.errs, err)
+	}
+	c.Health, c.HealthWarnings = set, warnings
 }

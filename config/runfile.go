@@ -51,7 +51,7 @@ func UnitInputs() []Input {
 
 // pathInputs hold paths, which a run file gives relative to itself and
 // which must lie inside the workspace: each a folder (true) or files.
-var pathInputs = map[string]bool{"path": true, "crds": true, "kubeconfig": false, "patches": false, "chart": true, "values": false}
+var pathInputs = map[string]bool{"path": true, "crds": true, "kubeconfig": false, "patches": false, "chart": true, "values": false, "health-rules": false}
 
 // unitName is a unit's name: it becomes part of step output names
 // (web-changed), so it is a DNS label, as inventories are.
@@ -262,12 +262,17 @@ func (r *runFileReader) settings(n *yaml.Node, what string) map[string]value {
 			continue
 		}
 		origin := fmt.Sprintf("%s, %s", r.at(k), what)
+		if in.Name == "health-rules" && v.Kind == yaml.SequenceNode {
+			// Read as rules, each named at its line of this file.
+			out[in.Name] = value{rules: v, file: r.path, origin: origin, from: FromRunFile}
+			continue
+		}
 		r.masks = nil
 		raw, ok := r.raw(in, v, what)
 		if !ok {
 			continue
 		}
-		if dir, isPath := pathInputs[in.Name]; isPath {
+		if dir, isPath := pathInputs[in.Name]; isPath && !(in.Name == "health-rules" && rulesText(raw)) {
 			if raw, ok = r.paths(v, what, in.Name, raw, dir); !ok {
 				continue
 			}
@@ -727,4 +732,11 @@ func problemLine(data []byte, err error) int {
 		return parserLine
 	}
 	return lastGood + 1
+}
+
+// rulesText says whether health-rules' value is rules or none, not the
+// path of a file of them.
+func rulesText(raw string) bool {
+	raw = strings.TrimSpace(raw)
+	return raw == "none" || strings.HasPrefix(raw, "-") || strings.HasPrefix(raw, "[")
 }

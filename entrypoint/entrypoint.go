@@ -123,6 +123,9 @@ func runOne(ctx context.Context, inv *config.Given, p platform, stdout, stderr i
 	if w := pullRequestWriteWarning(cfg.Command, env, p); w != "" {
 		console.warn(w)
 	}
+	for _, w := range cfg.HealthWarnings {
+		console.warn(w)
+	}
 	if cfg.Artifact != "" {
 		switch cfg.Command {
 		case "pull", "tag", "list", "inspect", "diff-artifact":

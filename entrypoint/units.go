@@ -71,6 +71,15 @@ func runFile(ctx context.Context, inv *config.Given, file string, p platform, st
 	if w := pullRequestWriteWarning(run.Command, env, p); w != "" {
 		s.console.warn(w)
 	}
+	warned := map[string]bool{} // units share their defaults' rules
+	for _, u := range units {
+		for _, w := range u.Config.HealthWarnings {
+			if !warned[w] {
+				warned[w] = true
+				s.console.warn(w)
+			}
+		}
+	}
 	for _, o := range config.Overrides(*inv) {
 		s.console.printf("gantry: %s applies to every unit of %s\n", o, file)
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/gantry-dev/gantry/artifact"
 	"github.com/gantry-dev/gantry/build"
+	"github.com/gantry-dev/gantry/health"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/result"
@@ -78,7 +79,10 @@ type Options struct {
 	// HealthChecks limits the wait to these objects; empty means every
 	// applied object.
 	HealthChecks []ObjectRef
-	Concurrency  int
+	// Health decides the custom resources its rules name (nil: kstatus
+	// decides every object).
+	Health      *health.Set
+	Concurrency int
 
 	// Revision and Source are recorded in the inventory and the result.
 	Revision, Source string

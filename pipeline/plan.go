@@ -31,6 +31,7 @@ import (
 
 	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/diffs"
+	"github.com/gantry-dev/gantry/health"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/result"
@@ -211,6 +212,8 @@ type planner struct {
 	// readiness: a wait follows, which an unchanged object's readiness,
 	// read with it, spares a poll.
 	readiness bool
+	// health decides the readiness of the kinds its rules name.
+	health *health.Set
 	// takeOver are, by inventory id, field managers whose fields an
 	// object's write takes first, so that the apply can remove them.
 	takeOver map[string][]ssa.FieldManager
@@ -264,6 +267,7 @@ func (r *run) newPlanner() *planner {
 	p.hidden = func(o *build.Object) []string { return r.hiddenFields(o) }
 	p.onLive = r.maskLive
 	p.readiness = r.opts.Wait
+	p.health = r.opts.Health
 	return p
 }
 
@@ -602,7 +606,7 @@ func (p *planner) plan(ctx context.Context, o *build.Object) *plan {
 	extra := p.takeOver[inventory.EntryFor(o.Unstructured).ID]
 	if !dryRunSent {
 		if pl.existing != nil && len(extra) == 0 && unchangedOnServer(appliedObject(o.Unstructured), pl.existing) {
-			pl.current = p.readiness && currentNow(pl.existing)
+			pl.current = p.readiness && p.health.CurrentNow(context.Background(), pl.existing)
 			if !p.keepLive {
 				pl.existing = nil
 			}
@@ -1237,7 +1241,8 @@ func problemsOf(err error) []result.Problem {
 	return nil
 }
 
-// currentNow says whether kstatus finds live ready as it is.
+// currentNow says whether kstatus finds live ready as it is (a Namespace
+// or CRD this run created: no rule is about those).
 func currentNow(live *unstructured.Unstructured) bool {
 	res, err := status.Compute(live)
 	return err == nil && res.Status == status.CurrentStatus

@@ -115,6 +115,9 @@ func (r *run) wait(ctx context.Context) error {
 			h.Message = strings.Join(causes, "\n")
 			failed = append(failed, notReadyObject{ref: fmtID(id), status: h.Status, causes: causes})
 		}
+		if rule := r.opts.Health.For(id.GroupKind); rule != nil {
+			h.Rule = rule.Name()
+		}
 		if i, ok := r.byID[id.String()]; ok {
 			r.res.Objects[i].Health = h
 		}
@@ -169,6 +172,13 @@ func (r *run) poll(ctx context.Context, set object.ObjMetadataSet) (map[object.O
 			continue
 		}
 		last[e.Resource.Identifier] = e.Resource
+		if !settled && e.Resource.Status == status.FailedStatus && r.opts.Health.For(e.Resource.Identifier.GroupKind) != nil {
+			// A rule's failed is the controller's verdict: waiting
+			// longer changes nothing.
+			settled = true
+			cancel()
+			continue
+		}
 		if settled || len(last) < len(set) {
 			continue
 		}

@@ -288,6 +288,9 @@ type Health struct {
 	// Message explains a status other than Current: the failing
 	// conditions, and for workloads why their pods are not ready.
 	Message string `json:"message,omitempty"`
+	// Rule names the health rule that decided, when one did (built-in,
+	// or the file and line of the user's); kstatus decided otherwise.
+	Rule string `json:"rule,omitempty"`
 }
 
 // Stage records one stage of the run.

@@ -171,6 +171,7 @@ func (s *Session) Options(cfg *config.Config) pipeline.Options {
 		ReleaseTo:              cfg.ReleaseTo,
 		Timeout:                cfg.Timeout,
 		HealthChecks:           cfg.HealthChecks,
+		Health:                 cfg.Health,
 		Concurrency:            cfg.Concurrency,
 		Revision:               cfg.Revision,
 		Source:                 cfg.Source,

@@ -8,12 +8,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/gantry-dev/gantry/artifact"
 	"github.com/gantry-dev/gantry/config"
 	"github.com/gantry-dev/gantry/entrypoint"
+	"github.com/gantry-dev/gantry/health"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/reporters"
@@ -36,12 +38,45 @@ func run() error {
 	if err := os.WriteFile("schemas/run-file.json", []byte(RunFileSchema()), 0o644); err != nil {
 		return err
 	}
+	if err := replace("docs/health.md", builtInStart, builtInEnd, BuiltInRules()); err != nil {
+		return err
+	}
 	cli, err := CLI()
 	if err != nil {
 		return err
 	}
 	return os.WriteFile("docs/cli.md", []byte(cli), 0o644)
 }
+
+const (
+	builtInStart = "<!-- built-in rules: written by hack/gendocs from health/builtin.go -->\n"
+	builtInEnd   = "<!-- end of built-in rules -->"
+)
+
+// BuiltInRules is the table of docs/health.md: every built-in rule.
+func BuiltInRules() string {
+	short := func(expr string) string {
+		return condPattern.ReplaceAllString(expr, "cond($1, $2)")
+	}
+	var b strings.Builder
+	b.WriteString(builtInStart)
+	b.WriteString("\n| apiVersion | kind | current | failed |\n|---|---|---|---|\n")
+	for _, r := range health.BuiltInRules() {
+		kind := r.Kind
+		if kind == "" {
+			kind = "every kind"
+		}
+		failed := "–"
+		if r.Failed != "" {
+			failed = "`" + strings.ReplaceAll(short(r.Failed), "|", "\\|") + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s |\n", r.APIVersion, kind, strings.ReplaceAll(short(r.Current), "|", "\\|"), failed)
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+var condPattern = regexp.MustCompile(`status\.\?conditions\.orValue\(\[\]\)\.exists\(c, c\.type == '(\w+)' && c\.status == '(\w+)' && c\.\?observedGeneration\.orValue\(metadata\.\?generation\.orValue\(0\)\) == metadata\.\?generation\.orValue\(0\)\)`)
 
 // CLI is docs/cli.md: the help of gantry and of each of its commands.
 func CLI() (string, error) {
@@ -81,6 +116,15 @@ func RunFileSchema() string {
 		case in.Name == "substitute":
 			s = map[string]any{"type": "object", "additionalProperties": map[string]any{"anyOf": []any{
 				map[string]any{"type": "string"}, map[string]any{"type": "number"}, map[string]any{"type": "boolean"}, secretRef}}}
+		case in.Name == "health-rules":
+			expr := map[string]any{"type": "string", "description": "A CEL expression over the object, as in a Flux Kustomization's healthCheckExprs."}
+			s = map[string]any{"anyOf": []any{map[string]any{"type": "string"}, map[string]any{"type": "array", "items": map[string]any{
+				"type": "object", "additionalProperties": false, "required": []any{"apiVersion", "current"},
+				"properties": map[string]any{
+					"apiVersion": map[string]any{"type": "string", "description": "The group and version of the kind it decides, such as cert-manager.io/v1."},
+					"kind":       map[string]any{"type": "string", "description": "The kind it decides; left out, every kind of the group."},
+					"current":    expr, "inProgress": expr, "failed": expr,
+				}}}}}
 		case in.Secret:
 			s = map[string]any{"allOf": []any{secretRef}}
 		case in.Bool:

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 
 	"k8s.io/kube-openapi/pkg/validation/spec"
@@ -24,6 +25,16 @@ func TestReferenceIsCurrent(t *testing.T) {
 }
 
 // docs/cli.md is what make docs writes.
+func TestHealthDocIsCurrent(t *testing.T) {
+	b, err := os.ReadFile("../../docs/health.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), BuiltInRules()) {
+		t.Error("docs/health.md does not list the built-in rules as health/builtin.go has them: run go run ./hack/gendocs")
+	}
+}
+
 func TestCLIIsCurrent(t *testing.T) {
 	t.Parallel()
 	got, err := os.ReadFile("../../docs/cli.md")

@@ -1,0 +1,119 @@
+package health
+
+// The built-in rules, for kinds whose controllers report through their
+// own conditions or phase, where kstatus (which reads only Reconciling,
+// Stalled and observedGeneration of a kind it does not know) calls the
+// object Current as soon as it exists. Each is written from the status
+// the kind documents, and tested on status shapes of each outcome
+// (builtin_test.go); docs/health.md lists them.
+
+// cond is the expression that the object has condition typ with status
+// st (and, where the condition says which generation it judged, the
+// current one).
+func cond(typ, st string) string {
+	return "status.?conditions.orValue([]).exists(c, c.type == '" + typ + "' && c.status == '" + st + "'" +
+		" && c.?observedGeneration.orValue(metadata.?generation.orValue(0)) == metadata.?generation.orValue(0))"
+}
+
+// condReason is the expression that the object has condition typ with
+// status st for one of reasons.
+func condReason(typ, st string, reasons ...string) string {
+	list := ""
+	for i, r := range reasons {
+		if i > 0 {
+			list += ", "
+		}
+		list += "'" + r + "'"
+	}
+	return "status.?conditions.orValue([]).exists(c, c.type == '" + typ + "' && c.status == '" + st + "' && c.?reason.orValue('') in [" + list + "])"
+}
+
+func builtInRules() []*Rule {
+	rules := []*Rule{
+		// cert-manager: Ready is the verdict; an issuance that failed
+		// (its CertificateRequest failed or was denied) sets Issuing
+		// False with reason Failed, and is retried only after a backoff
+		// of an hour.
+		{APIVersion: "cert-manager.io/v1", Kind: "Certificate",
+			Current: cond("Ready", "True"),
+			Failed:  condReason("Issuing", "False", "Failed")},
+		{APIVersion: "cert-manager.io/v1", Kind: "CertificateRequest",
+			Current: cond("Ready", "True"),
+			Failed:  condReason("Ready", "False", "Failed", "Denied") + " || " + cond("InvalidRequest", "True")},
+		{APIVersion: "cert-manager.io/v1", Kind: "Issuer", Current: cond("Ready", "True")},
+		{APIVersion: "cert-manager.io/v1", Kind: "ClusterIssuer", Current: cond("Ready", "True")},
+
+		// external-secrets: Ready; a sync that failed is reason
+		// SecretSyncedError, a store that cannot work is one of the
+		// store's validation reasons.
+		{APIVersion: "external-secrets.io/v1", Kind: "ExternalSecret",
+			Current: cond("Ready", "True"),
+			Failed:  condReason("Ready", "False", "SecretSyncedError")},
+		{APIVersion: "external-secrets.io/v1", Kind: "ClusterExternalSecret", Current: cond("Ready", "True")},
+		{APIVersion: "external-secrets.io/v1", Kind: "SecretStore",
+			Current: cond("Ready", "True"),
+			Failed:  condReason("Ready", "False", "InvalidStoreConfig", "InvalidProviderConfig", "ValidationFailed")},
+		{APIVersion: "external-secrets.io/v1", Kind: "ClusterSecretStore",
+			Current: cond("Ready", "True"),
+			Failed:  condReason("Ready", "False", "InvalidStoreConfig", "InvalidProviderConfig", "ValidationFailed")},
+
+		// Crossplane's packages: installed and healthy.
+		{APIVersion: "pkg.crossplane.io/v1", Kind: "Provider",
+			Current: cond("Installed", "True") + " && " + cond("Healthy", "True")},
+		{APIVersion: "pkg.crossplane.io/v1", Kind: "Configuration",
+			Current: cond("Installed", "True") + " && " + cond("Healthy", "True")},
+		{APIVersion: "pkg.crossplane.io/v1", Kind: "Function",
+			Current: cond("Installed", "True") + " && " + cond("Healthy", "True")},
+		{APIVersion: "apiextensions.crossplane.io/v1", Kind: "CompositeResourceDefinition",
+			Current: cond("Established", "True")},
+
+		// Cluster API: v1beta1 reports Ready, v1beta2 Available; a
+		// failure is phase Failed, or (v1beta1) failureReason.
+		{APIVersion: "cluster.x-k8s.io/v1beta1", Kind: "Cluster",
+			Current: cond("Ready", "True") + " || " + cond("Available", "True"),
+			Failed:  "status.?phase.orValue('') == 'Failed' || status.?failureReason.hasValue()"},
+		{APIVersion: "cluster.x-k8s.io/v1beta1", Kind: "MachineDeployment",
+			Current: cond("Ready", "True") + " || " + cond("Available", "True"),
+			Failed:  "status.?phase.orValue('') == 'Failed'"},
+		{APIVersion: "cluster.x-k8s.io/v1beta1", Kind: "Machine",
+			Current: cond("Ready", "True") + " || " + cond("Available", "True"),
+			Failed:  "status.?phase.orValue('') == 'Failed' || status.?failureReason.hasValue()"},
+
+		// Argo Rollouts: the phase is the verdict; Paused is a step of
+		// the rollout (in progress).
+		{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout",
+			Current: "status.?phase.orValue('') == 'Healthy'",
+			Failed:  "status.?phase.orValue('') == 'Degraded'"},
+
+		// CloudNativePG: Ready.
+		{APIVersion: "postgresql.cnpg.io/v1", Kind: "Cluster", Current: cond("Ready", "True")},
+
+		// Strimzi: every kind reports Ready (and NotReady while it
+		// works); Ready False is an error it reports.
+		{APIVersion: "kafka.strimzi.io/v1beta2",
+			Current: cond("Ready", "True"),
+			Failed:  "status.?conditions.orValue([]).exists(c, c.type == 'Ready' && c.status == 'False')"},
+
+		// KEDA: Ready; False when the object cannot be used (a target
+		// that does not exist, a trigger that does not validate).
+		{APIVersion: "keda.sh/v1alpha1", Kind: "ScaledObject",
+			Current: cond("Ready", "True"),
+			Failed:  "status.?conditions.orValue([]).exists(c, c.type == 'Ready' && c.status == 'False')"},
+		{APIVersion: "keda.sh/v1alpha1", Kind: "ScaledJob",
+			Current: cond("Ready", "True"),
+			Failed:  "status.?conditions.orValue([]).exists(c, c.type == 'Ready' && c.status == 'False')"},
+	}
+	for _, r := range rules {
+		r.Origin = BuiltIn
+	}
+	return rules
+}
+
+// BuiltInRules lists the built-in rules, for docs and tests.
+func BuiltInRules() []Rule {
+	var out []Rule
+	for _, r := range builtInRules() {
+		out = append(out, *r)
+	}
+	return out
+}

@@ -1,0 +1,324 @@
+// Package health decides when a custom resource is ready by rules in
+// Flux's shape (a Kustomization's healthCheckExprs): for a kind, or for
+// every kind of a group, three CEL expressions over the object, current,
+// inProgress and failed, evaluated as Flux evaluates them, after the same
+// generation check. kstatus decides every kind no rule names.
+//
+// Flux's evaluator (fluxcd/pkg/runtime/cel) is used as it is, so that a
+// rule means here what it means in a Kustomization. Around it: an
+// expression that reads a field the object does not have yet says the
+// object is not ready yet, naming the expression and the field (Flux
+// returns an error, and the wait runs to its timeout); a rule that finds
+// the object failed ends the wait with the object's own message; and
+// every expression is parsed before the first write, every mistake named
+// at its line at once, with a warning for .all() over a list that may be
+// empty.
+package health
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"github.com/fluxcd/pkg/apis/kustomize"
+	fluxcel "github.com/fluxcd/pkg/runtime/cel"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Rule is one entry of health-rules, as a Kustomization's
+// healthCheckExprs entry: apiVersion's group and kind name the objects it
+// decides (kind left out: every kind of the group).
+type Rule struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind,omitempty"`
+	Current    string `json:"current"`
+	InProgress string `json:"inProgress,omitempty"`
+	Failed     string `json:"failed,omitempty"`
+
+	// Origin says where the rule comes from, for messages and reports:
+	// "built-in", or the file (or input) and line of its entry.
+	Origin string `json:"-"`
+	// Lines holds the line of each expression in Origin's file, by
+	// field name (current, inProgress, failed); 0 when unknown.
+	Lines map[string]int `json:"-"`
+}
+
+// BuiltIn is the Origin of the rules gantry brings.
+const BuiltIn = "built-in"
+
+// Name names the rule in messages: "built-in rule for Certificate.cert-manager.io",
+// or "rule for ... at FILE:LINE".
+func (r *Rule) Name() string {
+	what := r.groupKind().String()
+	if r.Kind == "" {
+		what = "every kind of " + r.groupKind().Group
+	}
+	if r.Origin == BuiltIn {
+		return "built-in rule for " + what
+	}
+	return "rule for " + what + " at " + r.Origin
+}
+
+func (r *Rule) groupKind() schema.GroupKind {
+	gk := schema.FromAPIVersionAndKind(r.APIVersion, r.Kind).GroupKind()
+	if r.Kind == "" {
+		gk.Kind = ""
+	}
+	return gk
+}
+
+// Set is a run's compiled rules: the user's, and the built-in ones for
+// the kinds no rule of the user's names.
+type Set struct {
+	byGK map[schema.GroupKind]*compiled
+}
+
+// compiled is a rule and its evaluator, made on first use: a CEL
+// environment per expression costs about a millisecond, which a run pays
+// only for the kinds it waits for.
+type compiled struct {
+	rule *Rule
+	eval func() (*fluxcel.StatusEvaluator, error)
+}
+
+func newCompiled(r *Rule) *compiled {
+	return &compiled{rule: r, eval: sync1(func() (*fluxcel.StatusEvaluator, error) { return newEvaluator(r) })}
+}
+
+// EvalBudget bounds the evaluation of one rule on one object.
+const EvalBudget = 100 * time.Millisecond
+
+// Verdict is what a rule decided of one object.
+type Verdict struct {
+	Result *status.Result
+	// Rule is the rule that decided.
+	Rule *Rule
+}
+
+// Rules returns the rules of the set, the user's first, in order.
+func (s *Set) Rules() []*Rule {
+	if s == nil {
+		return nil
+	}
+	var out []*Rule
+	for _, c := range s.byGK {
+		out = append(out, c.rule)
+	}
+	return out
+}
+
+// For returns the rule that decides objects of gk, if any: one for the
+// kind, else one for its whole group.
+func (s *Set) For(gk schema.GroupKind) *Rule {
+	if c := s.lookup(gk); c != nil {
+		return c.rule
+	}
+	return nil
+}
+
+func (s *Set) lookup(gk schema.GroupKind) *compiled {
+	if s == nil {
+		return nil
+	}
+	if c, ok := s.byGK[gk]; ok {
+		return c
+	}
+	return s.byGK[schema.GroupKind{Group: gk.Group}]
+}
+
+// Evaluate decides u by its rule; ok is false when no rule names its
+// kind (kstatus decides it then).
+func (s *Set) Evaluate(ctx context.Context, u *unstructured.Unstructured) (v Verdict, ok bool) {
+	c := s.lookup(u.GroupVersionKind().GroupKind())
+	if c == nil {
+		return Verdict{}, false
+	}
+	v.Rule = c.rule
+	eval, err := c.eval()
+	if err != nil {
+		v.Result = &status.Result{Status: status.FailedStatus, Message: fmt.Sprintf("%s: %v", c.rule.Name(), err)}
+		return v, true
+	}
+	// An expression comes from a file a pull request may write: its
+	// evaluation is bounded (CEL checks the context in its loops).
+	ctx, cancel := context.WithTimeout(ctx, EvalBudget)
+	defer cancel()
+	res, err := eval.Evaluate(ctx, u)
+	switch {
+	case err != nil:
+		which, expr := c.which(err)
+		if field, missing := missingField(err); missing {
+			v.Result = &status.Result{Status: status.InProgressStatus,
+				Message: fmt.Sprintf("%s: %s (%s) reads %s, which the object does not have yet", c.rule.Name(), which, expr, field)}
+			return v, true
+		}
+		v.Result = &status.Result{Status: status.FailedStatus,
+			Message: fmt.Sprintf("%s: %s (%s) cannot be evaluated on this object: %s", c.rule.Name(), which, expr, evalError(err))}
+	case res.Status == status.FailedStatus:
+		msg := c.rule.Name() + ": failed"
+		if own := ObjectMessage(u, true); own != "" {
+			msg += ": " + own
+		}
+		v.Result = &status.Result{Status: status.FailedStatus, Message: msg}
+	case res.Status == status.CurrentStatus:
+		v.Result = &status.Result{Status: status.CurrentStatus, Message: c.rule.Name() + ": current"}
+	default:
+		msg := c.rule.Name() + ": in progress"
+		if observedOld(u) {
+			msg += ": its controller has not observed generation " + fmt.Sprint(u.GetGeneration()) + " yet"
+		} else if own := ObjectMessage(u, false); own != "" {
+			msg += ": " + own
+		}
+		v.Result = &status.Result{Status: status.InProgressStatus, Message: msg}
+	}
+	return v, true
+}
+
+// which names the expression an evaluation error is about, from the
+// expression Flux's error quotes.
+func (c *compiled) which(err error) (name, expr string) {
+	msg := err.Error()
+	for _, e := range []struct{ name, expr string }{
+		{"inProgress", c.rule.InProgress}, {"failed", c.rule.Failed}, {"current", c.rule.Current},
+	} {
+		if e.expr != "" && strings.Contains(msg, "'"+e.expr+"'") {
+			return e.name, oneLine(e.expr)
+		}
+	}
+	return "an expression", ""
+}
+
+var noSuchKey = regexp.MustCompile(`no such (?:key|attribute)[^:]*: ?(.*)$`)
+
+// missingField says whether err is an expression reading a field the
+// object does not have (CEL's "no such key"), and which.
+func missingField(err error) (string, bool) {
+	m := noSuchKey.FindStringSubmatch(err.Error())
+	if m == nil {
+		return "", false
+	}
+	field := strings.TrimSpace(m[1])
+	if field == "" {
+		field = "a field"
+	}
+	return field, true
+}
+
+// evalError is CEL's own message, without Flux's quotation of the
+// expression, which the caller names.
+func evalError(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, "': "); i >= 0 {
+		return msg[i+3:]
+	}
+	return msg
+}
+
+// observedOld says whether u's controller has not observed its newest
+// generation: Flux's evaluator says in progress then, before any rule.
+func observedOld(u *unstructured.Unstructured) bool {
+	observed, ok, err := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+	return err == nil && ok && observed != u.GetGeneration()
+}
+
+// ObjectMessage is what the object itself says of its state. Of a
+// failed object: the first condition that reports a failure (status False
+// for a reason of failure, or a condition of failure True); then, of any:
+// its Ready (Synced, Available) condition when not True, the first
+// condition that reports a problem, status.message.
+func ObjectMessage(u *unstructured.Unstructured, failed bool) string {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	var ready, problem, failure string
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		typ, _ := m["type"].(string)
+		st, _ := m["status"].(string)
+		msg, _ := m["message"].(string)
+		reason, _ := m["reason"].(string)
+		text := msg
+		switch {
+		case text == "":
+			text = reason
+		case reason != "" && reason != typ:
+			text = reason + ": " + msg
+		}
+		if text == "" {
+			continue
+		}
+		bad := st == "False" && !negativePolarity(typ) || st == "True" && negativePolarity(typ)
+		if failure == "" && (st == "False" && failureReason.MatchString(reason) || st == "True" && negativePolarity(typ)) {
+			failure = text
+		}
+		if ready == "" && (typ == "Ready" || typ == "Synced" || typ == "Available") && st != "True" {
+			ready = text
+		}
+		if problem == "" && bad {
+			problem = text
+		}
+	}
+	if failed && failure != "" {
+		return oneLine(failure)
+	}
+	if s := cmp.Or(ready, problem); s != "" {
+		return oneLine(s)
+	}
+	for _, f := range []string{"message", "reason"} {
+		if s, ok, _ := unstructured.NestedString(u.Object, "status", f); ok && s != "" {
+			return oneLine(s)
+		}
+	}
+	return ""
+}
+
+var failureReason = regexp.MustCompile(`(?i)fail|error|denied|invalid`)
+
+// negativePolarity: conditions that report a problem when True.
+func negativePolarity(typ string) bool {
+	switch typ {
+	case "Stalled", "Degraded", "Failed", "Failure", "Error", "NotReady", "Denied", "InvalidRequest":
+		return true
+	}
+	return strings.HasSuffix(typ, "Failed") || strings.HasSuffix(typ, "Error") || strings.HasPrefix(typ, "Invalid")
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 300 {
+		s = s[:297] + "..."
+	}
+	return s
+}
+
+func newEvaluator(r *Rule) (*fluxcel.StatusEvaluator, error) {
+	return fluxcel.NewStatusEvaluator(&kustomize.HealthCheckExpressions{
+		Current: r.Current, InProgress: r.InProgress, Failed: r.Failed,
+	})
+}
+
+// sync1 makes f's result once, on first use: CEL environments cost
+// milliseconds, which a run without rules must not pay at start-up.
+func sync1[T any](f func() (T, error)) func() (T, error) {
+	var once sync.Once
+	var v T
+	var err error
+	return func() (T, error) {
+		once.Do(func() { v, err = f() })
+		return v, err
+	}
+}
+
+// CurrentNow says whether u is ready as it is: by its rule, else by
+// kstatus.
+func (s *Set) CurrentNow(ctx context.Context, u *unstructured.Unstructured) bool {
+	if v, ok := s.Evaluate(ctx, u); ok {
+		return v.Result.Status == status.CurrentStatus
+	}
+	res, err := status.Compute(u)
+	return err == nil && res.Status == status.CurrentStatus
+}

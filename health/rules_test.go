@@ -1,0 +1,138 @@
+package health
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// One read of a rules file names every mistake at its line: a syntax
+// error (on the second line of a block), an unknown field with the one
+// meant, a rule without current, a second rule for one kind; and warns of
+// .all() over a list that may be empty, unless the same list is also
+// required to hold something.
+func TestRulesFileMistakesAtTheirLines(t *testing.T) {
+	text := `- apiVersion: example.com/v1
+  kind: Widget
+  current: |
+    status.?conditions.orValue([]).exists(c, c.type == 'Ready' &&
+      c.status == 'True'
+  failed: "false"
+- apiVersion: example.com/v1
+  kind: Gadget
+  curent: "true"
+- apiVersion: example.com/v1
+  kind: Gizmo
+  failed: "false"
+- apiVersion: example.com/v1
+  kind: Doohickey
+  current: status.?conditions.orValue([]).all(c, c.status == 'True')
+  failed: status.conditions.all(c, c.status == 'False') && size(status.conditions) > 0
+- apiVersion: example.com/v1
+  kind: Doohickey
+  current: "true"
+`
+	rules, parseErr := ParseText([]byte(text), "health.yaml", 1)
+	_, warnings, compileErr := Compile(rules, true)
+	got := strings.Join([]string{errString(parseErr), errString(compileErr), strings.Join(warnings, "\n")}, "\n")
+	for _, want := range []string{
+		"health.yaml:5: health rule for Widget.example.com: current: Syntax error",
+		`health.yaml:9: health rule: unknown field "curent"; did you mean current?`,
+		"health.yaml:7: health rule for Gadget.example.com: no current",
+		"health.yaml:10: health rule for Gizmo.example.com: no current",
+		"health.yaml:17: health rule for Doohickey.example.com: a rule for it is already at health.yaml:13",
+		"health.yaml:15: health rule for Doohickey.example.com: current: status.?conditions.orValue([]).all(...) is true when the list is empty or missing",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "health.yaml:16") {
+		t.Errorf("a .all() whose list must also hold something is warned of:\n%s", got)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// A user's rule replaces the built-in one for its kind, and a rule for a
+// whole group every built-in one of the group; none leaves kstatus to
+// decide every kind.
+func TestUserRulesReplaceBuiltIns(t *testing.T) {
+	rules, err := ParseText([]byte("- apiVersion: cert-manager.io/v1\n  kind: Certificate\n  current: \"true\"\n- apiVersion: keda.sh/v1alpha1\n  current: \"true\"\n"), "rules.yaml", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, _, err := Compile(rules, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for gk, want := range map[string]string{
+		"Certificate.cert-manager.io":   "rules.yaml:1",
+		"Issuer.cert-manager.io":        BuiltIn,
+		"ScaledObject.keda.sh":          "rules.yaml:4",
+		"ScaledJob.keda.sh":             "rules.yaml:4",
+		"Rollout.argoproj.io":           BuiltIn,
+		"Anything.keda.sh":              "rules.yaml:4",
+		"Deployment.apps":               "",
+		"Certificate.other.example.com": "",
+	} {
+		r := set.For(schema.ParseGroupKind(gk))
+		switch {
+		case want == "" && r != nil:
+			t.Errorf("%s: decided by %s, want kstatus", gk, r.Origin)
+		case want != "" && (r == nil || r.Origin != want):
+			t.Errorf("%s: decided by %v, want %s", gk, r, want)
+		}
+	}
+	none, _, err := Compile(nil, false)
+	if err != nil || none.For(schema.ParseGroupKind("Certificate.cert-manager.io")) != nil {
+		t.Errorf("without built-ins a Certificate has a rule: %v", err)
+	}
+}
+
+// The guards around Flux's evaluator: a field the object lacks is "not
+// yet", naming the expression and the field; an expression that cannot
+// be evaluated otherwise fails the object at once, naming the rule; the
+// generation check comes first, as in Flux.
+func TestEvaluationGuards(t *testing.T) {
+	rules, err := ParseText([]byte(`- apiVersion: example.com/v1
+  kind: Widget
+  current: status.replicas == status.readyReplicas
+  failed: status.phase == 'Failed'
+- apiVersion: example.com/v1
+  kind: Gadget
+  current: status.count > 'three'
+`), "rules.yaml", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, _, err := Compile(rules, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, kind, body string
+		want             status.Status
+		says             string
+	}{
+		{"ready", "Widget", "status:\n  phase: Running\n  replicas: 3\n  readyReplicas: 3\n", status.CurrentStatus, "rule for Widget.example.com at rules.yaml:1: current"},
+		{"not yet", "Widget", "status:\n  phase: Running\n  replicas: 3\n  readyReplicas: 1\n", status.InProgressStatus, "in progress"},
+		{"phase missing", "Widget", "status:\n  replicas: 3\n", status.InProgressStatus, "failed (status.phase == 'Failed') reads phase, which the object does not have yet"},
+		{"failed", "Widget", "status:\n  phase: Failed\n  message: out of quota\n", status.FailedStatus, "rule for Widget.example.com at rules.yaml:1: failed: out of quota"},
+		{"old generation", "Widget", "status:\n  observedGeneration: 1\n  phase: Failed\n", status.InProgressStatus, "has not observed generation 2 yet"},
+		{"cannot be evaluated", "Gadget", "status:\n  count: 3\n", status.FailedStatus, "current (status.count > 'three') cannot be evaluated on this object: no such overload"},
+	} {
+		v, ok := set.Evaluate(context.Background(), obj(t, "example.com/v1", tc.kind, tc.body))
+		if !ok || v.Result.Status != tc.want || !strings.Contains(v.Result.Message, tc.says) {
+			t.Errorf("%s: %v %+v; want %s saying %q", tc.name, ok, v.Result, tc.want, tc.says)
+		}
+	}
+}
