@@ -97,6 +97,10 @@ func ParseNode(n *yaml.Node, file string, lineOffset int) ([]Rule, error) {
 			errs = append(errs, fmt.Errorf("%s: health rule: no apiVersion: name the group and version of the kind it decides, such as cert-manager.io/v1", r.Origin))
 			continue
 		}
+		if gk := r.groupKind(); gk == secretKind {
+			errs = append(errs, fmt.Errorf("%s: health rule for Secret: Secrets are not decided by rules (an expression over their data could print it); kstatus has a Secret ready when it exists", r.Origin))
+			continue
+		}
 		if r.Current == "" {
 			errs = append(errs, fmt.Errorf("%s: health rule for %s: no current: it is the expression that says the object is ready", r.Origin, r.what()))
 			continue

@@ -91,6 +91,11 @@ func newCompiled(r *Rule) *compiled {
 	return &compiled{rule: r, eval: sync1(func() (*fluxcel.StatusEvaluator, error) { return newEvaluator(r) })}
 }
 
+// secretKind is never decided by a rule: an expression over a Secret's
+// data could carry it into a message (an error that quotes what it could
+// not convert), and kstatus has a Secret ready when it exists.
+var secretKind = schema.GroupKind{Kind: "Secret"}
+
 // EvalBudget bounds the evaluation of one rule on one object.
 const EvalBudget = 100 * time.Millisecond
 
@@ -123,8 +128,8 @@ func (s *Set) For(gk schema.GroupKind) *Rule {
 }
 
 func (s *Set) lookup(gk schema.GroupKind) *compiled {
-	if s == nil {
-		return nil
+	if s == nil || gk == secretKind {
+		return nil // see secretKind
 	}
 	if c, ok := s.byGK[gk]; ok {
 		return c
@@ -154,6 +159,12 @@ func (s *Set) Evaluate(ctx context.Context, u *unstructured.Unstructured) (v Ver
 	case err != nil:
 		which, expr := c.which(err)
 		if field, missing := missingField(err); missing {
+			// The key CEL names may have been computed from the
+			// object's values (m[data.x]): it is printed only when the
+			// rule's own text holds it.
+			if !strings.Contains(c.rule.Current+c.rule.InProgress+c.rule.Failed, field) {
+				field = "a key computed from the object"
+			}
 			v.Result = &status.Result{Status: status.InProgressStatus,
 				Message: fmt.Sprintf("%s: %s (%s) reads %s, which the object does not have yet", c.rule.Name(), which, expr, field)}
 			return v, true
@@ -210,14 +221,19 @@ func missingField(err error) (string, bool) {
 	return field, true
 }
 
-// evalError is CEL's own message, without Flux's quotation of the
-// expression, which the caller names.
+// evalError is the kind of CEL's error, without what follows it: CEL's
+// messages may quote the values they could not use (a pattern that does
+// not compile, a string that is not a number), and those are the
+// object's, which may be secret.
 func evalError(err error) string {
 	msg := err.Error()
 	if i := strings.LastIndex(msg, "': "); i >= 0 {
-		return msg[i+3:]
+		msg = msg[i+3:]
 	}
-	return msg
+	if i := strings.IndexAny(msg, ":'\"`\n"); i >= 0 {
+		msg = msg[:i]
+	}
+	return strings.TrimSpace(msg)
 }
 
 // observedOld says whether u's controller has not observed its newest

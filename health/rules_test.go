@@ -136,3 +136,42 @@ func TestEvaluationGuards(t *testing.T) {
 		}
 	}
 }
+
+// What a rule's evaluation prints never carries the object's values: a
+// key computed from them, a pattern or number CEL could not use; and no
+// rule decides a Secret.
+func TestEvaluationMessagesCarryNoValues(t *testing.T) {
+	const secret = "s3cr3t-(value"
+	rules, err := ParseText([]byte(`- apiVersion: example.com/v1
+  kind: Widget
+  current: spec[spec.token] == 'x'
+- apiVersion: example.com/v1
+  kind: Gadget
+  current: spec.name.matches(spec.token)
+- apiVersion: example.com/v1
+  kind: Gizmo
+  current: int(spec.token) > 1
+- apiVersion: v1
+  current: "true"
+`), "rules.yaml", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, _, err := Compile(rules, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"Widget", "Gadget", "Gizmo"} {
+		v, ok := set.Evaluate(context.Background(), obj(t, "example.com/v1", kind, "spec:\n  name: n\n  token: \""+secret+"\"\n"))
+		t.Logf("%s: %s %s", kind, v.Result.Status, v.Result.Message)
+		if !ok || strings.Contains(v.Result.Message, "s3cr3t") {
+			t.Errorf("%s: %v %q: the object's value is printed", kind, ok, v.Result)
+		}
+	}
+	if _, ok := set.Evaluate(context.Background(), obj(t, "v1", "Secret", "data:\n  token: czNjcjN0\n")); ok {
+		t.Error("a rule for the core group decides a Secret")
+	}
+	if _, err := ParseText([]byte("- apiVersion: v1\n  kind: Secret\n  current: \"true\"\n"), "rules.yaml", 1); err == nil || !strings.Contains(err.Error(), "rules.yaml:1: health rule for Secret: Secrets are not decided by rules") {
+		t.Errorf("a rule for Secret: %v", err)
+	}
+}
