@@ -22,6 +22,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
@@ -311,7 +312,12 @@ func oneLine(s string) string {
 	return s
 }
 
+// evaluatorsMade counts the evaluators made, for the test that each rule's
+// is made once.
+var evaluatorsMade atomic.Int64
+
 func newEvaluator(r *Rule) (*fluxcel.StatusEvaluator, error) {
+	evaluatorsMade.Add(1)
 	return fluxcel.NewStatusEvaluator(&kustomize.HealthCheckExpressions{
 		Current: r.Current, InProgress: r.InProgress, Failed: r.Failed,
 	})

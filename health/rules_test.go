@@ -175,3 +175,29 @@ func TestEvaluationMessagesCarryNoValues(t *testing.T) {
 		t.Errorf("a rule for Secret: %v", err)
 	}
 }
+
+// Each rule's evaluator is made once per run: a user's rule when it is
+// compiled (to find its mistakes before any write), a built-in one on its
+// first use; never per object or per poll.
+func TestEvaluatorsAreMadeOnce(t *testing.T) {
+	rules, err := ParseText([]byte("- apiVersion: example.com/v1\n  kind: Widget\n  current: \"true\"\n"), "rules.yaml", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := evaluatorsMade.Load()
+	set, _, err := Compile(rules, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	widget := obj(t, "example.com/v1", "Widget", "status: {}\n")
+	cert := obj(t, "cert-manager.io/v1", "Certificate", "status: {}\n")
+	for range 3 { // polls
+		for range 100 { // objects
+			set.Evaluate(context.Background(), widget)
+			set.Evaluate(context.Background(), cert)
+		}
+	}
+	if made := evaluatorsMade.Load() - before; made != 2 {
+		t.Errorf("%d evaluators made for two kinds over 600 evaluations, want 2", made)
+	}
+}

@@ -14,7 +14,9 @@
 // resources), prune, wait, build, memory, operator, tenants, units (a run
 // file of 20 units over three control planes), offline, bundle (offline
 // validation of a monitoring stack's bundle), drift, charts (build --chart
-// of a platform chart against helm template), startup.
+// of a platform chart against helm template), health (a poll of 1000
+// custom resources decided by health rules, against kstatus alone),
+// startup.
 //
 // kapp is timed beside kubectl, and kubectl-validate beside gantry's
 // offline validation, where they are found: bin/ (make bench-peers builds
@@ -83,7 +85,7 @@ func main() {
 	flag.IntVar(&b.memoryObjects, "memory-objects", 10000, "ConfigMaps of the memory scenario")
 	flag.IntVar(&b.offlineObjects, "offline-objects", 5000, "objects of the offline scenario's set (its memory row validates twice as many)")
 	flag.IntVar(&b.otherCRDs, "other-crds", 40, "CRDs of 285 KB the cluster serves in the operator scenario")
-	only := flag.String("only", "apply,far,newset,prune,wait,build,components,memory,operator,tenants,units,offline,bundle,drift,charts,startup", "scenarios to run, comma-separated")
+	only := flag.String("only", "apply,far,newset,prune,wait,build,components,memory,operator,tenants,units,offline,bundle,drift,charts,health,startup", "scenarios to run, comma-separated")
 	gantryArgs := flag.String("gantry-args", "", "extra flags for gantry's runs of the apply and far scenarios, space-separated (--concurrency=64)")
 	farScenarios := flag.String("far-scenarios", "apply,operator,drift", "what the far scenario times through its proxy, comma-separated")
 	rtts := flag.String("rtts", "20ms,50ms", "round-trip times of the far scenario's proxy, comma-separated")
@@ -185,6 +187,9 @@ func (b *bench) run() error {
 	}
 	if b.only["charts"] {
 		rows = append(rows, b.chartsScenario()...)
+	}
+	if b.only["health"] {
+		rows = append(rows, b.healthScenario()...)
 	}
 	// Last: its Deployments and pods leave the most behind.
 	if b.only["wait"] {

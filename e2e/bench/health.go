@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/gantry-dev/gantry/health"
+)
+
+// healthScenario measures what health rules cost the wait: the CPU of one
+// poll of 1000 Certificates (decoding the LIST the API server answers,
+// then deciding each object) with the built-in rule for Certificates,
+// against the same poll decided by kstatus alone. The rules are compiled
+// once, before the first poll, as a run compiles them.
+func (b *bench) healthScenario() []row {
+	const objects, polls = 1000, 20
+	list := certificateList(objects)
+	set, _, err := health.Compile(nil, true)
+	b.must(err)
+	poll := func(rules bool) {
+		var l unstructured.UnstructuredList
+		b.must(l.UnmarshalJSON(list))
+		for i := range l.Items {
+			u := &l.Items[i]
+			if rules {
+				if v, ok := set.Evaluate(context.Background(), u); !ok || v.Result.Status != status.CurrentStatus {
+					b.must(fmt.Errorf("the rule says %v of a ready Certificate", v.Result))
+				}
+				continue
+			}
+			if _, err := status.Compute(u); err != nil {
+				b.must(err)
+			}
+		}
+	}
+	cpu := func(rules bool) time.Duration {
+		start := cpuTime()
+		for range polls {
+			poll(rules)
+		}
+		return (cpuTime() - start) / polls
+	}
+	poll(true) // the rule's evaluator is made on its first use
+	var with, without []time.Duration
+	for rep := range b.reps {
+		// Alternated, the order swapped every repetition.
+		if rep%2 == 0 {
+			with = append(with, cpu(true))
+			without = append(without, cpu(false))
+		} else {
+			without = append(without, cpu(false))
+			with = append(with, cpu(true))
+		}
+		b.logf("health: rep %d: a poll of %d Certificates: %s of CPU with rules, %s with kstatus alone", rep+1, objects, with[rep], without[rep])
+	}
+	return []row{{name: fmt.Sprintf("health rules: CPU of one poll of %d Certificates (LIST decoded, each decided) with the built-in rule, against kstatus alone (floor)", objects),
+		gantry: median(with), flr: median(without), ratios: ratios(with, without), target: "≤ 1.1 × floor"}}
+}
+
+// cpuTime is the CPU this process used so far, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// certificateList is a LIST answer of n ready Certificates, as
+// cert-manager leaves them.
+func certificateList(n int) []byte {
+	items := make([]any, n)
+	for i := range items {
+		items[i] = map[string]any{
+			"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+			"metadata": map[string]any{"name": fmt.Sprintf("cert-%04d", i), "namespace": "bench", "generation": 1,
+				"uid": fmt.Sprintf("0000-%04d", i), "resourceVersion": fmt.Sprint(1000 + i),
+				"labels": map[string]any{"app.kubernetes.io/name": "bench", "gantry.dev/inventory": "bench"}},
+			"spec": map[string]any{"secretName": fmt.Sprintf("cert-%04d-tls", i), "dnsNames": []any{fmt.Sprintf("svc-%04d.bench.svc", i)},
+				"issuerRef": map[string]any{"name": "selfsigned", "kind": "Issuer"}},
+			"status": map[string]any{
+				"notBefore": "2026-11-27T00:00:00Z", "notAfter": "2027-02-25T00:00:00Z", "renewalTime": "2027-01-26T00:00:00Z", "revision": 1,
+				"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "Ready", "observedGeneration": 1,
+					"message": "Certificate is up to date and has not expired", "lastTransitionTime": "2026-11-27T00:00:01Z"}},
+			},
+		}
+	}
+	out, err := json.Marshal(map[string]any{"apiVersion": "cert-manager.io/v1", "kind": "CertificateList", "metadata": map[string]any{"resourceVersion": "9999"}, "items": items})
+	if err != nil {
+		panic(err)
+	}
+	return out
+}

@@ -1,0 +1,33 @@
+package health
+
+import (
+	"context"
+	"testing"
+
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+)
+
+// The cost of deciding one ready Certificate by its built-in rule,
+// against kstatus's Compute of it.
+func BenchmarkEvaluate(b *testing.B) {
+	set, _, err := Compile(nil, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	t := &testing.T{}
+	u := obj(t, "cert-manager.io/v1", "Certificate", "status:\n  conditions:\n  - type: Ready\n    status: \"True\"\n    observedGeneration: 2\n    reason: Ready\n    message: up to date\n")
+	b.Run("rule", func(b *testing.B) {
+		for b.Loop() {
+			if v, ok := set.Evaluate(context.Background(), u); !ok || v.Result.Status != status.CurrentStatus {
+				b.Fatal(v.Result)
+			}
+		}
+	})
+	b.Run("kstatus", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := status.Compute(u); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
