@@ -92,9 +92,12 @@ type Config struct {
 	ServiceAccount string
 	HealthChecks   []pipeline.ObjectRef
 	// Health decides custom resources by rules (health-rules and the
-	// built-in ones); HealthWarnings are the traps found in them.
+	// built-in ones); HealthWarnings are the traps found in them, and
+	// HealthErr their mistakes, reported with the fields the kinds'
+	// schemas lack when the set is validated, all in one pass.
 	Health         *health.Set
 	HealthWarnings []string
+	HealthErr      error
 	// Concurrency is the most requests in flight, and the workers each
 	// stage keeps; ConcurrencyStart the bound a run starts at, less when
 	// concurrency is auto (the bound then grows far from the cluster).
@@ -1161,12 +1164,6 @@ func (in *inputs) health(c *Config) {
 		}
 		rules, err = health.ParseText(data, raw, 1)
 	}
-	if err != nil {
-		in.errs = append(in.errs, err)
-	}
-	set, warnings, err := health.Compile(rules, builtIns)
-	if err != nil {
-		in.errs = append(in.errs, err)
-	}
-	c.Health, c.HealthWarnings = set, warnings
+	set, warnings, compileErr := health.Compile(rules, builtIns)
+	c.Health, c.HealthWarnings, c.HealthErr = set, warnings, errors.Join(err, compileErr)
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -156,32 +157,79 @@ func TestHealthRuleFailedEndsTheWait(t *testing.T) {
 	}
 }
 
-// Every mistake of a rules file is named at its line, before anything is
-// written.
-func TestHealthRulesMistakesBeforeAnyWrite(t *testing.T) {
+// One pass finds every mistake of a run file's rules, each at its line of
+// the run file, before anything is written, live and offline: a syntax
+// error, a field the kind's schema (its CRD in the set) does not have, and
+// .all() over a list that may be empty; an unknown field of a rule too.
+func TestHealthRulesMistakesInOnePass(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	dir, group := healthSet(t, ns)
-	rules := dir + "/../bad-rules.yaml"
-	writeFile(t, rules, fmt.Sprintf(`- apiVersion: %[1]s/v1
-  kind: Gizmo
-  current: status.conditions.exists(c, c.type == 'Ready'
-- apiVersion: %[1]s/v1
-  kind: Gadget
-  current: status.?conditions.orValue([]).all(c, c.status == 'True')
-  failde: "false"
+	// The CRD with a schema of its fields, for the field check.
+	writeFile(t, dir+"/crd.yaml", fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gizmos.%[1]s
+spec:
+  group: %[1]s
+  scope: Namespaced
+  names: {plural: gizmos, singular: gizmo, kind: Gizmo, listKind: GizmoList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {size: {type: integer}}}
+          status:
+            type: object
+            properties:
+              phase: {type: string}
+              conditions:
+                type: array
+                items: {type: object, properties: {type: {type: string}, status: {type: string}}}
 `, group))
-	r := gantry(t, "apply", "--path="+dir, "--inventory=rules", "--inventory-namespace="+ns, "--health-rules="+rules)
-	if r.code != 2 {
-		t.Fatalf("exit %d, want 2 (invalid input):\n%s", r.code, r.stderr)
+	runFile := dir + "/../gantry.yaml"
+	writeFile(t, runFile, fmt.Sprintf(`units:
+- name: gizmos
+  path: %[2]s
+  inventory: rules
+  inventory-namespace: %[3]s
+  health-rules:
+  - apiVersion: %[1]s/v1
+    kind: Gizmo
+    current: status.?conditions.orValue([]).exists(c, c.type == 'Ready' && c.status == 'True')
+    failed: status.phaze == 'Failed'
+  - apiVersion: %[1]s/v1
+    kind: Gadget
+    current: status.conditions.exists(c, c.type == 'Ready'
+  - apiVersion: %[1]s/v1
+    kind: Doohickey
+    current: status.?conditions.orValue([]).all(c, c.status == 'True')
+    failde: "false"
+`, group, filepath.Base(dir), ns))
+	want := []string{
+		runFile + ":10: health rule for Gizmo." + group + ": failed reads status.phaze, but the schema of Gizmo." + group + " has no field status.phaze",
+		runFile + ":13: health rule for Gadget." + group + ": current: Syntax error",
+		runFile + ":16: health rule for Doohickey." + group + ": current: status.?conditions.orValue([]).all(...) is true when the list is empty or missing",
+		runFile + `:17: health rule: unknown field "failde"; did you mean failed?`,
 	}
-	for _, want := range []string{rules + ":3: health rule for Gizmo." + group + ": current: Syntax error", rules + `:7: health rule: unknown field "failde"; did you mean failed?`} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("missing %q:\n%s", want, r.stderr)
+	for _, mode := range [][]string{{"apply"}, {"validate", "--offline"}} {
+		r := gantry(t, append(mode, "--run-file="+runFile, "--workspace="+filepath.Dir(runFile))...)
+		if r.code != 1 {
+			t.Fatalf("%v: exit %d, want 1 (validation failed):\n%s", mode, r.code, r.stderr)
 		}
-	}
-	if exists(t, schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}, "", "gizmos."+group) {
-		t.Error("the CRD was applied although the rules are invalid")
+		for _, w := range want {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("%v: missing %q:\n%s", mode, w, r.stderr)
+			}
+		}
+		if exists(t, schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}, "", "gizmos."+group) {
+			t.Fatalf("%v: the CRD was applied although the rules are wrong", mode)
+		}
 	}
 }
 

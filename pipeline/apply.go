@@ -42,6 +42,9 @@ func (r *run) validate(ctx context.Context) error {
 		// held (hold opens the fence), whatever path the plan takes.
 		r.clients.Fence.Hold(func() error { return errNoLease })
 	}
+	if err := r.checkRuleSchemas(ctx); err != nil {
+		return err
+	}
 	// The revision is compressed while the cluster is asked.
 	revision := r.prepareRevision()
 	lockLater, err := r.readAndPlan(ctx, r.mayPlanUnlocked())

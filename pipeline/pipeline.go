@@ -81,7 +81,10 @@ type Options struct {
 	HealthChecks []ObjectRef
 	// Health decides the custom resources its rules name (nil: kstatus
 	// decides every object).
-	Health      *health.Set
+	Health *health.Set
+	// HealthErr is what is wrong with the rules: reported, with the
+	// fields their kinds' schemas lack, before anything is written.
+	HealthErr   error
 	Concurrency int
 
 	// Revision and Source are recorded in the inventory and the result.

@@ -52,6 +52,9 @@ func Validate(ctx context.Context, opts Options, connect Connector, obs Observer
 
 // validateWithoutCluster checks every object offline.
 func (r *run) validateWithoutCluster(ctx context.Context) error {
+	if err := r.checkRuleSchemas(ctx); err != nil {
+		return err
+	}
 	problems, err := r.offlineProblems(ctx)
 	if err != nil {
 		return err
@@ -81,6 +84,9 @@ func withDefaultNamespace(u *unstructured.Unstructured, ns string) *unstructured
 // validateOnCluster dry-runs every object as diff does and reports each
 // valid or failed.
 func (r *run) validateOnCluster(ctx context.Context) error {
+	if err := r.checkRuleSchemas(ctx); err != nil {
+		return err
+	}
 	err := r.diff(ctx)
 	r.mu.Lock()
 	defer r.mu.Unlock()

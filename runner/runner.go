@@ -172,6 +172,7 @@ func (s *Session) Options(cfg *config.Config) pipeline.Options {
 		Timeout:                cfg.Timeout,
 		HealthChecks:           cfg.HealthChecks,
 		Health:                 cfg.Health,
+		HealthErr:              cfg.HealthErr,
 		Concurrency:            cfg.Concurrency,
 		Revision:               cfg.Revision,
 		Source:                 cfg.Source,
