@@ -162,6 +162,9 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 		}
 		facts = append(facts, fact)
 	}
+	if fact := healthRulesFact(res.Objects); fact != "" {
+		facts = append(facts, fact)
+	}
 	if len(res.Stages) > 0 {
 		var st []string
 		for _, s := range res.Stages {
@@ -533,4 +536,33 @@ func firstLines(s string, n int) string {
 		return cut + fmt.Sprintf("… %d more lines", dropped)
 	}
 	return cut
+}
+
+// healthRulesFact says which health rules decided the readiness of how
+// many objects (kstatus decided the others): the first few rules by name.
+func healthRulesFact(objects []result.Object) string {
+	count := map[string]int{}
+	var rules []string
+	for _, o := range objects {
+		if o.Health == nil || o.Health.Rule == "" {
+			continue
+		}
+		if count[o.Health.Rule] == 0 {
+			rules = append(rules, o.Health.Rule)
+		}
+		count[o.Health.Rule]++
+	}
+	if len(rules) == 0 {
+		return ""
+	}
+	const shown = 4
+	var parts []string
+	for i, r := range rules {
+		if i == shown {
+			parts = append(parts, fmt.Sprintf("%d more", len(rules)-shown))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s (%d)", cell(r), count[r]))
+	}
+	return "**Health** decided by " + strings.Join(parts, ", ") + "; kstatus decided the rest"
 }

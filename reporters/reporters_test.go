@@ -171,3 +171,20 @@ func TestCellEscapesTableBreakers(t *testing.T) {
 		t.Errorf("cell = %q", got)
 	}
 }
+
+// The summary says which health rules decided how many objects, each
+// rule's name (which a run file writes) as plain text.
+func TestHealthRulesFact(t *testing.T) {
+	res := sample()
+	res.Objects[0].Health = &result.Health{Status: "Current", Rule: "built-in rule for Certificate.cert-manager.io"}
+	res.Objects[1].Health = &result.Health{Status: "Failed", Rule: "rule for Gizmo.example.com at deploy/[x](http://evil)*.yaml:3", Message: "rule for Gizmo.example.com at deploy/[x](http://evil)*.yaml:3: failed: Broken"}
+	md := Markdown(res, Page{}, ObjectsOnly)
+	for _, want := range []string{"**Health** decided by built-in rule for Certificate.cert-manager.io (1), rule for Gizmo.example.com at deploy/\\[x\\]\\(http://evil\\)\\*.yaml:3 (1); kstatus decided the rest"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("missing %q in:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "[x](http://evil)") {
+		t.Errorf("a rule's name is read as Markdown:\n%s", md)
+	}
+}
