@@ -21,7 +21,7 @@ TOOLS     := $(CLUSTER_TOOLS) $(AGE_BINS) $(BIN)/cosign $(BIN)/sops $(BIN)/actio
 
 FLUX_BINS := $(BIN)/source-controller $(BIN)/kustomize-controller
 
-.PHONY: all bench bench-peers build image tools cluster-tools flux-tools fuzz test test-image test-flux test-race test-short demo cluster docs schemas compare-offline lint vuln soak release-prep clean help
+.PHONY: all bench bench-peers build image tools cluster-tools flux-tools fuzz test test-image test-flux cert-manager-tools test-certmanager test-race test-short demo cluster docs schemas compare-offline lint vuln soak release-prep clean help
 
 all: build
 
@@ -160,6 +160,24 @@ $(BIN)/kustomize-controller: hack/tools/flux-kustomize/go.mod hack/tools/flux-ku
 	@mkdir -p $(BIN)/flux-crds
 	cp "$$(cd hack/tools/flux-kustomize && $(GO) list -m -f '{{.Dir}}' github.com/fluxcd/kustomize-controller)/config/crd/bases/"*.yaml $(BIN)/flux-crds/
 	@chmod u+w $(BIN)/flux-crds/*
+
+## test-certmanager: the health rules against cert-manager's own controllers (v1.21.2, built from its module): gantry waits for a Certificate until it is issued
+test-certmanager: tools cert-manager-tools
+	GANTRY_CERTMANAGER=1 $(GO) test -count=1 -timeout 15m -run 'TestCertManager' ./e2e
+
+## cert-manager-tools: cert-manager's controllers for self-signed and CA issuance and its CRDs, into bin/ (only make test-certmanager needs them)
+cert-manager-tools: $(BIN)/cert-manager-controller $(BIN)/cert-manager-crds
+
+# cert-manager's own controller binary is a module the Go module proxy does
+# not serve: hack/tools/cert-manager/main.go runs the controllers from the
+# packages of the cert-manager module. The CRDs come from the same version.
+$(BIN)/cert-manager-controller: hack/tools/cert-manager/go.mod hack/tools/cert-manager/go.sum hack/tools/cert-manager/main.go
+	cd hack/tools/cert-manager && $(GO) build -trimpath -ldflags '-s -w' -o $@ .
+
+$(BIN)/cert-manager-crds: hack/tools/cert-manager/go.mod hack/tools/cert-manager/go.sum
+	@rm -rf $@ && mkdir -p $@
+	cp "$$(cd hack/tools/cert-manager && $(GO) list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)/deploy/crds/"*.yaml $@/
+	@chmod u+w $@/*
 
 ## fuzz: each fuzz target for FUZZTIME (default 30s); make test runs their seeds, and fuzzes the sinks whose packages build for fuzzing in seconds
 FUZZTIME ?= 30s
