@@ -332,3 +332,20 @@ func looksRemote(e string) bool {
 	first, rest, ok := strings.Cut(e, "/")
 	return ok && rest != "" && strings.Contains(first, ".") && !strings.HasPrefix(first, ".")
 }
+
+// IsCredentialFile says whether the file at path is one of files (the
+// run's credential files) or lies in one of their folders, links
+// resolved: the rule the build reads by, for what is read beside it.
+func IsCredentialFile(path string, files []string) bool {
+	var f boundedFS
+	f.deny(files)
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return false
+	}
+	info, err := os.Stat(real)
+	if err != nil {
+		return false
+	}
+	return f.credential(real, info)
+}

@@ -340,6 +340,7 @@ func configure(g *Given) (*Config, error) {
 	masks, files := kubeconfigCredentials(c, env)
 	c.Secrets = append(c.Secrets, masks...)
 	c.CredentialFiles = credentialFiles(files, in, env)
+	in.health(c)
 	return c, errors.Join(in.errs...)
 }
 
@@ -528,7 +529,6 @@ func (in *inputs) behaviour(c *Config) {
 		}
 		c.HealthChecks = append(c.HealthChecks, pipeline.ObjectRef{Kind: m[1], Namespace: m[2], Name: m[3]})
 	}
-	in.health(c)
 	c.Units = in.lines("unit")
 	c.UnitsConcurrency = int(in.number("units-concurrency", 1, 64, "a whole number from 1 to 64"))
 }
@@ -1157,13 +1157,17 @@ func (in *inputs) health(c *Config) {
 	case rulesText(raw):
 		rules, err = health.ParseText([]byte(v.raw), v.origin, 1)
 	default:
+		if build.IsCredentialFile(raw, c.CredentialFiles) {
+			in.bad("health-rules", "%s is a file the run holds credentials in: it is never read as rules", raw)
+			return
+		}
 		var data []byte
-		if data, err = readBounded(raw, 1<<20); err != nil {
+		if data, err = readBounded(raw, health.MaxRulesBytes); err != nil {
 			in.bad("health-rules", "%v", err)
 			return
 		}
 		rules, err = health.ParseText(data, raw, 1)
 	}
-	set, warnings, compileErr := health.Compile(rules, builtIns)
+	set, warnings, compileErr := health.CompileOnce(rules, builtIns)
 	c.Health, c.HealthWarnings, c.HealthErr = set, warnings, errors.Join(err, compileErr)
 }

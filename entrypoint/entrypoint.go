@@ -123,7 +123,7 @@ func runOne(ctx context.Context, inv *config.Given, p platform, stdout, stderr i
 	if w := pullRequestWriteWarning(cfg.Command, env, p); w != "" {
 		console.warn(w)
 	}
-	for _, w := range cfg.HealthWarnings {
+	for _, w := range boundWarnings(cfg.HealthWarnings) {
 		console.warn(w)
 	}
 	if cfg.Artifact != "" {

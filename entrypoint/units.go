@@ -72,13 +72,17 @@ func runFile(ctx context.Context, inv *config.Given, file string, p platform, st
 		s.console.warn(w)
 	}
 	warned := map[string]bool{} // units share their defaults' rules
+	var warnings []string
 	for _, u := range units {
 		for _, w := range u.Config.HealthWarnings {
 			if !warned[w] {
 				warned[w] = true
-				s.console.warn(w)
+				warnings = append(warnings, w)
 			}
 		}
+	}
+	for _, w := range boundWarnings(warnings) {
+		s.console.warn(w)
 	}
 	for _, o := range config.Overrides(*inv) {
 		s.console.printf("gantry: %s applies to every unit of %s\n", o, file)
@@ -181,4 +185,15 @@ func worstExit(codes ...int) int {
 		}
 	}
 	return worst
+}
+
+// maxWarnings is the most warnings about health rules printed: the rules
+// come from files a pull request writes, which could hold thousands.
+const maxWarnings = 10
+
+func boundWarnings(ws []string) []string {
+	if len(ws) <= maxWarnings {
+		return ws
+	}
+	return append(ws[:maxWarnings:maxWarnings], fmt.Sprintf("%d more warnings about health rules", len(ws)-maxWarnings))
 }

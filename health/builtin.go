@@ -12,7 +12,7 @@ package health
 // current one).
 func cond(typ, st string) string {
 	return "status.?conditions.orValue([]).exists(c, c.type == '" + typ + "' && c.status == '" + st + "'" +
-		" && c.?observedGeneration.orValue(metadata.?generation.orValue(0)) == metadata.?generation.orValue(0))"
+		" && (!has(c.observedGeneration) || c.observedGeneration == metadata.generation))"
 }
 
 // condReason is the expression that the object has condition typ with

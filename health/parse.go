@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/google/cel-go/cel"
 	celast "github.com/google/cel-go/common/ast"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/cel-go/parser"
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/gantry-dev/gantry/suggest"
 )
@@ -24,8 +26,14 @@ const None = "none"
 // pull request may write, and each is compiled before the run writes.
 const MaxRules = 500
 
-// MaxExpressionBytes bounds one expression.
-const MaxExpressionBytes = 4096
+// MaxExpressionBytes bounds one expression, and MaxRulesBytes the text
+// of all of a run's rules (a rules file too): parsing an expression costs
+// up to a tenth of a second for the largest, and rules come from files a
+// pull request may write.
+const (
+	MaxExpressionBytes = 4096
+	MaxRulesBytes      = 64 << 10
+)
 
 // ParseText reads rules written as a YAML list (a Kustomization's
 // healthCheckExprs). file names the text in messages (a file's path, or
@@ -100,6 +108,9 @@ func ParseNode(n *yaml.Node, file string, lineOffset int) ([]Rule, error) {
 		if gk := r.groupKind(); gk == secretKind {
 			errs = append(errs, fmt.Errorf("%s: health rule for Secret: Secrets are not decided by rules (an expression over their data could print it); kstatus has a Secret ready when it exists", r.Origin))
 			continue
+		} else if kubernetesGroup(gk.Group) {
+			errs = append(errs, fmt.Errorf("%s: health rule for %s: rules decide custom resources; %s is one of Kubernetes' own API groups, whose kinds kstatus decides (docs/health.md)", r.Origin, r.what(), groupName(gk.Group)))
+			continue
 		}
 		if r.Current == "" {
 			errs = append(errs, fmt.Errorf("%s: health rule for %s: no current: it is the expression that says the object is ready", r.Origin, r.what()))
@@ -112,7 +123,7 @@ func ParseNode(n *yaml.Node, file string, lineOffset int) ([]Rule, error) {
 
 func (r *Rule) what() string {
 	if r.Kind == "" {
-		return "every kind of " + r.groupKind().Group
+		return "every kind of " + groupName(r.groupKind().Group)
 	}
 	return r.groupKind().String()
 }
@@ -124,6 +135,17 @@ func (r *Rule) what() string {
 func Compile(rules []Rule, builtIns bool) (*Set, []string, error) {
 	s := &Set{byGK: map[schema.GroupKind]*compiled{}}
 	var errs []error
+	total := 0
+	for i := range rules {
+		total += len(rules[i].Current) + len(rules[i].InProgress) + len(rules[i].Failed)
+	}
+	if total > MaxRulesBytes {
+		first := "health rules"
+		if len(rules) > 0 {
+			first = fileOf(rules[0].Origin)
+		}
+		return s, nil, fmt.Errorf("%s: health rules: %d bytes of expressions, over the limit of %d", first, total, MaxRulesBytes)
+	}
 	var warnings []string
 	seen := map[schema.GroupKind]string{}
 	for i := range rules {
@@ -290,4 +312,44 @@ func allTraps(a *celast.AST, where string, r *Rule, name string) []string {
 			where, r.what(), name, rg, rg, rg))
 	}
 	return out
+}
+
+// kubernetesGroup says whether group is one of Kubernetes' own API groups
+// (client-go's, and the API server's extensions): their kinds are
+// kstatus's to decide, and among them are the kinds that hold secrets.
+func kubernetesGroup(group string) bool {
+	return group == "" || scheme.Scheme.IsGroupRegistered(group) ||
+		group == "apiextensions.k8s.io" || group == "apiregistration.k8s.io"
+}
+
+func groupName(group string) string {
+	if group == "" {
+		return "the core group (v1)"
+	}
+	return group
+}
+
+// compiledSets keeps the sets CompileOnce made, by their rules: the units
+// of a run file share their defaults' rules, compiled once.
+var compiledSets sync.Map // string -> *onceSet
+
+type onceSet struct {
+	once     sync.Once
+	set      *Set
+	warnings []string
+	err      error
+}
+
+// CompileOnce is Compile, made once per process for the same rules
+// (their text and their places) and built-ins.
+func CompileOnce(rules []Rule, builtIns bool) (*Set, []string, error) {
+	var key strings.Builder
+	fmt.Fprintf(&key, "%v\x00", builtIns)
+	for _, r := range rules {
+		fmt.Fprintf(&key, "%q %q %q %q %q %q %v\x00", r.APIVersion, r.Kind, r.Current, r.InProgress, r.Failed, r.Origin, r.Lines)
+	}
+	v, _ := compiledSets.LoadOrStore(key.String(), &onceSet{})
+	o := v.(*onceSet)
+	o.once.Do(func() { o.set, o.warnings, o.err = Compile(rules, builtIns) })
+	return o.set, o.warnings, o.err
 }

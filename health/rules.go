@@ -4,8 +4,10 @@
 // inProgress and failed, evaluated as Flux evaluates them, after the same
 // generation check. kstatus decides every kind no rule names.
 //
-// Flux's evaluator (fluxcd/pkg/runtime/cel) is used as it is, so that a
-// rule means here what it means in a Kustomization. Around it: an
+// Rules are evaluated as Flux's evaluator (fluxcd/pkg/runtime/cel)
+// evaluates them, so that a rule means here what it means in a
+// Kustomization (tested against it), with the work of each expression
+// bounded. Around it: an
 // expression that reads a field the object does not have yet says the
 // object is not ready yet, naming the expression and the field (Flux
 // returns an error, and the wait runs to its timeout); a rule that finds
@@ -23,11 +25,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
-	"github.com/fluxcd/pkg/apis/kustomize"
-	fluxcel "github.com/fluxcd/pkg/runtime/cel"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -78,27 +77,33 @@ func (r *Rule) groupKind() schema.GroupKind {
 // the kinds no rule of the user's names.
 type Set struct {
 	byGK map[schema.GroupKind]*compiled
+
+	// decided keeps each verdict by the object's UID and resourceVersion:
+	// a rule's verdict depends on the object alone (CEL reads no clock),
+	// so a poll evaluates only what changed since the last.
+	mu      sync.Mutex
+	decided map[string]Verdict
 }
+
+// maxDecided bounds the verdicts kept; past it they are forgotten.
+const maxDecided = 100_000
 
 // compiled is a rule and its evaluator, made on first use: a CEL
 // environment per expression costs about a millisecond, which a run pays
 // only for the kinds it waits for.
 type compiled struct {
 	rule *Rule
-	eval func() (*fluxcel.StatusEvaluator, error)
+	eval func() (*evaluator, error)
 }
 
 func newCompiled(r *Rule) *compiled {
-	return &compiled{rule: r, eval: sync1(func() (*fluxcel.StatusEvaluator, error) { return newEvaluator(r) })}
+	return &compiled{rule: r, eval: sync1(func() (*evaluator, error) { return newEvaluator(r) })}
 }
 
 // secretKind is never decided by a rule: an expression over a Secret's
 // data could carry it into a message (an error that quotes what it could
 // not convert), and kstatus has a Secret ready when it exists.
 var secretKind = schema.GroupKind{Kind: "Secret"}
-
-// EvalBudget bounds the evaluation of one rule on one object.
-const EvalBudget = 100 * time.Millisecond
 
 // Verdict is what a rule decided of one object.
 type Verdict struct {
@@ -145,6 +150,24 @@ func (s *Set) Evaluate(ctx context.Context, u *unstructured.Unstructured) (v Ver
 	if c == nil {
 		return Verdict{}, false
 	}
+	key := ""
+	if uid, rv := u.GetUID(), u.GetResourceVersion(); uid != "" && rv != "" {
+		key = string(uid) + "@" + rv
+		s.mu.Lock()
+		kept, seen := s.decided[key]
+		s.mu.Unlock()
+		if seen {
+			return kept, true
+		}
+		defer func() {
+			s.mu.Lock()
+			if s.decided == nil || len(s.decided) >= maxDecided {
+				s.decided = map[string]Verdict{}
+			}
+			s.decided[key] = v
+			s.mu.Unlock()
+		}()
+	}
 	v.Rule = c.rule
 	eval, err := c.eval()
 	if err != nil {
@@ -152,9 +175,7 @@ func (s *Set) Evaluate(ctx context.Context, u *unstructured.Unstructured) (v Ver
 		return v, true
 	}
 	// An expression comes from a file a pull request may write: its
-	// evaluation is bounded (CEL checks the context in its loops).
-	ctx, cancel := context.WithTimeout(ctx, EvalBudget)
-	defer cancel()
+	// evaluation is bounded in work (MaxCost).
 	res, err := eval.Evaluate(ctx, u)
 	switch {
 	case err != nil:
@@ -222,19 +243,32 @@ func missingField(err error) (string, bool) {
 	return field, true
 }
 
-// evalError is the kind of CEL's error, without what follows it: CEL's
-// messages may quote the values they could not use (a pattern that does
-// not compile, a string that is not a number), and those are the
-// object's, which may be secret.
+// evalError says what kind of error CEL's is, in words of gantry's:
+// CEL's messages may quote the values they could not use (a pattern that
+// does not compile, a string that is not a number, a key computed from a
+// value), and those are the object's, which may be secret. Only the
+// kinds below are named; any other is "an evaluation error".
 func evalError(err error) string {
 	msg := err.Error()
-	if i := strings.LastIndex(msg, "': "); i >= 0 {
-		msg = msg[i+3:]
+	for _, k := range []struct{ cel, says string }{
+		{"cost limit exceeded", "it would cost more than the bound of one expression on one object"},
+		{"operation interrupted", "it was stopped: the run ended"},
+		{"operation cancelled", "it was stopped: the run ended"},
+		{"no such overload", "no such overload (an operator or function given values of types it does not take)"},
+		{"type conversion error", "a type conversion error"},
+		{"division by zero", "division by zero"},
+		{"modulus by zero", "modulus by zero"},
+		{"overflow", "an integer overflow"},
+		{"index out of range", "an index out of range"},
+		{"error parsing regexp", "a regular expression that does not compile"},
+		{"invalid UTF-8", "bytes that are not UTF-8"},
+		{"evaluate CEL expression as boolean", "it is not true or false"},
+	} {
+		if strings.Contains(msg, k.cel) {
+			return k.says
+		}
 	}
-	if i := strings.IndexAny(msg, ":'\"`\n"); i >= 0 {
-		msg = msg[:i]
-	}
-	return strings.TrimSpace(msg)
+	return "an evaluation error"
 }
 
 // observedOld says whether u's controller has not observed its newest
@@ -315,13 +349,6 @@ func oneLine(s string) string {
 // evaluatorsMade counts the evaluators made, for the test that each rule's
 // is made once.
 var evaluatorsMade atomic.Int64
-
-func newEvaluator(r *Rule) (*fluxcel.StatusEvaluator, error) {
-	evaluatorsMade.Add(1)
-	return fluxcel.NewStatusEvaluator(&kustomize.HealthCheckExpressions{
-		Current: r.Current, InProgress: r.InProgress, Failed: r.Failed,
-	})
-}
 
 // sync1 makes f's result once, on first use: CEL environments cost
 // milliseconds, which a run without rules must not pay at start-up.

@@ -151,8 +151,6 @@ func TestEvaluationMessagesCarryNoValues(t *testing.T) {
 - apiVersion: example.com/v1
   kind: Gizmo
   current: int(spec.token) > 1
-- apiVersion: v1
-  current: "true"
 `), "rules.yaml", 1)
 	if err != nil {
 		t.Fatal(err)
@@ -169,10 +167,22 @@ func TestEvaluationMessagesCarryNoValues(t *testing.T) {
 		}
 	}
 	if _, ok := set.Evaluate(context.Background(), obj(t, "v1", "Secret", "data:\n  token: czNjcjN0\n")); ok {
-		t.Error("a rule for the core group decides a Secret")
+		t.Error("a rule decides a Secret")
 	}
-	if _, err := ParseText([]byte("- apiVersion: v1\n  kind: Secret\n  current: \"true\"\n"), "rules.yaml", 1); err == nil || !strings.Contains(err.Error(), "rules.yaml:1: health rule for Secret: Secrets are not decided by rules") {
-		t.Errorf("a rule for Secret: %v", err)
+	// Rules decide custom resources: Kubernetes' own groups (where the
+	// kinds that hold secrets are) are kstatus's.
+	for text, want := range map[string]string{
+		"- apiVersion: v1\n  kind: Secret\n  current: \"true\"\n":                            "rules.yaml:1: health rule for Secret: Secrets are not decided by rules",
+		"- apiVersion: v1\n  current: \"true\"\n":                                            "rules.yaml:1: health rule for every kind of the core group (v1): rules decide custom resources",
+		"- apiVersion: v1\n  kind: ConfigMap\n  current: \"true\"\n":                         "rules.yaml:1: health rule for ConfigMap: rules decide custom resources; the core group (v1) is one of Kubernetes' own API groups",
+		"- apiVersion: apps/v1\n  kind: Deployment\n  current: \"true\"\n":                   "rules.yaml:1: health rule for Deployment.apps: rules decide custom resources; apps is one of",
+		"- apiVersion: networking.k8s.io/v1\n  kind: Ingress\n  current: \"true\"\n":         "networking.k8s.io is one of Kubernetes' own API groups",
+		"- apiVersion: gateway.networking.k8s.io/v1\n  kind: Gateway\n  current: \"true\"\n": "",
+	} {
+		_, err := ParseText([]byte(text), "rules.yaml", 1)
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("%s: %v, want %q", text, err, want)
+		}
 	}
 }
 
@@ -199,5 +209,29 @@ func TestEvaluatorsAreMadeOnce(t *testing.T) {
 	}
 	if made := evaluatorsMade.Load() - before; made != 2 {
 		t.Errorf("%d evaluators made for two kinds over 600 evaluations, want 2", made)
+	}
+}
+
+// A verdict is kept by the object's UID and resourceVersion: the same
+// version is not evaluated again, a new one is.
+func TestVerdictsAreKeptByVersion(t *testing.T) {
+	set, _, err := Compile(nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := obj(t, "cert-manager.io/v1", "Certificate", "status:\n  conditions:\n  - type: Ready\n    status: \"False\"\n    reason: Pending\n")
+	cert.SetUID("u-1")
+	cert.SetResourceVersion("10")
+	if v, _ := set.Evaluate(context.Background(), cert); v.Result.Status != status.InProgressStatus {
+		t.Fatalf("first: %v", v.Result)
+	}
+	ready := cert.DeepCopy()
+	ready.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}
+	if v, _ := set.Evaluate(context.Background(), ready); v.Result.Status != status.InProgressStatus {
+		t.Errorf("the same version again: %v, want the verdict kept", v.Result)
+	}
+	ready.SetResourceVersion("11")
+	if v, _ := set.Evaluate(context.Background(), ready); v.Result.Status != status.CurrentStatus {
+		t.Errorf("a new version: %v, want it evaluated", v.Result)
 	}
 }

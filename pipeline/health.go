@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"github.com/fluxcd/cli-utils/pkg/object"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -61,4 +62,54 @@ func (r *run) checkRuleSchemas(ctx context.Context) error {
 		}
 	}
 	return errors.Join(append([]error{r.opts.HealthErr}, r.opts.Health.CheckSchemas(crds)...)...)
+}
+
+// ruleGuard keeps the health rules off the objects that hold secret values
+// (fields SOPS decrypted, secret-named substitutions, values a revision
+// recorded as secret): an expression over them could carry a value into
+// a message, or spell it out one verdict at a time. kstatus decides them.
+type ruleGuard struct {
+	rules  *health.Set
+	secret map[schema.GroupKind]map[string]bool // namespace/name by kind
+}
+
+func (r *run) ruleGuard() ruleGuard {
+	g := ruleGuard{rules: r.opts.Health, secret: map[schema.GroupKind]map[string]bool{}}
+	if g.rules == nil {
+		return g
+	}
+	for _, o := range r.objects {
+		if len(r.hiddenFields(o)) == 0 {
+			continue
+		}
+		gk := o.GroupVersionKind().GroupKind()
+		if g.secret[gk] == nil {
+			g.secret[gk] = map[string]bool{}
+		}
+		g.secret[gk][o.GetNamespace()+"/"+o.GetName()] = true
+	}
+	return g
+}
+
+func (g ruleGuard) evaluate(ctx context.Context, u *unstructured.Unstructured) (health.Verdict, bool) {
+	if g.secret[u.GroupVersionKind().GroupKind()][u.GetNamespace()+"/"+u.GetName()] {
+		return health.Verdict{}, false
+	}
+	return g.rules.Evaluate(ctx, u)
+}
+
+// currentNow says whether u is ready as it is: by its rule, else kstatus.
+func (g ruleGuard) currentNow(ctx context.Context, u *unstructured.Unstructured) bool {
+	if v, ok := g.evaluate(ctx, u); ok {
+		return v.Result.Status == status.CurrentStatus
+	}
+	return currentNow(u)
+}
+
+// ruleFor is the rule that decides the object id, if one does.
+func (g ruleGuard) ruleFor(id object.ObjMetadata) *health.Rule {
+	if g.secret[id.GroupKind][id.Namespace+"/"+id.Name] {
+		return nil
+	}
+	return g.rules.For(id.GroupKind)
 }

@@ -31,7 +31,6 @@ import (
 
 	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/diffs"
-	"github.com/gantry-dev/gantry/health"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/result"
@@ -213,7 +212,7 @@ type planner struct {
 	// read with it, spares a poll.
 	readiness bool
 	// health decides the readiness of the kinds its rules name.
-	health *health.Set
+	health ruleGuard
 	// takeOver are, by inventory id, field managers whose fields an
 	// object's write takes first, so that the apply can remove them.
 	takeOver map[string][]ssa.FieldManager
@@ -267,7 +266,7 @@ func (r *run) newPlanner() *planner {
 	p.hidden = func(o *build.Object) []string { return r.hiddenFields(o) }
 	p.onLive = r.maskLive
 	p.readiness = r.opts.Wait
-	p.health = r.opts.Health
+	p.health = r.ruleGuard()
 	return p
 }
 
@@ -606,7 +605,7 @@ func (p *planner) plan(ctx context.Context, o *build.Object) *plan {
 	extra := p.takeOver[inventory.EntryFor(o.Unstructured).ID]
 	if !dryRunSent {
 		if pl.existing != nil && len(extra) == 0 && unchangedOnServer(appliedObject(o.Unstructured), pl.existing) {
-			pl.current = p.readiness && p.health.CurrentNow(context.Background(), pl.existing)
+			pl.current = p.readiness && p.health.currentNow(context.Background(), pl.existing)
 			if !p.keepLive {
 				pl.existing = nil
 			}

@@ -100,6 +100,7 @@ func (r *run) wait(ctx context.Context) error {
 		return nil
 	}
 	last, timedOut := r.poll(ctx, set)
+	guard := r.ruleGuard()
 
 	var failed []notReadyObject
 	ectx, cancel := graceContext(ctx, 5*time.Second)
@@ -115,7 +116,7 @@ func (r *run) wait(ctx context.Context) error {
 			h.Message = strings.Join(causes, "\n")
 			failed = append(failed, notReadyObject{ref: fmtID(id), status: h.Status, causes: causes})
 		}
-		if rule := r.opts.Health.For(id.GroupKind); rule != nil {
+		if rule := guard.ruleFor(id); rule != nil {
 			h.Rule = rule.Name()
 		}
 		if i, ok := r.byID[id.String()]; ok {
@@ -148,6 +149,7 @@ func (r *run) poll(ctx context.Context, set object.ObjMetadataSet) (map[object.O
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	poller := r.statusPoller()
+	guard := r.ruleGuard()
 	events := poller.Poll(pctx, set, polling.PollOptions{PollInterval: pollInterval(len(set))})
 	last := map[object.ObjMetadata]*event.ResourceStatus{}
 	settled := false
@@ -172,7 +174,7 @@ func (r *run) poll(ctx context.Context, set object.ObjMetadataSet) (map[object.O
 			continue
 		}
 		last[e.Resource.Identifier] = e.Resource
-		if !settled && e.Resource.Status == status.FailedStatus && r.opts.Health.For(e.Resource.Identifier.GroupKind) != nil {
+		if !settled && e.Resource.Status == status.FailedStatus && guard.ruleFor(e.Resource.Identifier) != nil {
 			// A rule's failed is the controller's verdict: waiting
 			// longer changes nothing.
 			settled = true

@@ -11,7 +11,6 @@ import (
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling/statusreaders"
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"github.com/fluxcd/cli-utils/pkg/object"
-	"github.com/gantry-dev/gantry/health"
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -27,7 +26,7 @@ import (
 // inventory labels.
 func (r *run) statusPoller() *polling.StatusPoller {
 	owner := inventoryRef{namespace: r.opts.InventoryNamespace, name: r.opts.Inventory}
-	return newStatusPoller(r.clients.Client, r.clients.Mapper, r.opts.Concurrency, owner.labelled(), r.opts.Health)
+	return newStatusPoller(r.clients.Client, r.clients.Mapper, r.opts.Concurrency, owner.labelled(), r.ruleGuard())
 }
 
 // newStatusPoller polls with kstatus's Compute on each object alone, reading
@@ -42,9 +41,9 @@ func (r *run) statusPoller() *polling.StatusPoller {
 // Deployments that made a poll cycle about 300 ms, most of the wait's
 // latency. Why a workload is not ready is explained from its Pods once, by
 // explain, not on every poll.
-func newStatusPoller(c client.Reader, mapper meta.RESTMapper, concurrency int, selector client.MatchingLabels, rules *health.Set) *polling.StatusPoller {
+func newStatusPoller(c client.Reader, mapper meta.RESTMapper, concurrency int, selector client.MatchingLabels, rules ruleGuard) *polling.StatusPoller {
 	compute := func(u *unstructured.Unstructured) (*status.Result, error) {
-		if v, ok := rules.Evaluate(context.Background(), u); ok {
+		if v, ok := rules.evaluate(context.Background(), u); ok {
 			return v.Result, nil
 		}
 		return computeStatus(u)
