@@ -53,11 +53,13 @@ func newEvaluator(r *Rule) (*evaluator, error) {
 		if iss != nil && iss.Err() != nil {
 			return nil, fmt.Errorf("failed to parse the CEL expression '%s': %s", x.expr, iss.String())
 		}
-		prg, err := env.Program(parsed,
-			cel.EvalOptions(cel.OptOptimize),
-			cel.InterruptCheckFrequency(100),
-			cel.CostTracking(sizeCost{}),
-			cel.CostLimit(MaxCost))
+		opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize), cel.InterruptCheckFrequency(100)}
+		if r.Origin != BuiltIn {
+			// gantry's own rules are linear in the object; the user's
+			// are bounded.
+			opts = append(opts, cel.CostTracking(sizeCost{}), cel.CostLimit(MaxCost))
+		}
+		prg, err := env.Program(parsed, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("failed to create CEL program: %w", err)
 		}
