@@ -31,6 +31,13 @@ var (
 // (GANTRY_CERTMANAGER=1) only, where missing binaries fail them.
 func certManager(t *testing.T, ns string) {
 	t.Helper()
+	startCertManager(t, certManagerCRDs(t), ns)
+}
+
+// certManagerCRDs installs cert-manager's CRDs, and returns the paths of
+// the controller, the CRDs and kubectl.
+func certManagerCRDs(t *testing.T) []string {
+	t.Helper()
 	if os.Getenv("GANTRY_CERTMANAGER") == "" {
 		t.Skip("make test-certmanager builds cert-manager's controllers and runs this test")
 	}
@@ -50,6 +57,11 @@ func certManager(t *testing.T, ns string) {
 	if out, err := exec.Command(kubectl, "--kubeconfig="+env.Cluster.Kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", "-f", bins[1]).CombinedOutput(); err != nil {
 		t.Fatalf("waiting for cert-manager's CRDs: %v\n%s", err, out)
 	}
+	return bins
+}
+
+func startCertManager(t *testing.T, bins []string, ns string) {
+	t.Helper()
 	logs := &syncBuffer{}
 	cmd := exec.Command(bins[0], "--kubeconfig="+env.Cluster.Kubeconfig, "--namespace="+ns, "--cluster-resource-namespace="+ns, "--v=2")
 	cmd.Stdout, cmd.Stderr = logs, logs
@@ -84,9 +96,7 @@ func certManager(t *testing.T, ns string) {
 
 // certificateSet is a self-signed Issuer and a Certificate it issues, or,
 // with issuer naming another Issuer, a Certificate of an Issuer that may
-// not exist. The 8192-bit RSA key makes an issuance take seconds (its
-// generation alone takes several on any machine): a 2048- or 4096-bit
-// key is issued within the half second a run takes without rules.
+// not exist.
 func certificateSet(t *testing.T, ns, issuer string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -107,7 +117,7 @@ spec:
   secretName: web-tls
   commonName: web.%[1]s.svc
   dnsNames: [web.%[1]s.svc]
-  privateKey: {algorithm: RSA, size: 8192}
+  privateKey: {algorithm: RSA, size: 2048}
   issuerRef: {name: %[2]s, kind: Issuer}
 `, ns, issuer))
 	return dir
@@ -176,7 +186,8 @@ func TestCertManagerCertificateReady(t *testing.T) {
 // nothing failed: its CertificateRequest stays Pending ('Referenced
 // "Issuer" not found'), and the Certificate stays Issuing, not Ready,
 // until the Issuer appears. The run fails at the timeout, with the
-// Certificate's own message; the test logs what cert-manager wrote.
+// Certificate's own message and its CertificateRequest's, which says why;
+// the test logs what cert-manager wrote.
 func TestCertManagerMissingIssuer(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
@@ -221,20 +232,28 @@ func TestCertManagerMissingIssuer(t *testing.T) {
 	if msg := fmt.Sprint(condition(c, "Ready")["message"]); h != nil && !strings.Contains(h.Message, msg) {
 		t.Errorf("the report's message %q does not carry the Certificate's own %q", h.Message, msg)
 	}
-	for _, want := range []string{"Certificate", "web", "not ready within the timeout"} {
+	for _, want := range []string{"Certificate", "web", "not ready within the timeout", "CertificateRequest/" + cr.GetName() + `: Pending: Referenced "Issuer" not found`} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("the run does not say %q:\n%s", want, r.stderr)
 		}
 	}
+	// and why, from the CertificateRequest cert-manager made for it.
+	if h != nil && !strings.Contains(h.Message, `Referenced "Issuer" not found`) {
+		t.Errorf("the report's message %q does not say why, as the CertificateRequest does", h.Message)
+	}
 }
 
-// Without rules (none turns the built-in ones off), kstatus calls the
-// Certificate Current as soon as it exists: the run ends before
-// cert-manager has issued it. What the built-in rule changes.
+// Without rules (none turns the built-in ones off), kstatus calls a
+// Certificate Current while cert-manager has written no status on it (it
+// reads a Ready condition once there is one): the run ends before the
+// Certificate is issued. cert-manager is started after the run, so that
+// the run meets the Certificate as a wait meets one its controller has
+// not reached yet, however fast the controller is. What the built-in rule
+// changes: it waits for Ready.
 func TestCertManagerWithoutRules(t *testing.T) {
 	t.Parallel()
+	bins := certManagerCRDs(t)
 	ns := env.Namespace(t)
-	certManager(t, ns)
 	dir := certificateSet(t, ns, "selfsigned")
 	start := time.Now()
 	r := gantry(t, "apply", "--path="+dir, "--inventory=certs", "--inventory-namespace="+ns, "--timeout=5m", "--health-rules=none")
@@ -249,6 +268,7 @@ func TestCertManagerWithoutRules(t *testing.T) {
 		t.Errorf("the Certificate's health in the report: %+v; want kstatus's Current", h)
 	}
 	// cert-manager does issue it, after the run.
+	startCertManager(t, bins, ns)
 	var last *unstructured.Unstructured
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		last = getCertificate(t, ns, "web")

@@ -1,5 +1,7 @@
 package health
 
+import "k8s.io/apimachinery/pkg/runtime/schema"
+
 // The built-in rules, for kinds whose controllers report through their
 // own conditions or phase, where kstatus (which reads only Reconciling,
 // Stalled and observedGeneration of a kind it does not know) calls the
@@ -116,4 +118,19 @@ func BuiltInRules() []Rule {
 		out = append(out, *r)
 	}
 	return out
+}
+
+// related are the kinds whose objects a kind's controller makes to do its
+// work, and whose own messages say why it is not ready: a Certificate
+// waits on its CertificateRequest, which says that its Issuer does not
+// exist, where the Certificate says only that it is issuing.
+var related = map[schema.GroupKind]schema.GroupVersionKind{
+	{Group: "cert-manager.io", Kind: "Certificate"}: {Group: "cert-manager.io", Version: "v1", Kind: "CertificateRequest"},
+}
+
+// Related is the kind whose objects, owned by an object of gk, say why it
+// is not ready; false when there is none.
+func Related(gk schema.GroupKind) (schema.GroupVersionKind, bool) {
+	gvk, ok := related[gk]
+	return gvk, ok
 }

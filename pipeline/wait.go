@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/gantry-dev/gantry/health"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -249,6 +250,11 @@ func (r *run) shortWhy(ctx context.Context, id object.ObjMetadata, rs *event.Res
 				parts = append(parts, causes[0])
 			}
 		}
+		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if related := r.relatedReasons(lctx, rs.Resource); len(related) > 0 {
+			parts = append(parts, related[0])
+		}
+		cancel()
 	}
 	return strings.Join(parts, ", ")
 }
@@ -280,6 +286,7 @@ func (r *run) explain(ctx context.Context, id object.ObjMetadata, rs *event.Reso
 			obj = now
 		}
 		parts = append(parts, failingConditions(obj)...)
+		parts = append(parts, r.relatedReasons(ctx, obj)...)
 		if sel := podSelector(obj); sel != "" {
 			parts = append(parts, r.podReasons(ctx, id.Namespace, sel, true)...)
 		}
@@ -393,4 +400,34 @@ func isPodReady(p *corev1.Pod) bool {
 // fmtID names an object like ssa does: Kind/namespace/name.
 func fmtID(id object.ObjMetadata) string {
 	return result.Ref(id.GroupKind.Group, id.GroupKind.Kind, id.Namespace, id.Name)
+}
+
+// relatedReasons is what the objects obj's controller made for it (a
+// Certificate's CertificateRequests) say of why they are not ready, each
+// as "Kind/name: message".
+func (r *run) relatedReasons(ctx context.Context, obj *unstructured.Unstructured) []string {
+	gvk, ok := health.Related(obj.GroupVersionKind().GroupKind())
+	if !ok || r.ruleGuard().ruleFor(object.UnstructuredToObjMetadata(obj)) == nil {
+		return nil
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := r.clients.Client.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []string
+	for i := range list.Items {
+		item := &list.Items[i]
+		owned := false
+		for _, ref := range item.GetOwnerReferences() {
+			owned = owned || ref.UID == obj.GetUID()
+		}
+		if !owned || r.ruleGuard().ruleFor(object.UnstructuredToObjMetadata(item)) == nil {
+			continue
+		}
+		if msg := health.ObjectMessage(item, false); msg != "" && !r.ruleGuard().rules.CurrentNow(ctx, item) {
+			out = append(out, gvk.Kind+"/"+item.GetName()+": "+msg)
+		}
+	}
+	return out
 }
