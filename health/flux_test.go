@@ -69,7 +69,10 @@ func TestEvaluationWorkIsBounded(t *testing.T) {
 		start := time.Now()
 		v, _ := set.Evaluate(context.Background(), u)
 		took := time.Since(start)
-		if took > time.Second || v.Result.Status != "Failed" || !strings.Contains(v.Result.Message, "cannot be evaluated on this object: it would cost more than the bound of one expression on one object") {
+		// Stopped by the bound, not by time: unbounded, these run for
+		// seconds to hours and end without an error.
+		t.Logf("%s: stopped after %s", expr[:40], took)
+		if v.Result.Status != "Failed" || !strings.Contains(v.Result.Message, "cannot be evaluated on this object: it would cost more than the bound of one expression on one object") {
 			t.Errorf("%s: %s after %s; want it stopped at the bound, said", expr[:40], v.Result, took)
 		}
 	}
