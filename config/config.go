@@ -203,8 +203,10 @@ type value struct {
 	raw string
 	// rules is health-rules given in a run file as a list, read there
 	// with its lines.
-	rules  *yaml.Node
+	rules *yaml.Node
+	// file and line: where rules text given in a run file starts.
 	file   string
+	line   int
 	origin string // --flag, INPUT_X, GANTRY_X, file:line or default, for messages
 	from   Source
 	// masks are what the value read through references: secrets.
@@ -1154,6 +1156,8 @@ func (in *inputs) health(c *Config) {
 	case v.rules != nil:
 		rules, err = health.ParseNode(v.rules, v.file, 0)
 	case raw == "" || raw == health.None:
+	case rulesText(raw) && v.file != "":
+		rules, err = health.ParseText([]byte(v.raw), v.file, v.line)
 	case rulesText(raw):
 		rules, err = health.ParseText([]byte(v.raw), v.origin, 1)
 	default:

@@ -281,7 +281,15 @@ func (r *runFileReader) settings(n *yaml.Node, what string) map[string]value {
 			// Of key text, only the keys are secrets: not its comments.
 			r.masks = slices.DeleteFunc(r.masks, func(l string) bool { return !slices.Contains(keyLines(raw), l) })
 		}
-		out[in.Name] = value{raw: raw, origin: origin, from: FromRunFile, masks: r.masks}
+		val := value{raw: raw, origin: origin, from: FromRunFile, masks: r.masks}
+		if in.Name == "health-rules" && rulesText(raw) {
+			// Rules written as text: numbered from where it starts.
+			val.file, val.line = r.path, v.Line
+			if v.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0 {
+				val.line++
+			}
+		}
+		out[in.Name] = val
 	}
 	return out
 }
