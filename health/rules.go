@@ -361,13 +361,3 @@ func sync1[T any](f func() (T, error)) func() (T, error) {
 		return v, err
 	}
 }
-
-// CurrentNow says whether u is ready as it is: by its rule, else by
-// kstatus.
-func (s *Set) CurrentNow(ctx context.Context, u *unstructured.Unstructured) bool {
-	if v, ok := s.Evaluate(ctx, u); ok {
-		return v.Result.Status == status.CurrentStatus
-	}
-	res, err := status.Compute(u)
-	return err == nil && res.Status == status.CurrentStatus
-}

@@ -113,3 +113,10 @@ func (g ruleGuard) ruleFor(id object.ObjMetadata) *health.Rule {
 	}
 	return g.rules.For(id.GroupKind)
 }
+
+// waitGuard is the run's rule guard for its wait, made once: the wait
+// asks it for every object on every poll and every explanation.
+func (r *run) waitGuard() ruleGuard {
+	r.guardOnce.Do(func() { r.guard = r.ruleGuard() })
+	return r.guard
+}

@@ -198,6 +198,10 @@ type stage struct {
 
 // run is the shared state of one pipeline run.
 type run struct {
+	// guard keeps the health rules off objects holding secret values
+	// during the wait (waitGuard).
+	guardOnce sync.Once
+	guard     ruleGuard
 	// liveMasked are the fields, by object id, whose live values are
 	// masked (collectMasked, maskLive).
 	liveMasked map[string][]string

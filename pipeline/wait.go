@@ -101,7 +101,7 @@ func (r *run) wait(ctx context.Context) error {
 		return nil
 	}
 	last, timedOut := r.poll(ctx, set)
-	guard := r.ruleGuard()
+	guard := r.waitGuard()
 
 	var failed []notReadyObject
 	ectx, cancel := graceContext(ctx, 5*time.Second)
@@ -150,7 +150,7 @@ func (r *run) poll(ctx context.Context, set object.ObjMetadataSet) (map[object.O
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	poller := r.statusPoller()
-	guard := r.ruleGuard()
+	guard := r.waitGuard()
 	events := poller.Poll(pctx, set, polling.PollOptions{PollInterval: pollInterval(len(set))})
 	last := map[object.ObjMetadata]*event.ResourceStatus{}
 	settled := false
@@ -407,7 +407,8 @@ func fmtID(id object.ObjMetadata) string {
 // as "Kind/name: message".
 func (r *run) relatedReasons(ctx context.Context, obj *unstructured.Unstructured) []string {
 	gvk, ok := health.Related(obj.GroupVersionKind().GroupKind())
-	if !ok || r.ruleGuard().ruleFor(object.UnstructuredToObjMetadata(obj)) == nil {
+	guard := r.waitGuard()
+	if !ok || guard.ruleFor(object.UnstructuredToObjMetadata(obj)) == nil {
 		return nil
 	}
 	list := &unstructured.UnstructuredList{}
@@ -422,10 +423,10 @@ func (r *run) relatedReasons(ctx context.Context, obj *unstructured.Unstructured
 		for _, ref := range item.GetOwnerReferences() {
 			owned = owned || ref.UID == obj.GetUID()
 		}
-		if !owned || r.ruleGuard().ruleFor(object.UnstructuredToObjMetadata(item)) == nil {
+		if !owned || guard.ruleFor(object.UnstructuredToObjMetadata(item)) == nil {
 			continue
 		}
-		if msg := health.ObjectMessage(item, false); msg != "" && !r.ruleGuard().rules.CurrentNow(ctx, item) {
+		if msg := health.ObjectMessage(item, false); msg != "" && !guard.currentNow(ctx, item) {
 			out = append(out, gvk.Kind+"/"+item.GetName()+": "+msg)
 		}
 	}

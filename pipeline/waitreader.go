@@ -26,7 +26,7 @@ import (
 // inventory labels.
 func (r *run) statusPoller() *polling.StatusPoller {
 	owner := inventoryRef{namespace: r.opts.InventoryNamespace, name: r.opts.Inventory}
-	return newStatusPoller(r.clients.Client, r.clients.Mapper, r.opts.Concurrency, owner.labelled(), r.ruleGuard())
+	return newStatusPoller(r.clients.Client, r.clients.Mapper, r.opts.Concurrency, owner.labelled(), r.waitGuard())
 }
 
 // newStatusPoller polls with kstatus's Compute on each object alone, reading
