@@ -21,7 +21,7 @@ TOOLS     := $(CLUSTER_TOOLS) $(AGE_BINS) $(BIN)/cosign $(BIN)/sops $(BIN)/actio
 
 FLUX_BINS := $(BIN)/source-controller $(BIN)/kustomize-controller
 
-.PHONY: all bench bench-peers build image tools cluster-tools flux-tools fuzz test test-image test-flux cert-manager-tools test-certmanager test-race test-short demo cluster docs schemas compare-offline lint vuln soak release-prep clean help
+.PHONY: all bench bench-peers build image tools cluster-tools flux-tools fuzz test test-image test-flux cert-manager-tools test-certmanager node-tools test-node test-race test-short demo cluster docs schemas compare-offline lint vuln soak release-prep clean help
 
 all: build
 
@@ -179,6 +179,23 @@ $(BIN)/cert-manager-crds: hack/tools/cert-manager/go.mod hack/tools/cert-manager
 	cp "$$(cd hack/tools/cert-manager && $(GO) list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)/deploy/crds/"*.yaml $@/
 	@chmod u+w $@/*
 
+## test-node: the health wait on pods a real kubelet runs (v1.36.3, with Debian's containerd, runc and CNI plugins, installed when missing), after a check that the node starts clean twice
+test-node: tools node-tools
+	GANTRY_NODE=1 $(GO) test -count=1 -timeout 20m -run 'TestNode' ./e2e/cluster ./e2e
+
+## node-tools: the kubelet, the sandbox and test programs, and Debian's containerd, runc and CNI plugins (apt-get, when missing): what make test-node and make cluster NODE=real need
+node-tools: $(BIN)/kubelet $(BIN)/gantry-pause $(BIN)/gantry-memhog $(BIN)/busybox
+	@hack/install-node.sh
+
+# Not in TOOLS: only the real node needs it (a cold build takes minutes).
+$(BIN)/kubelet: hack/tools/kube/go.mod hack/tools/kube/go.sum
+	cd hack/tools/kube && $(GO) build -trimpath -ldflags '-s -w -X k8s.io/component-base/version.gitVersion=v1.36.3' -o $@ k8s.io/kubernetes/cmd/kubelet
+
+# The real node's sandbox (pause) program and a container that is
+# OOM-killed, built statically into its own images at test time.
+$(BIN)/gantry-pause $(BIN)/gantry-memhog: $(BIN)/gantry-%: hack/nodeimages/%/main.go
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@ ./hack/nodeimages/$*
+
 ## fuzz: each fuzz target for FUZZTIME (default 30s); make test runs their seeds, and fuzzes the sinks whose packages build for fuzzing in seconds
 FUZZTIME ?= 30s
 # The sinks' targets whose packages build for fuzzing in seconds: make test
@@ -199,9 +216,9 @@ test-race: tools
 test-short:
 	$(GO) test -short ./...
 
-## cluster: a local control plane until Ctrl-C; prints the KUBECONFIG to use
-cluster: cluster-tools
-	$(GO) run ./e2e/cmd/cluster up $(CLUSTER_FLAGS)
+## cluster: a local control plane until Ctrl-C (NODE=real adds a node run by a real kubelet); prints the KUBECONFIG to use
+cluster: cluster-tools $(if $(filter real,$(NODE)),node-tools)
+	$(GO) run ./e2e/cmd/cluster up $(if $(filter real,$(NODE)),-node real) $(CLUSTER_FLAGS)
 
 ## demo: the whole pipeline on examples/ against a local control plane
 demo: cluster-tools build

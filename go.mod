@@ -309,6 +309,7 @@ require (
 	k8s.io/component-base v0.37.2 // indirect
 	k8s.io/component-helpers v0.37.2 // indirect
 	k8s.io/controller-manager v0.0.0 // indirect
+	k8s.io/cri-api v0.0.0
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kubectl v0.37.1 // indirect
 	k8s.io/kubelet v0.0.0 // indirect

@@ -21,6 +21,31 @@ import (
 // keeps start-up fast, and every component accepts it.
 type pki struct {
 	CACert, ServingCert, ServingKey, AdminCert, AdminKey, SAKey, SAPub string
+
+	dir string
+	ca  *keyPair
+}
+
+// issueClient writes a client certificate signed by the cluster's CA, for
+// the identity cn in the groups orgs, and returns the paths of the
+// certificate and its key.
+func (p *pki) issueClient(file, cn string, orgs ...string) (cert, key string, err error) {
+	kp, err := newKeyPair(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: cn, Organization: orgs},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, p.ca)
+	if err != nil {
+		return "", "", fmt.Errorf("creating the certificate of %s: %w", cn, err)
+	}
+	cert, key = filepath.Join(p.dir, file+".crt"), filepath.Join(p.dir, file+".key")
+	if err := writePEM(cert, "CERTIFICATE", kp.der); err != nil {
+		return "", "", err
+	}
+	if err := writeKey(key, kp.key); err != nil {
+		return "", "", err
+	}
+	return cert, key, nil
 }
 
 type keyPair struct {
@@ -116,6 +141,8 @@ func newPKI(dir string) (*pki, error) {
 		AdminKey:    filepath.Join(dir, "admin.key"),
 		SAKey:       filepath.Join(dir, "sa.key"),
 		SAPub:       filepath.Join(dir, "sa.pub"),
+		dir:         dir,
+		ca:          ca,
 	}
 	for _, w := range []error{
 		writePEM(p.CACert, "CERTIFICATE", ca.der),

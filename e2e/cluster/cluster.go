@@ -65,6 +65,12 @@ type Options struct {
 	// Profiling serves the API server's /debug/pprof (local provider),
 	// for `kubectl get --raw /debug/pprof/profile?seconds=N`.
 	Profiling bool
+	// RealNode adds, beside the kwok nodes, a node run by a real kubelet
+	// (local provider), with containerd, runc and the CNI plugins of the
+	// machine's packages, pulling only from a registry of its own. It is
+	// tainted: only pods that tolerate it (OnRealNode) run there. `make
+	// node-tools` builds and installs what it needs.
+	RealNode bool
 }
 
 func (o Options) withDefaults() Options {
@@ -105,6 +111,8 @@ type Cluster struct {
 	// 127.0.0.1, signed by the cluster's CA) and key: a test proxy in front
 	// of the API server can serve with them (local provider only).
 	ServingCert, ServingKey string
+	// RealNode describes the real node, when Options.RealNode started one.
+	RealNode *RealNode
 
 	apiServer *apiServerControl
 

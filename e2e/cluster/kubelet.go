@@ -20,7 +20,8 @@ import (
 // uses exists).
 const ConfigCheckAnnotation = "gantry.dev/config-check"
 
-// configCheck does for kwok's pods the one thing a kubelet does before it
+// configCheck does for kwok's pods (not those of the real node, whose
+// kubelet does it) the one thing a kubelet does before it
 // starts a container that kwok does not: it looks up the ConfigMaps and
 // Secrets the pod uses (env, envFrom, volumes, projected volumes; not
 // those marked optional). A pod that uses one that does not exist is held
@@ -43,7 +44,7 @@ func runConfigCheck(ctx context.Context, client kubernetes.Interface) {
 	c := &configCheck{client: client, pods: podInf.GetIndexer()}
 	queue := make(chan string, 4096)
 	enqueue := func(obj any) {
-		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" && p.Annotations[ConfigCheckAnnotation] != "found" {
+		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" && p.Spec.NodeName != RealNodeName && p.Annotations[ConfigCheckAnnotation] != "found" {
 			select {
 			case queue <- p.Namespace + "/" + p.Name:
 			default: // the periodic pass picks it up
@@ -65,7 +66,7 @@ func runConfigCheck(ctx context.Context, client kubernetes.Interface) {
 			c.check(ctx, key)
 		case <-tick.C:
 			for _, obj := range c.pods.List() {
-				if p := obj.(*corev1.Pod); p.Spec.NodeName != "" && p.Annotations[ConfigCheckAnnotation] == "missing" {
+				if p := obj.(*corev1.Pod); p.Spec.NodeName != "" && p.Spec.NodeName != RealNodeName && p.Annotations[ConfigCheckAnnotation] == "missing" {
 					c.check(ctx, p.Namespace+"/"+p.Name)
 				}
 			}

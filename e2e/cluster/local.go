@@ -108,6 +108,10 @@ func (*Local) Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--allow-privileged=true",
 		"--profiling=" + strconv.FormatBool(opts.Profiling),
 	}}
+	if opts.RealNode {
+		// The API server reaches the kubelet (logs, exec) as the admin.
+		api.args = append(api.args, "--kubelet-client-certificate="+certs.AdminCert, "--kubelet-client-key="+certs.AdminKey)
+	}
 	if err := lc.start("kube-apiserver", api.bin, api.args, apiPort); err != nil {
 		return nil, err
 	}
@@ -202,6 +206,11 @@ func (*Local) Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}); err != nil {
 		return nil, err
 	}
+	if opts.RealNode {
+		if _, err := lc.startRealNode(ctx, binDir, certs, cfg.Host, client); err != nil {
+			return nil, err
+		}
+	}
 	// Pods are refused until the controller manager has created the
 	// namespace's default service account.
 	if err := lc.waitFor(ctx, "default service account", func(ctx context.Context) (bool, error) {
@@ -225,6 +234,10 @@ func (lc *localCluster) cluster(cfg *rest.Config, kubeconfig string, certs *pki,
 		ServingKey:  certs.ServingKey,
 		stop:        lc.stop,
 		apiServer:   api,
+	}
+	if lc.node != nil {
+		info := lc.node.info
+		c.RealNode = &info
 	}
 	for _, p := range lc.procs {
 		c.Processes = append(c.Processes, Process{Name: p.name, PID: p.cmd.Process.Pid, Ports: p.ports})
@@ -305,6 +318,28 @@ type localCluster struct {
 	procs []*process
 	// stopChecks ends the config check.
 	stopChecks context.CancelFunc
+	// node is the real node, when one was started.
+	node *nodeCluster
+}
+
+// stopNamed stops the started process of that name, if any, and forgets
+// it.
+func (lc *localCluster) stopNamed(name string, grace time.Duration) {
+	lc.mu.Lock()
+	var victim *process
+	kept := lc.procs[:0]
+	for _, p := range lc.procs {
+		if p.name == name && victim == nil {
+			victim = p
+			continue
+		}
+		kept = append(kept, p)
+	}
+	lc.procs = kept
+	lc.mu.Unlock()
+	if victim != nil {
+		victim.stop(grace)
+	}
 }
 
 func (lc *localCluster) start(name, bin string, args []string, ports ...int) error {
@@ -353,6 +388,10 @@ func (lc *localCluster) stop(context.Context) error {
 	if lc.stopChecks != nil {
 		lc.stopChecks()
 	}
+	var nodeErr error
+	if lc.node != nil {
+		nodeErr = lc.node.stop()
+	}
 	lc.mu.Lock()
 	procs := lc.procs
 	lc.procs = nil
@@ -377,7 +416,10 @@ func (lc *localCluster) stop(context.Context) error {
 	}
 	lc.logf("stopped %d processes", len(procs))
 	if err := os.RemoveAll(lc.dir); err != nil {
-		return fmt.Errorf("removing data dir: %w", err)
+		return errors.Join(nodeErr, fmt.Errorf("removing data dir: %w", err))
+	}
+	if nodeErr != nil {
+		return fmt.Errorf("stopping the real node: %w", nodeErr)
 	}
 	return nil
 }

@@ -37,7 +37,14 @@ type Registry struct {
 }
 
 // Start runs a registry that requires Username and Password.
-func Start(ctx context.Context) (*Registry, error) {
+func Start(ctx context.Context) (*Registry, error) { return start(ctx, true) }
+
+// StartOpen runs a registry that asks for no credentials (Username and
+// Password are empty): what a container runtime pulls from without being
+// given any.
+func StartOpen(ctx context.Context) (*Registry, error) { return start(ctx, false) }
+
+func start(ctx context.Context, withAuth bool) (*Registry, error) {
 	bin := Binary
 	if _, err := os.Stat(bin); err != nil {
 		p, lookErr := exec.LookPath("docker-registry")
@@ -50,7 +57,10 @@ func Start(ctx context.Context) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Registry{dir: dir, Username: "gantry", Password: rand.Text(), done: make(chan struct{})}
+	r := &Registry{dir: dir, done: make(chan struct{})}
+	if withAuth {
+		r.Username, r.Password = "gantry", rand.Text()
+	}
 	fail := func(err error) (*Registry, error) {
 		r.Stop()
 		return nil, err
@@ -71,6 +81,10 @@ func Start(ctx context.Context) (*Registry, error) {
 	if err := os.WriteFile(htpasswd, []byte(r.Username+":"+string(hash)+"\n"), 0o600); err != nil {
 		return fail(err)
 	}
+	auth := ""
+	if withAuth {
+		auth = "auth:\n  htpasswd:\n    realm: gantry-test\n    path: " + htpasswd + "\n"
+	}
 	config := fmt.Sprintf(`version: 0.1
 log:
   level: warn
@@ -84,11 +98,7 @@ storage:
 http:
   addr: %s
   secret: %s
-auth:
-  htpasswd:
-    realm: gantry-test
-    path: %s
-`, filepath.Join(dir, "data"), r.Host, rand.Text(), htpasswd)
+%s`, filepath.Join(dir, "data"), r.Host, rand.Text(), auth)
 	cfgPath := filepath.Join(dir, "config.yml")
 	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
 		return fail(err)
@@ -110,14 +120,18 @@ auth:
 		close(r.done)
 	}()
 
-	// Ready when /v2/ asks for credentials.
+	// Ready when /v2/ asks for credentials, or answers without.
+	ready := http.StatusUnauthorized
+	if !withAuth {
+		ready = http.StatusOK
+	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
 		resp, err := http.Get("http://" + r.Host + "/v2/")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusUnauthorized {
+			if resp.StatusCode == ready {
 				return r, nil
 			}
 		}

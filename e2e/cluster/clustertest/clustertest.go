@@ -88,7 +88,8 @@ func (e *Env) Run(m *testing.M) int {
 	}()
 
 	start := time.Now()
-	c, err := provider.Start(ctx, cluster.Options{Name: "gantry-test"})
+	// GANTRY_NODE=1 (make test-node) adds the real node.
+	c, err := provider.Start(ctx, cluster.Options{Name: "gantry-test", RealNode: os.Getenv("GANTRY_NODE") == "1"})
 	if err != nil {
 		select {
 		case s := <-interrupted:

@@ -1,7 +1,7 @@
 // Command cluster starts a test cluster by hand, for a person (or make demo)
 // to point kubectl and gantry at:
 //
-//	go run ./e2e/cmd/cluster up [-nodes N] [-kubeconfig PATH] [-profiling] [-rtt D]
+//	go run ./e2e/cmd/cluster up [-nodes N] [-kubeconfig PATH] [-profiling] [-rtt D] [-node real]
 //
 // With -rtt, the kubeconfig reaches the API server through a proxy that
 // delays each direction by half of D: a cluster in another region.
@@ -39,13 +39,14 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 || args[0] != "up" {
-		return errors.New("usage: cluster up [-nodes N] [-kubeconfig PATH] [-profiling] [-rtt D]")
+		return errors.New("usage: cluster up [-nodes N] [-kubeconfig PATH] [-profiling] [-rtt D] [-node real]")
 	}
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
 	nodes := fs.Int("nodes", 1, "number of kwok nodes (local provider)")
 	out := fs.String("kubeconfig", "", "also write the kubeconfig to this path (removed again on exit)")
 	profiling := fs.Bool("profiling", false, "serve the API server's /debug/pprof (local provider)")
 	rtt := fs.Duration("rtt", 0, "reach the API server through a proxy that adds this round-trip time")
+	node := fs.String("node", "", `"real": add a node run by a real kubelet, with containerd (local provider; make node-tools)`)
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -58,6 +59,7 @@ func run(ctx context.Context, args []string) error {
 		Name:      "gantry",
 		Nodes:     *nodes,
 		Profiling: *profiling,
+		RealNode:  *node == "real",
 		Logf:      func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
 	})
 	if err != nil {
