@@ -23,6 +23,26 @@ func BenchmarkEvaluate(b *testing.B) {
 			}
 		}
 	})
+	var mine Rule
+	for _, r := range BuiltInRules() {
+		if r.Kind == "Certificate" {
+			mine = r
+			mine.Origin = "bench.yaml:1"
+		}
+	}
+	user, _, err := Compile([]Rule{mine}, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("user-rule", func(b *testing.B) {
+		for b.Loop() {
+			// A new version each time: decided again, not kept.
+			u.SetResourceVersion(u.GetResourceVersion() + "1")
+			if v, ok := user.Evaluate(context.Background(), u); !ok || v.Result.Status != status.CurrentStatus {
+				b.Fatal(v.Result)
+			}
+		}
+	})
 	b.Run("kstatus", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := status.Compute(u); err != nil {

@@ -3,9 +3,14 @@ package health
 import (
 	"context"
 	"fmt"
+	"math/bits"
+	"slices"
+	"sync/atomic"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/checker"
+	"github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
@@ -26,13 +31,26 @@ const MaxCost = 1_000_000
 // their context, every hundred iterations of a comprehension, which a
 // chain of string calls never reaches.
 type evaluator struct {
-	exprs []program // inProgress, failed, current, in Flux's order
+	exprs []*program // inProgress, failed, current, in Flux's order
 }
 
 type program struct {
 	expr   string
 	status status.Status
 	prg    cel.Program
+	// bounded is the same program with its work counted and bounded
+	// (a user's rule; nil for gantry's own). It runs on the objects for
+	// which CEL's static estimate cannot show the expression's work
+	// small: see fast.
+	bounded cel.Program
+	// checked is the expression type-checked over the object's fields
+	// as dyn, for CEL's static cost estimate; nil when it does not check
+	// (it names a field not declared there): then bounded always runs.
+	checked *cel.Ast
+	// fast[b] is what the estimate said for objects whose strings,
+	// lists and maps are all shorter than 2^b: 0 not asked yet, 1 small
+	// enough to run unbounded, 2 not.
+	fast [65]atomic.Uint32
 }
 
 func newEvaluator(r *Rule) (*evaluator, error) {
@@ -54,18 +72,209 @@ func newEvaluator(r *Rule) (*evaluator, error) {
 			return nil, fmt.Errorf("failed to parse the CEL expression '%s': %s", x.expr, iss.String())
 		}
 		opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize), cel.InterruptCheckFrequency(100)}
-		if r.Origin != BuiltIn {
-			// gantry's own rules are linear in the object; the user's
-			// are bounded.
-			opts = append(opts, cel.CostTracking(sizeCost{}), cel.CostLimit(MaxCost))
-		}
 		prg, err := env.Program(parsed, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("failed to create CEL program: %w", err)
 		}
-		e.exprs = append(e.exprs, program{expr: x.expr, status: x.status, prg: prg})
+		p := &program{expr: x.expr, status: x.status, prg: prg}
+		if r.Origin != BuiltIn {
+			// gantry's own rules are linear in the object; the user's
+			// are bounded.
+			if p.bounded, err = env.Program(parsed, append(opts, cel.CostTracking(sizeCost{}), cel.CostLimit(MaxCost))...); err != nil {
+				return nil, fmt.Errorf("failed to create CEL program: %w", err)
+			}
+			p.checked = checkedForEstimate(x.expr)
+		}
+		e.exprs = append(e.exprs, p)
 	}
 	return e, nil
+}
+
+// objectFields are the fields of an object an expression names as
+// variables, declared dyn for the static estimate.
+var objectFields = []string{"apiVersion", "kind", "metadata", "spec", "status", "data"}
+
+var estimateEnv = sync1(func() (*cel.Env, error) {
+	env, err := celEnv()
+	if err != nil {
+		return nil, err
+	}
+	var vars []cel.EnvOption
+	for _, f := range objectFields {
+		vars = append(vars, cel.Variable(f, cel.DynType))
+	}
+	return env.Extend(vars...)
+})
+
+func checkedForEstimate(expr string) *cel.Ast {
+	env, err := estimateEnv()
+	if err != nil {
+		return nil
+	}
+	checked, iss := env.Compile(expr)
+	if iss != nil && iss.Err() != nil {
+		return nil
+	}
+	// CEL estimates a call it could not resolve to an overload (a
+	// function of a dyn value) at no cost, and a function of its
+	// extensions at the cost of one: an expression with either is left
+	// to the counted run.
+	std, err := standardFunctions()
+	if err != nil {
+		return nil
+	}
+	native := checked.NativeRep()
+	estimable := true
+	ast.PreOrderVisit(native.Expr(), ast.NewExprVisitor(func(e ast.Expr) {
+		switch e.Kind() {
+		case ast.CallKind:
+			if !std[e.AsCall().FunctionName()] || len(native.GetOverloadIDs(e.ID())) == 0 {
+				estimable = false
+			}
+		case ast.ComprehensionKind:
+			// A variable named as a field of the object would hide it
+			// from fromObject.
+			c := e.AsComprehension()
+			for _, v := range []string{c.IterVar(), c.IterVar2(), c.AccuVar()} {
+				if slices.Contains(objectFields, v) {
+					estimable = false
+				}
+			}
+		}
+	}))
+	if !estimable {
+		return nil
+	}
+	return checked
+}
+
+// fastBound: an expression runs without counting its work on an object
+// when CEL's static estimate of its cost, for an object whose every
+// string, list and map is at most that object's longest, is within a
+// twentieth of MaxCost. What a call makes is bounded by the cost CEL
+// charges for making it, so the counted run (MaxCost with the size of
+// every result added) could not have stopped it either.
+const fastBound = MaxCost / 20
+
+// run evaluates p on obj: unbounded when the estimate shows its work
+// small for an object of obj's sizes, bounded otherwise.
+func (p *program) run(ctx context.Context, obj map[string]any) (ref.Val, error) {
+	if p.bounded == nil {
+		val, _, err := p.prg.ContextEval(ctx, obj)
+		return val, err
+	}
+	if p.checked != nil {
+		b := bits.Len64(longest(obj, 0))
+		state := uint32(2)
+		if b < 48 {
+			state = p.fast[b].Load()
+		}
+		if state == 0 {
+			state = 2
+			if env, err := estimateEnv(); err == nil {
+				if est, err := env.EstimateCost(p.checked, sizeBound(uint64(1)<<b)); err == nil && est.Max <= fastBound {
+					state = 1
+				}
+			}
+			p.fast[b].Store(state)
+		}
+		if state == 1 {
+			val, _, err := p.prg.ContextEval(ctx, obj)
+			return val, err
+		}
+	}
+	val, _, err := p.bounded.ContextEval(ctx, obj)
+	return val, err
+}
+
+// longest is the length of the longest string (in bytes, at least its
+// characters), list or map in v, at least n.
+func longest(v any, n uint64) uint64 {
+	switch v := v.(type) {
+	case string:
+		n = max(n, uint64(len(v)))
+	case map[string]any:
+		n = max(n, uint64(len(v)))
+		for k, x := range v {
+			n = max(n, uint64(len(k)))
+			n = longest(x, n)
+		}
+	case []any:
+		n = max(n, uint64(len(v)))
+		for _, x := range v {
+			n = longest(x, n)
+		}
+	}
+	return n
+}
+
+// sizeBound estimates every string, list and map reached from the
+// object's fields at most its value; nothing about the rest (what a call
+// makes, CEL sizes from the call).
+type sizeBound uint64
+
+// standardFunctions are the functions of CEL's standard library and its
+// optional types, whose costs CEL's estimate knows.
+var standardFunctions = sync1(func() (map[string]bool, error) {
+	env, err := cel.NewEnv(cel.OptionalTypes())
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for name := range env.Functions() {
+		out[name] = true
+	}
+	return out, nil
+})
+
+func (s sizeBound) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
+	if p := n.Path(); len(p) > 0 && slices.Contains(objectFields, p[0]) {
+		return &checker.SizeEstimate{Min: 0, Max: uint64(s)}
+	}
+	return nil
+}
+
+// EstimateCallCost sizes what orValue gives when its optional is a field
+// of the object (status.?conditions.orValue([])): CEL does not size an
+// optional's value.
+func (s sizeBound) EstimateCallCost(function, _ string, target *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
+	if function != "orValue" || target == nil || len(args) != 1 || !fromObject((*target).Expr()) {
+		return nil
+	}
+	size := uint64(s)
+	switch def := args[0]; {
+	case def.ComputedSize() != nil:
+		size = max(size, def.ComputedSize().Max)
+	case fromObject(def.Expr()):
+	default:
+		return nil
+	}
+	return &checker.CallEstimate{CostEstimate: checker.FixedCostEstimate(1), ResultSize: &checker.SizeEstimate{Min: 0, Max: size}}
+}
+
+// fromObject: e is a value of the object's, reached through fields,
+// optional fields and indexes from one of its top-level fields.
+func fromObject(e ast.Expr) bool {
+	for {
+		switch e.Kind() {
+		case ast.IdentKind:
+			return slices.Contains(objectFields, e.AsIdent())
+		case ast.SelectKind:
+			if e.AsSelect().IsTestOnly() {
+				return false
+			}
+			e = e.AsSelect().Operand()
+		case ast.CallKind:
+			switch c := e.AsCall(); c.FunctionName() {
+			case "_?._", "_[_]", "_[?_]":
+				e = c.Args()[0]
+			default:
+				return false
+			}
+		default:
+			return false
+		}
+	}
 }
 
 // Evaluate is Flux's order: an object whose controller has not observed
@@ -79,7 +288,7 @@ func (e *evaluator) Evaluate(ctx context.Context, u *unstructured.Unstructured) 
 		}
 	}
 	for _, p := range e.exprs {
-		val, _, err := p.prg.ContextEval(ctx, obj)
+		val, err := p.run(ctx, obj)
 		if err != nil {
 			return nil, fmt.Errorf("failed to evaluate the CEL expression '%s': %w", p.expr, err)
 		}

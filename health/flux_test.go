@@ -2,10 +2,12 @@ package health
 
 import (
 	"context"
+	"math/bits"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"github.com/fluxcd/pkg/apis/kustomize"
 	fluxcel "github.com/fluxcd/pkg/runtime/cel"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -74,6 +76,47 @@ func TestEvaluationWorkIsBounded(t *testing.T) {
 		t.Logf("%s: stopped after %s", expr[:40], took)
 		if v.Result.Status != "Failed" || !strings.Contains(v.Result.Message, "cannot be evaluated on this object: it would cost more than the bound of one expression on one object") {
 			t.Errorf("%s: %s after %s; want it stopped at the bound, said", expr[:40], v.Result, took)
+		}
+	}
+}
+
+// A user's rule runs without counting its work only where CEL's static
+// estimate, for an object of that one's sizes, shows the work small: a
+// rule over the conditions of an object as controllers leave it, not over
+// a long list, nor nested comprehensions, nor calls whose result CEL
+// cannot size. Counted or not, the verdict is the same.
+func TestUncountedRunsOnlyWhereTheEstimateAllows(t *testing.T) {
+	conditions := func(n int) string {
+		return "status:\n  conditions:\n" + strings.Repeat("  - {type: Other, status: 'False'}\n", n-1) + "  - {type: Ready, status: 'True'}\n"
+	}
+	for _, tc := range []struct {
+		name, expr, body string
+		uncounted        bool
+	}{
+		{"conditions", "status.conditions.filter(e, e.type == 'Ready').all(e, e.status == 'True')", conditions(3), true},
+		{"optional conditions", "status.?conditions.orValue([]).exists(c, c.type == 'Ready' && c.status == 'True')", conditions(3), true},
+		{"a variable that hides a field", "[status.conditions[0].type + status.conditions[0].type].exists(status, status.?x.orValue('') == '')", conditions(3), false},
+		{"what orValue gives grown", "status.?conditions.orValue([]).exists(c, c.type + c.type + c.type != '')", conditions(3), false},
+		{"a long list of conditions", "status.conditions.filter(e, e.type == 'Ready').all(e, e.status == 'True')", conditions(5000), false},
+		{"nested comprehensions, a short list", "status.conditions.all(a, status.conditions.all(b, status.conditions.exists(c, c.status == 'True')))", conditions(3), true},
+		{"nested comprehensions, a longer list", "status.conditions.all(a, status.conditions.all(b, status.conditions.exists(c, c.status == 'True')))", conditions(40), false},
+		{"a call CEL cannot estimate", "status.conditions[0].type.replace('O', 'OO') != ''", conditions(3), false},
+		{"a call CEL can estimate", "status.conditions[0].type + status.conditions[1].type != ''", conditions(3), true},
+		{"a field not declared", "self.status == 'x' || status.conditions.exists(c, c.status == 'True')", conditions(3), false},
+	} {
+		r := &Rule{APIVersion: "example.com/v1", Kind: "Widget", Current: tc.expr, Origin: "rules.yaml:1", Lines: map[string]int{}}
+		e, err := newEvaluator(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := obj(t, "example.com/v1", "Widget", tc.body)
+		res, err := e.Evaluate(context.Background(), u)
+		if err != nil || res.Status != status.CurrentStatus {
+			t.Errorf("%s: %v %v, want Current", tc.name, res, err)
+		}
+		b := bits.Len64(longest(u.Object, 0))
+		if got := e.exprs[0].fast[b].Load() == 1; got != tc.uncounted {
+			t.Errorf("%s: run uncounted %v, want %v", tc.name, got, tc.uncounted)
 		}
 	}
 }
