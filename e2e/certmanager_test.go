@@ -185,9 +185,10 @@ func TestCertManagerCertificateReady(t *testing.T) {
 // A Certificate naming an Issuer that does not exist. cert-manager marks
 // nothing failed: its CertificateRequest stays Pending ('Referenced
 // "Issuer" not found'), and the Certificate stays Issuing, not Ready,
-// until the Issuer appears. The run fails at the timeout, with the
-// Certificate's own message and its CertificateRequest's, which says why;
-// the test logs what cert-manager wrote.
+// until the Issuer appears. The Issuer is neither in the run nor on the
+// cluster: the run fails as soon as cert-manager says so, long before its
+// timeout, with the Certificate's own message and its
+// CertificateRequest's; the test logs what cert-manager wrote.
 func TestCertManagerMissingIssuer(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
@@ -196,12 +197,12 @@ func TestCertManagerMissingIssuer(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "issuer.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	r := gantry(t, "apply", "--path="+dir, "--inventory=certs", "--inventory-namespace="+ns, "--timeout=45s")
+	r := gantry(t, "apply", "--path="+dir, "--inventory=certs", "--inventory-namespace="+ns, "--timeout=5m")
 	if r.code == 0 {
 		t.Fatalf("exit 0 for a Certificate whose Issuer does not exist:\n%s", r.stderr)
 	}
-	if r.took < 40*time.Second {
-		t.Errorf("the run ended after %s, before its timeout (45s): cert-manager was expected to mark nothing failed; what did it write?", r.took)
+	if r.took > 2*time.Minute {
+		t.Errorf("the run ended after %s: it waited for an Issuer that nothing makes", r.took)
 	}
 	c := getCertificate(t, ns, "web")
 	t.Logf("the Certificate's conditions:\n%s", conditionsYAML(c))
@@ -222,17 +223,16 @@ func TestCertManagerMissingIssuer(t *testing.T) {
 		t.Errorf("the CertificateRequest's Ready condition: %v; want False, Pending, Referenced \"Issuer\" not found", ready)
 	}
 
-	// What the user sees: the Certificate not ready at the timeout, with
-	// the message of its Ready condition, and that it is the built-in
-	// rule that holds it.
+	// What the user sees: the Certificate failed, with the message of
+	// its Ready condition, and that it is the built-in rule that decides.
 	h := healthOf(t, r, "Certificate")
-	if h == nil || h.Status != "InProgress" || h.Rule != "built-in rule for Certificate.cert-manager.io" {
-		t.Errorf("the Certificate's health in the report: %+v; want InProgress by the built-in rule", h)
+	if h == nil || h.Status != "Failed" || h.Rule != "built-in rule for Certificate.cert-manager.io" {
+		t.Errorf("the Certificate's health in the report: %+v; want Failed by the built-in rule", h)
 	}
 	if msg := fmt.Sprint(condition(c, "Ready")["message"]); h != nil && !strings.Contains(h.Message, msg) {
 		t.Errorf("the report's message %q does not carry the Certificate's own %q", h.Message, msg)
 	}
-	for _, want := range []string{"Certificate", "web", "not ready within the timeout", "CertificateRequest/" + cr.GetName() + `: Pending: Referenced "Issuer" not found`} {
+	for _, want := range []string{"Certificate", "web", "its Issuer missing is neither in this run nor on the cluster", "CertificateRequest/" + cr.GetName() + `: Pending: Referenced "Issuer" not found`} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("the run does not say %q:\n%s", want, r.stderr)
 		}

@@ -1,6 +1,9 @@
 package health
 
-import "k8s.io/apimachinery/pkg/runtime/schema"
+import (
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
 
 // The built-in rules, for kinds whose controllers report through their
 // own conditions or phase, where kstatus (which reads only Reconciling,
@@ -133,4 +136,39 @@ var related = map[schema.GroupKind]schema.GroupVersionKind{
 func Related(gk schema.GroupKind) (schema.GroupVersionKind, bool) {
 	gvk, ok := related[gk]
 	return gvk, ok
+}
+
+// Reference is an object that another names and cannot become ready
+// without.
+type Reference struct {
+	Group, Kind, Namespace, Name string
+}
+
+// Needs are the objects u names that its controller needs to exist: a
+// cert-manager Certificate's Issuer or ClusterIssuer (an issuer of
+// another group, an external issuer, is not checked). cert-manager waits
+// for an absent Issuer without marking anything failed: the wait, which
+// knows the run's set, can say that nothing of this run will make it.
+func Needs(u *unstructured.Unstructured) []Reference {
+	if gk := u.GroupVersionKind().GroupKind(); gk != (schema.GroupKind{Group: "cert-manager.io", Kind: "Certificate"}) {
+		return nil
+	}
+	name, _, _ := unstructured.NestedString(u.Object, "spec", "issuerRef", "name")
+	kind, _, _ := unstructured.NestedString(u.Object, "spec", "issuerRef", "kind")
+	group, _, _ := unstructured.NestedString(u.Object, "spec", "issuerRef", "group")
+	if name == "" || (group != "" && group != "cert-manager.io") {
+		return nil
+	}
+	switch kind {
+	case "", "Issuer":
+		return []Reference{{Group: "cert-manager.io", Kind: "Issuer", Namespace: u.GetNamespace(), Name: name}}
+	case "ClusterIssuer":
+		return []Reference{{Group: "cert-manager.io", Kind: "ClusterIssuer", Name: name}}
+	}
+	return nil
+}
+
+// HasNeeds: objects of gk may have Needs.
+func HasNeeds(gk schema.GroupKind) bool {
+	return gk == schema.GroupKind{Group: "cert-manager.io", Kind: "Certificate"}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -14,9 +15,12 @@ import (
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"github.com/fluxcd/cli-utils/pkg/object"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/health"
@@ -157,6 +161,16 @@ func (r *run) poll(ctx context.Context, set object.ObjMetadataSet) (map[object.O
 	start := time.Now()
 	tick := time.NewTicker(cmp.Or(r.progressEvery, defaultProgressEvery))
 	defer tick.Stop()
+	// Objects that name another they cannot become ready without (a
+	// Certificate its Issuer) are looked at every needsEvery: one whose
+	// need is neither in the set nor on the cluster, and whose
+	// controller says why it waits, will not become ready in this run.
+	var needsTick <-chan time.Time
+	if slices.ContainsFunc(set, func(id object.ObjMetadata) bool { return health.HasNeeds(id.GroupKind) }) {
+		t := time.NewTicker(needsEvery)
+		defer t.Stop()
+		needsTick = t.C
+	}
 	for {
 		var e event.Event
 		var ok bool
@@ -165,6 +179,15 @@ func (r *run) poll(ctx context.Context, set object.ObjMetadataSet) (map[object.O
 		case <-tick.C:
 			if !settled && pctx.Err() == nil {
 				r.progress(pctx, set, last, time.Since(start))
+			}
+			continue
+		case <-needsTick:
+			if !settled && pctx.Err() == nil {
+				if id, rs := r.unmetNeed(pctx, set, last); rs != nil {
+					last[id] = rs
+					settled = true
+					cancel()
+				}
 			}
 			continue
 		}
@@ -200,6 +223,69 @@ func (r *run) poll(ctx context.Context, set object.ObjMetadataSet) (map[object.O
 		}
 	}
 	return last, !settled && ctx.Err() != nil
+}
+
+// needsEvery is how often the wait looks for an object whose need is
+// missing; maxNeedsRead bounds the reads of one look.
+const (
+	needsEvery   = 2 * time.Second
+	maxNeedsRead = 20
+)
+
+// unmetNeed is the first object of set, in progress by its rule, that
+// needs an object neither in set nor on the cluster while what its
+// controller made for it says why it waits: its status, failed, naming
+// both. Each need is read once a look, at most maxNeedsRead of them.
+func (r *run) unmetNeed(ctx context.Context, set object.ObjMetadataSet, last map[object.ObjMetadata]*event.ResourceStatus) (object.ObjMetadata, *event.ResourceStatus) {
+	guard := r.waitGuard()
+	absent := map[health.Reference]bool{}
+	for _, id := range set {
+		rs := last[id]
+		if rs == nil || rs.Resource == nil || rs.Status != status.InProgressStatus || !health.HasNeeds(id.GroupKind) || guard.ruleFor(id) == nil {
+			continue
+		}
+		for _, need := range health.Needs(rs.Resource) {
+			gone, seen := absent[need]
+			if !seen {
+				if len(absent) >= maxNeedsRead {
+					return object.ObjMetadata{}, nil
+				}
+				gone = r.needAbsent(ctx, set, need)
+				absent[need] = gone
+			}
+			if !gone {
+				continue
+			}
+			related := r.relatedReasons(ctx, rs.Resource)
+			if len(related) == 0 {
+				continue
+			}
+			failed := *rs
+			failed.Status = status.FailedStatus
+			failed.Message = fmt.Sprintf("its %s %s is neither in this run nor on the cluster; %s", need.Kind, need.Name, related[0])
+			return id, &failed
+		}
+	}
+	return object.ObjMetadata{}, nil
+}
+
+// needAbsent: need is not in set, and the cluster answers that it does
+// not exist (or that its kind does not).
+func (r *run) needAbsent(ctx context.Context, set object.ObjMetadataSet, need health.Reference) bool {
+	gk := schema.GroupKind{Group: need.Group, Kind: need.Kind}
+	if slices.ContainsFunc(set, func(id object.ObjMetadata) bool {
+		return id.GroupKind == gk && id.Namespace == need.Namespace && id.Name == need.Name
+	}) {
+		return false
+	}
+	mapping, err := r.clients.Client.RESTMapper().RESTMapping(gk)
+	if err != nil {
+		return meta.IsNoMatchError(err)
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(mapping.GroupVersionKind)
+	err = r.clients.Client.Get(ctx, client.ObjectKey{Namespace: need.Namespace, Name: need.Name}, u)
+	return apierrors.IsNotFound(err)
 }
 
 // progress says which objects of set are not ready yet, after elapsed:
@@ -286,7 +372,12 @@ func (r *run) explain(ctx context.Context, id object.ObjMetadata, rs *event.Reso
 			obj = now
 		}
 		parts = append(parts, failingConditions(obj)...)
-		parts = append(parts, r.relatedReasons(ctx, obj)...)
+		for _, why := range r.relatedReasons(ctx, obj) {
+			// A status the wait failed for a missing need names it.
+			if !strings.Contains(rs.Message, why) {
+				parts = append(parts, why)
+			}
+		}
 		if sel := podSelector(obj); sel != "" {
 			parts = append(parts, r.podReasons(ctx, id.Namespace, sel, true)...)
 		}
