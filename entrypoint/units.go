@@ -68,6 +68,7 @@ func runFile(ctx context.Context, inv *config.Given, file string, p platform, st
 		}
 		return ExitInvalid
 	}
+	run.Selected = runCfg.Units
 	if w := pullRequestWriteWarning(run.Command, env, p); w != "" {
 		s.console.warn(w)
 	}

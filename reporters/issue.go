@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/google/go-github/v89/github"
@@ -59,8 +60,14 @@ func runDriftIssueOf(run *result.Run, page Page) (is driftIssue, ok bool) {
 	if run.Command != "drift" {
 		return is, false
 	}
-	page.Marker = "gantry:drift run-file=" + markerValue(run.RunFile)
-	return driftIssue{marker: page.Marker, title: driftTitle("run file " + run.RunFile), open: runDrifted(run),
+	page.Marker = "gantry:drift run-file=" + markerValue(run.RunFile) + selectionMarker(run)
+	what := "run file " + run.RunFile
+	if len(run.Selected) > 0 {
+		units := slices.Clone(run.Selected)
+		slices.Sort(units)
+		what += ", " + map[bool]string{true: "unit ", false: "units "}[len(units) == 1] + strings.Join(slices.Compact(units), ", ")
+	}
+	return driftIssue{marker: page.Marker, title: driftTitle(what), open: runDrifted(run),
 		body: func(limit int, redact *Redactor) string { return RunStickyBody(run, page, limit, redact) }}, true
 }
 

@@ -144,3 +144,64 @@ func TestDriftTableSaysOnceWhatItLeftOut(t *testing.T) {
 		t.Errorf("%d drift rows, want %d", n, maxTableRows)
 	}
 }
+
+// The jobs of a plan each run one unit of the same run file (the unit
+// input): each keeps its own merge request note and drift issue. Before,
+// all of them carried the run file's marker, so each job overwrote the
+// note of the one before (the merge request showed the last unit's diff
+// alone), and a unit without drift closed the issue another had opened.
+func TestEachUnitOfAPlanKeepsItsOwnNoteAndDriftIssue(t *testing.T) {
+	t.Parallel()
+	gl := &fakeapi.GitLab{T: t, Token: "glpat-canary", Me: 77}
+	srv := httptest.NewServer(gl)
+	defer srv.Close()
+	ctx := context.Background()
+	unitRun := func(command, unit string, res *result.Result, selected bool) *result.Run {
+		run := &result.Run{Schema: result.RunSchemaVersion, Command: command, RunFile: "gantry.yaml", Units: []result.Unit{{Name: unit, Result: res}}}
+		if selected {
+			run.Selected = []string{unit}
+		}
+		run.Conclude()
+		return run
+	}
+	note := &MergeRequestNote{APIURL: srv.URL + "/api/v4", Token: gl.Token, ProjectID: "123", IID: 9, Redact: NewRedactor()}
+	for round := 0; round < 2; round++ {
+		for _, unit := range []string{"base", "app-a", "app-b"} {
+			res := noDrift()
+			res.Command, res.Reason = "diff", result.ReasonNoChanges
+			if err := note.ReportRun(ctx, unitRun("diff", unit, res, true)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The second round finds each unit's note as it left it: no write.
+	if got, want := strings.Join(gl.Writes(), ", "), "POST 1, POST 2, POST 3"; got != want {
+		t.Errorf("note writes %q, want %q", got, want)
+	}
+	notes := gl.Notes()
+	if len(notes) != 3 {
+		t.Fatalf("%d notes for three units", len(notes))
+	}
+	for i, unit := range []string{"base", "app-a", "app-b"} {
+		if n := notes[i]; !strings.HasPrefix(n.Body, "<!-- gantry:comment run-file=gantry.yaml unit="+unit+" -->\n") || !strings.Contains(n.Body, unit) {
+			t.Errorf("note %d:\n%s", n.ID, n.Body)
+		}
+	}
+	// A run of every unit keeps the run file's note.
+	if m := RunMarker(unitRun("diff", "base", noDrift(), false)); m != "gantry:comment run-file=gantry.yaml" {
+		t.Errorf("the marker of a run of every unit: %q", m)
+	}
+
+	issue := &GitLabDriftIssue{APIURL: srv.URL + "/api/v4", Token: gl.Token, ProjectID: "123", Redact: NewRedactor()}
+	if err := issue.ReportRun(ctx, unitRun("drift", "app-b", driftSample(".spec.replicas"), true)); err != nil {
+		t.Fatal(err)
+	}
+	if err := issue.ReportRun(ctx, unitRun("drift", "app-a", noDrift(), true)); err != nil {
+		t.Fatal(err)
+	}
+	issues := gl.Issues()
+	if len(issues) != 1 || issues[0].State != "opened" || issues[0].Title != "Drift in run file gantry.yaml, unit app-b (gantry)" ||
+		!strings.HasPrefix(issues[0].Description, "<!-- gantry:drift run-file=gantry.yaml unit=app-b -->\n") {
+		t.Errorf("issues after app-b drifted and app-a did not: %+v", issues)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -108,14 +109,29 @@ func RunOutputNames(run *result.Run) []string {
 }
 
 // RunMarker is the hidden marker of a run file's comment: one comment per
-// run file, whatever its units.
+// run file, whatever its units, and one per selection of its units (the
+// unit input), as the jobs of a plan each run one.
 func RunMarker(run *result.Run) string {
 	for _, u := range run.Units {
 		if u.Result != nil && u.Base != "" {
-			return "gantry:comment offline-diff run-file=" + markerValue(run.RunFile)
+			return "gantry:comment offline-diff run-file=" + markerValue(run.RunFile) + selectionMarker(run)
 		}
 	}
-	return "gantry:comment run-file=" + markerValue(run.RunFile)
+	return "gantry:comment run-file=" + markerValue(run.RunFile) + selectionMarker(run)
+}
+
+// selectionMarker is " unit=" and the run's selection of units, sorted,
+// or nothing when the run was of every unit.
+func selectionMarker(run *result.Run) string {
+	if len(run.Selected) == 0 {
+		return ""
+	}
+	names := make([]string, len(run.Selected))
+	for i, n := range run.Selected {
+		names[i] = markerValue(n)
+	}
+	slices.Sort(names)
+	return " unit=" + strings.Join(slices.Compact(names), ",")
 }
 
 // RunStickyBody is RunFit's rendering for a comment updated in place,

@@ -22,6 +22,10 @@ type Run struct {
 	Reason   Reason    `json:"reason"`
 	Message  string    `json:"message"`
 	Units    []Unit    `json:"units"`
+	// Selected are the units the run was asked for (the unit input),
+	// empty for all of them. A selection has its own comment, note and
+	// drift issue: a plan's jobs each run one unit of the same run file.
+	Selected []string `json:"-"`
 }
 
 // Unit is one unit's outcome: its name, cluster and dependencies, and
