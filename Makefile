@@ -21,7 +21,7 @@ TOOLS     := $(CLUSTER_TOOLS) $(AGE_BINS) $(BIN)/cosign $(BIN)/sops $(BIN)/actio
 
 FLUX_BINS := $(BIN)/source-controller $(BIN)/kustomize-controller
 
-.PHONY: all bench bench-peers build image tools cluster-tools flux-tools fuzz test test-image test-flux cert-manager-tools test-certmanager node-tools test-node test-race test-short demo cluster docs schemas compare-offline lint vuln soak release-prep clean help
+.PHONY: all bench bench-peers build image tools cluster-tools flux-tools fuzz test test-image test-flux cert-manager-tools test-certmanager node-tools test-node tekton-tools test-race test-short demo cluster docs schemas compare-offline lint vuln soak release-prep clean help
 
 all: build
 
@@ -177,6 +177,24 @@ $(BIN)/cert-manager-controller: hack/tools/cert-manager/go.mod hack/tools/cert-m
 $(BIN)/cert-manager-crds: hack/tools/cert-manager/go.mod hack/tools/cert-manager/go.sum
 	@rm -rf $@ && mkdir -p $@
 	cp "$$(cd hack/tools/cert-manager && $(GO) list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)/deploy/crds/"*.yaml $@/
+	@chmod u+w $@/*
+
+## tekton-tools: Tekton Pipelines' controller (v1.9.0, built from its module), the commands its TaskRun pods run (entrypoint, nop, workingdirinit, sidecarlogresults), its CRDs and ConfigMaps, into bin/tekton/ (only make test-node needs them)
+tekton-tools: $(BIN)/tekton/controller $(BIN)/tekton/config
+
+# The commands are static (CGO_ENABLED=0): the tests put them into images
+# on Debian's busybox, as ko puts them at /ko-app/<command>. The CRDs and
+# the ConfigMaps of the tekton-pipelines namespace come from the same
+# module version.
+TEKTON_CMDS := controller entrypoint nop sidecarlogresults workingdirinit
+$(BIN)/tekton/controller: hack/tools/tekton/go.mod hack/tools/tekton/go.sum
+	@mkdir -p $(BIN)/tekton
+	cd hack/tools/tekton && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/tekton/ $(addprefix github.com/tektoncd/pipeline/cmd/,$(TEKTON_CMDS))
+	@touch $(addprefix $(BIN)/tekton/,$(TEKTON_CMDS))
+
+$(BIN)/tekton/config: hack/tools/tekton/go.mod hack/tools/tekton/go.sum
+	@rm -rf $@ && mkdir -p $@
+	d="$$(cd hack/tools/tekton && $(GO) list -m -f '{{.Dir}}' github.com/tektoncd/pipeline)/config" && cp "$$d"/300-crds/*.yaml "$$d"/config-*.yaml $@/
 	@chmod u+w $@/*
 
 ## test-node: the health wait on pods a real kubelet runs (v1.36.3, with Debian's containerd, runc and CNI plugins, installed when missing), after a check that the node starts clean twice
