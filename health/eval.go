@@ -47,9 +47,12 @@ type program struct {
 	// as dyn, for CEL's static cost estimate; nil when it does not check
 	// (it names a field not declared there): then bounded always runs.
 	checked *cel.Ast
+	// sized are the paths into the object whose sizes the estimate
+	// depends on (status.conditions, status.conditions.@items.type...).
+	sized [][]string
 	// fast[b] is what the estimate said for objects whose strings,
-	// lists and maps are all shorter than 2^b: 0 not asked yet, 1 small
-	// enough to run unbounded, 2 not.
+	// lists and maps at those paths are all shorter than 2^b: 0 not
+	// asked yet, 1 small enough to run unbounded, 2 not.
 	fast [65]atomic.Uint32
 }
 
@@ -83,7 +86,7 @@ func newEvaluator(r *Rule) (*evaluator, error) {
 			if p.bounded, err = env.Program(parsed, append(opts, cel.CostTracking(sizeCost{}), cel.CostLimit(MaxCost))...); err != nil {
 				return nil, fmt.Errorf("failed to create CEL program: %w", err)
 			}
-			p.checked = checkedForEstimate(x.expr)
+			p.checked, p.sized = checkedForEstimate(x.expr)
 		}
 		e.exprs = append(e.exprs, p)
 	}
@@ -106,14 +109,17 @@ var estimateEnv = sync1(func() (*cel.Env, error) {
 	return env.Extend(vars...)
 })
 
-func checkedForEstimate(expr string) *cel.Ast {
+// checkedForEstimate is expr checked for CEL's estimate, and the paths
+// into the object whose sizes the estimate reads; nil when the estimate
+// could not bound it.
+func checkedForEstimate(expr string) (*cel.Ast, [][]string) {
 	env, err := estimateEnv()
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	checked, iss := env.Compile(expr)
 	if iss != nil && iss.Err() != nil {
-		return nil
+		return nil, nil
 	}
 	// CEL estimates a call it could not resolve to an overload (a
 	// function of a dyn value) at no cost, and a function of its
@@ -121,7 +127,7 @@ func checkedForEstimate(expr string) *cel.Ast {
 	// to the counted run.
 	std, err := standardFunctions()
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	native := checked.NativeRep()
 	estimable := true
@@ -133,7 +139,7 @@ func checkedForEstimate(expr string) *cel.Ast {
 			}
 		case ast.ComprehensionKind:
 			// A variable named as a field of the object would hide it
-			// from fromObject.
+			// from objectPath.
 			c := e.AsComprehension()
 			for _, v := range []string{c.IterVar(), c.IterVar2(), c.AccuVar()} {
 				if slices.Contains(objectFields, v) {
@@ -143,15 +149,19 @@ func checkedForEstimate(expr string) *cel.Ast {
 		}
 	}))
 	if !estimable {
-		return nil
+		return nil, nil
 	}
-	return checked
+	var sized [][]string
+	if _, err := env.EstimateCost(checked, sizeBound{b: 1, sized: &sized}); err != nil {
+		return nil, nil
+	}
+	return checked, sized
 }
 
 // fastBound: an expression runs without counting its work on an object
 // when CEL's static estimate of its cost, for an object whose every
-// string, list and map is at most that object's longest, is within a
-// twentieth of MaxCost. What a call makes is bounded by the cost CEL
+// string, list and map the expression reads is at most the longest of
+// them in that object, is within a twentieth of MaxCost. What a call makes is bounded by the cost CEL
 // charges for making it, so the counted run (MaxCost with the size of
 // every result added) could not have stopped it either.
 const fastBound = MaxCost / 20
@@ -164,7 +174,11 @@ func (p *program) run(ctx context.Context, obj map[string]any) (ref.Val, error) 
 		return val, err
 	}
 	if p.checked != nil {
-		b := bits.Len64(longest(obj, 0))
+		var n uint64
+		for _, path := range p.sized {
+			n = max(n, sizeAt(obj, path))
+		}
+		b := bits.Len64(n)
 		state := uint32(2)
 		if b < 48 {
 			state = p.fast[b].Load()
@@ -172,7 +186,7 @@ func (p *program) run(ctx context.Context, obj map[string]any) (ref.Val, error) 
 		if state == 0 {
 			state = 2
 			if env, err := estimateEnv(); err == nil {
-				if est, err := env.EstimateCost(p.checked, sizeBound(uint64(1)<<b)); err == nil && est.Max <= fastBound {
+				if est, err := env.EstimateCost(p.checked, sizeBound{b: uint64(1) << b}); err == nil && est.Max <= fastBound {
 					state = 1
 				}
 			}
@@ -187,31 +201,70 @@ func (p *program) run(ctx context.Context, obj map[string]any) (ref.Val, error) 
 	return val, err
 }
 
-// longest is the length of the longest string (in bytes, at least its
-// characters), list or map in v, at least n.
-func longest(v any, n uint64) uint64 {
-	switch v := v.(type) {
-	case string:
-		n = max(n, uint64(len(v)))
-	case map[string]any:
-		n = max(n, uint64(len(v)))
-		for k, x := range v {
-			n = max(n, uint64(len(k)))
-			n = longest(x, n)
+// sizeAt is the size of the longest string (in bytes, at least its
+// characters), list or map at path in v (@items, @values and @any: each
+// element of a list or value of a map; @keys: each key of a map, or
+// element of a list).
+func sizeAt(v any, path []string) uint64 {
+	if len(path) == 0 {
+		switch v := v.(type) {
+		case string:
+			return uint64(len(v))
+		case map[string]any:
+			return uint64(len(v))
+		case []any:
+			return uint64(len(v))
 		}
-	case []any:
-		n = max(n, uint64(len(v)))
-		for _, x := range v {
-			n = longest(x, n)
+		return 0
+	}
+	var n uint64
+	switch path[0] {
+	case "@items", "@values", "@any":
+		switch v := v.(type) {
+		case []any:
+			for _, x := range v {
+				n = max(n, sizeAt(x, path[1:]))
+			}
+		case map[string]any:
+			for _, x := range v {
+				n = max(n, sizeAt(x, path[1:]))
+			}
+		}
+	case "@keys":
+		// A comprehension over a dyn value: CEL names its variable
+		// @keys, and it is a key of a map or an element of a list.
+		switch v := v.(type) {
+		case map[string]any:
+			for k := range v {
+				n = max(n, sizeAt(k, path[1:]))
+			}
+		case []any:
+			for _, x := range v {
+				n = max(n, sizeAt(x, path[1:]))
+			}
+		}
+	default:
+		if m, ok := v.(map[string]any); ok {
+			n = sizeAt(m[path[0]], path[1:])
 		}
 	}
 	return n
 }
 
 // sizeBound estimates every string, list and map reached from the
-// object's fields at most its value; nothing about the rest (what a call
-// makes, CEL sizes from the call).
-type sizeBound uint64
+// object's fields at most b; nothing about the rest (what a call makes,
+// CEL sizes from the call). sized, when set, records the paths asked.
+type sizeBound struct {
+	b     uint64
+	sized *[][]string
+}
+
+func (s sizeBound) sizeOf(path []string) *checker.SizeEstimate {
+	if s.sized != nil {
+		*s.sized = append(*s.sized, slices.Clone(path))
+	}
+	return &checker.SizeEstimate{Min: 0, Max: s.b}
+}
 
 // standardFunctions are the functions of CEL's standard library and its
 // optional types, whose costs CEL's estimate knows.
@@ -229,7 +282,7 @@ var standardFunctions = sync1(func() (map[string]bool, error) {
 
 func (s sizeBound) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
 	if p := n.Path(); len(p) > 0 && slices.Contains(objectFields, p[0]) {
-		return &checker.SizeEstimate{Min: 0, Max: uint64(s)}
+		return s.sizeOf(p)
 	}
 	return nil
 }
@@ -238,41 +291,69 @@ func (s sizeBound) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
 // of the object (status.?conditions.orValue([])): CEL does not size an
 // optional's value.
 func (s sizeBound) EstimateCallCost(function, _ string, target *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
-	if function != "orValue" || target == nil || len(args) != 1 || !fromObject((*target).Expr()) {
+	if function != "orValue" || target == nil || len(args) != 1 {
 		return nil
 	}
-	size := uint64(s)
+	path, ok := objectPath((*target).Expr())
+	if !ok {
+		return nil
+	}
+	var size uint64
 	switch def := args[0]; {
 	case def.ComputedSize() != nil:
-		size = max(size, def.ComputedSize().Max)
-	case fromObject(def.Expr()):
+		size = def.ComputedSize().Max
 	default:
-		return nil
+		p, ok := objectPath(def.Expr())
+		if !ok {
+			return nil
+		}
+		size = s.sizeOf(p).Max
 	}
+	size = max(size, s.sizeOf(path).Max)
 	return &checker.CallEstimate{CostEstimate: checker.FixedCostEstimate(1), ResultSize: &checker.SizeEstimate{Min: 0, Max: size}}
 }
 
-// fromObject: e is a value of the object's, reached through fields,
-// optional fields and indexes from one of its top-level fields.
-func fromObject(e ast.Expr) bool {
+// objectPath is the path of e into the object, when e is a value of
+// the object's, reached through fields, optional fields and indexes
+// (@any) from one of its top-level fields.
+func objectPath(e ast.Expr) ([]string, bool) {
+	var rev []string
 	for {
 		switch e.Kind() {
 		case ast.IdentKind:
-			return slices.Contains(objectFields, e.AsIdent())
+			if !slices.Contains(objectFields, e.AsIdent()) {
+				return nil, false
+			}
+			rev = append(rev, e.AsIdent())
+			slices.Reverse(rev)
+			return rev, true
 		case ast.SelectKind:
 			if e.AsSelect().IsTestOnly() {
-				return false
+				return nil, false
 			}
+			rev = append(rev, e.AsSelect().FieldName())
 			e = e.AsSelect().Operand()
 		case ast.CallKind:
-			switch c := e.AsCall(); c.FunctionName() {
-			case "_?._", "_[_]", "_[?_]":
-				e = c.Args()[0]
+			c := e.AsCall()
+			switch c.FunctionName() {
+			case "_?._":
+				field := c.Args()[1]
+				if field.Kind() != ast.LiteralKind {
+					return nil, false
+				}
+				name, ok := field.AsLiteral().Value().(string)
+				if !ok {
+					return nil, false
+				}
+				rev = append(rev, name)
+			case "_[_]", "_[?_]":
+				rev = append(rev, "@any")
 			default:
-				return false
+				return nil, false
 			}
+			e = c.Args()[0]
 		default:
-			return false
+			return nil, false
 		}
 	}
 }

@@ -97,6 +97,8 @@ func TestUncountedRunsOnlyWhereTheEstimateAllows(t *testing.T) {
 		{"optional conditions", "status.?conditions.orValue([]).exists(c, c.type == 'Ready' && c.status == 'True')", conditions(3), true},
 		{"a variable that hides a field", "[status.conditions[0].type + status.conditions[0].type].exists(status, status.?x.orValue('') == '')", conditions(3), false},
 		{"what orValue gives grown", "status.?conditions.orValue([]).exists(c, c.type + c.type + c.type != '')", conditions(3), false},
+		{"a long message in a condition", "status.conditions.exists(e, e.message.contains(e.type))", "status:\n  conditions:\n  - {type: Ready, status: 'True', message: " + strings.Repeat("x", 100000) + " Ready}\n", false},
+		{"a short message in a condition", "status.conditions.exists(e, e.message.contains(e.type))", "status:\n  conditions:\n  - {type: Ready, status: 'True', message: Ready}\n", true},
 		{"a long list of conditions", "status.conditions.filter(e, e.type == 'Ready').all(e, e.status == 'True')", conditions(5000), false},
 		{"nested comprehensions, a short list", "status.conditions.all(a, status.conditions.all(b, status.conditions.exists(c, c.status == 'True')))", conditions(3), true},
 		{"nested comprehensions, a longer list", "status.conditions.all(a, status.conditions.all(b, status.conditions.exists(c, c.status == 'True')))", conditions(40), false},
@@ -114,7 +116,11 @@ func TestUncountedRunsOnlyWhereTheEstimateAllows(t *testing.T) {
 		if err != nil || res.Status != status.CurrentStatus {
 			t.Errorf("%s: %v %v, want Current", tc.name, res, err)
 		}
-		b := bits.Len64(longest(u.Object, 0))
+		var n uint64
+		for _, path := range e.exprs[0].sized {
+			n = max(n, sizeAt(u.Object, path))
+		}
+		b := bits.Len64(n)
 		if got := e.exprs[0].fast[b].Load() == 1; got != tc.uncounted {
 			t.Errorf("%s: run uncounted %v, want %v", tc.name, got, tc.uncounted)
 		}
