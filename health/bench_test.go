@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"strconv"
 	"testing"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
@@ -35,9 +36,11 @@ func BenchmarkEvaluate(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Run("user-rule", func(b *testing.B) {
+		version := 0
 		for b.Loop() {
 			// A new version each time: decided again, not kept.
-			u.SetResourceVersion(u.GetResourceVersion() + "1")
+			version++
+			u.SetResourceVersion(strconv.Itoa(version))
 			if v, ok := user.Evaluate(context.Background(), u); !ok || v.Result.Status != status.CurrentStatus {
 				b.Fatal(v.Result)
 			}
