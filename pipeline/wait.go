@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/health"
@@ -290,7 +291,9 @@ func (r *run) needAbsent(ctx context.Context, set object.ObjMetadataSet, need he
 
 // progress says which objects of set are not ready yet, after elapsed:
 // one line, naming the first few with a short why (their status, and for
-// a workload what its pods say, from one LIST of them, without events).
+// a workload what its pods say, from one LIST of them, and the Warning
+// events of the few whose status says nothing: a failing readiness probe
+// says why only there).
 func (r *run) progress(ctx context.Context, set object.ObjMetadataSet, last map[object.ObjMetadata]*event.ResourceStatus, elapsed time.Duration) {
 	var waiting []waitingObject
 	for _, id := range set {
@@ -330,7 +333,7 @@ func (r *run) shortWhy(ctx context.Context, id object.ObjMetadata, rs *event.Res
 	if rs.Resource != nil {
 		if sel := podSelector(rs.Resource); sel != "" {
 			lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			causes := r.podReasons(lctx, id.Namespace, sel, false)
+			causes := r.podReasons(lctx, id.Namespace, sel, true, false)
 			cancel()
 			if len(causes) > 0 {
 				parts = append(parts, causes[0])
@@ -379,7 +382,7 @@ func (r *run) explain(ctx context.Context, id object.ObjMetadata, rs *event.Reso
 			}
 		}
 		if sel := podSelector(obj); sel != "" {
-			parts = append(parts, r.podReasons(ctx, id.Namespace, sel, true)...)
+			parts = append(parts, r.podReasons(ctx, id.Namespace, sel, true, true)...)
 		}
 	}
 	return boundCauses(parts)
@@ -398,7 +401,7 @@ func failingConditions(u *unstructured.Unstructured) []string {
 		st, _ := m["status"].(string)
 		reason, _ := m["reason"].(string)
 		msg, _ := m["message"].(string)
-		bad := (st == "False" && typ != "Stalled" && typ != "Reconciling") || ((typ == "Stalled" || typ == "ReplicaFailure") && st == "True")
+		bad := (st == "False" && typ != "Stalled" && typ != "Reconciling") || ((typ == "Stalled" || typ == "ReplicaFailure" || typ == "Failed") && st == "True")
 		if bad {
 			out = append(out, fmt.Sprintf("condition %s=%s (%s): %s", typ, st, reason, msg))
 		}
@@ -444,8 +447,9 @@ const (
 // image pull failures, crash loops), grouped: one line per distinct
 // cause, with the number of pods that give it, most pods first. A pod's
 // status says it; withEvents, the Warning events of a pod whose status
-// does not are read too.
-func (r *run) podReasons(ctx context.Context, namespace, selector string, withEvents bool) []string {
+// does not are read too (a failing probe is said only by an event);
+// withLog, the last line a failed container logged.
+func (r *run) podReasons(ctx context.Context, namespace, selector string, withEvents, withLog bool) []string {
 	list, err := r.clients.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector, Limit: maxPodsListed})
 	if err != nil {
 		return []string{"its pods could not be listed: " + err.Error()}
@@ -473,10 +477,71 @@ func (r *run) podReasons(ctx context.Context, namespace, selector string, withEv
 		groups.add(causes)
 	}
 	out := groups.lines()
+	if withLog {
+		if line := r.lastLogLine(ctx, list.Items); line != "" {
+			out = append(out, line)
+		}
+	}
 	if list.Continue != "" {
 		out = append(out, fmt.Sprintf("(of the first %d pods)", maxPodsListed))
 	}
 	return out
+}
+
+// maxLogLineLen bounds the log line a failure quotes; logReadBytes what
+// is read of the log for it.
+const (
+	maxLogLineLen = 200
+	logReadBytes  = 8 << 10
+)
+
+// lastLogLine is the last line the first failed container of the pods
+// logged (in a crash loop: before it last ended), masked and cut short:
+// `container web of pod web-5d8f-x2x9 last logged: "..."`. One read, of
+// the end of the log only; nothing when no container failed or the log
+// cannot be read.
+func (r *run) lastLogLine(ctx context.Context, pods []corev1.Pod) string {
+	for i := range pods {
+		p := &pods[i]
+		if isPodReady(p) {
+			continue
+		}
+		container, previous := failedContainer(p)
+		if container == "" {
+			continue
+		}
+		b, err := r.clients.Kube.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{
+			Container: container, Previous: previous, TailLines: ptr.To[int64](5), LimitBytes: ptr.To[int64](logReadBytes),
+		}).DoRaw(ctx)
+		if err != nil {
+			return ""
+		}
+		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		line := lines[len(lines)-1]
+		if r.opts.Mask != nil {
+			line = r.opts.Mask(line)
+		}
+		if line = clip(flat(line), maxLogLineLen); line == "" {
+			return ""
+		}
+		return fmt.Sprintf("container %s of pod %s last logged: %q", container, p.Name, line)
+	}
+	return ""
+}
+
+// failedContainer names a container of p that failed: one in a crash
+// loop (its log before it last ended is the previous one's), or one that
+// ended with an error.
+func failedContainer(p *corev1.Pod) (name string, previous bool) {
+	for _, cs := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		if w := cs.State.Waiting; w != nil && w.Reason == "CrashLoopBackOff" && cs.LastTerminationState.Terminated != nil {
+			return cs.Name, true
+		}
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return cs.Name, false
+		}
+	}
+	return "", false
 }
 
 func isPodReady(p *corev1.Pod) bool {

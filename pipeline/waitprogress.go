@@ -56,15 +56,32 @@ func statusCauses(p *corev1.Pod) []podCause {
 				// The back-off's message names the pod and its delay,
 				// which differ from pod to pod; how the container
 				// ended does not.
-				c.msg = fmt.Sprintf("last ended %s, exit code %d", flat(t.Reason), t.ExitCode)
+				c.msg = fmt.Sprintf("last ended %s, exit code %d", flat(t.Reason), t.ExitCode) + oomLimit(p, cs.Name, t)
 			}
 			out = append(out, c)
 		}
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
-			out = append(out, podCause{what: fmt.Sprintf("with container %s terminated (%s, exit code %d)", flat(cs.Name), flat(t.Reason), t.ExitCode)})
+			out = append(out, podCause{what: fmt.Sprintf("with container %s terminated (%s, exit code %d%s)", flat(cs.Name), flat(t.Reason), t.ExitCode, oomLimit(p, cs.Name, t))})
 		}
 	}
 	return out
+}
+
+// oomLimit is, for a container the kernel killed for its memory, the
+// limit it went over: ", memory limit 64Mi" (nothing when it has none).
+func oomLimit(p *corev1.Pod, container string, t *corev1.ContainerStateTerminated) string {
+	if t.Reason != "OOMKilled" {
+		return ""
+	}
+	for _, c := range append(append([]corev1.Container(nil), p.Spec.InitContainers...), p.Spec.Containers...) {
+		if c.Name != container {
+			continue
+		}
+		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+			return ", memory limit " + q.String()
+		}
+	}
+	return ""
 }
 
 // eventCauses says why a pod is not ready from its Warning events.

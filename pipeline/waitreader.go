@@ -62,12 +62,32 @@ func newStatusPoller(c client.Reader, mapper meta.RESTMapper, concurrency int, s
 // earlier ReplicaSet, say) before it replaces the Progressing condition
 // that timed out the rollout before, and that verdict is about the
 // rollout the write replaced.
+//
+// And a Job is ready when it has completed: kstatus calls a Job that has
+// started Current, so a Job whose pods go on to fail would pass the wait.
 func computeStatus(u *unstructured.Unstructured) (*status.Result, error) {
 	res, err := status.Compute(u)
+	if err == nil && res.Status == status.CurrentStatus && runningJob(u) {
+		return &status.Result{Status: status.InProgressStatus, Message: res.Message}, nil
+	}
 	if err != nil || res.Status != status.FailedStatus || !staleFailure(u) {
 		return res, err
 	}
 	return &status.Result{Status: status.InProgressStatus, Message: "the Deployment controller has not judged this rollout yet: " + res.Message}, nil
+}
+
+// runningJob reports whether u is a Job that has not completed.
+func runningJob(u *unstructured.Unstructured) bool {
+	if u.GroupVersionKind().GroupKind() != (schema.GroupKind{Group: "batch", Kind: "Job"}) {
+		return false
+	}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); m["type"] == "Complete" && m["status"] == "True" {
+			return false
+		}
+	}
+	return true
 }
 
 // staleFailure reports whether u is a Deployment whose failing Progressing

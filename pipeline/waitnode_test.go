@@ -1,0 +1,133 @@
+package pipeline
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/gantry-dev/gantry/kube"
+)
+
+// What a kubelet reports, as the wait meets it on a real node (make
+// test-node runs the same cases on one).
+
+func job(conditions ...map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "batch/v1", "kind": "Job",
+		"metadata": map[string]any{"name": "migrate", "namespace": "shop"},
+		"spec":     map[string]any{"backoffLimit": int64(1)},
+		"status":   map[string]any{"startTime": "2026-11-27T07:00:00Z", "active": int64(1)},
+	}}
+	if len(conditions) > 0 {
+		var cs []any
+		for _, c := range conditions {
+			cs = append(cs, c)
+		}
+		_ = unstructured.SetNestedSlice(u.Object, cs, "status", "conditions")
+	}
+	return u
+}
+
+// A Job is ready when it has completed, not when it has started (which
+// kstatus calls Current); one that failed says why.
+func TestAJobIsReadyWhenItCompleted(t *testing.T) {
+	t.Parallel()
+	res, err := computeStatus(job())
+	if err != nil || res.Status != status.InProgressStatus {
+		t.Errorf("a running Job: %+v, %v; want InProgress", res, err)
+	}
+	res, err = computeStatus(job(map[string]any{"type": "Complete", "status": "True"}))
+	if err != nil || res.Status != status.CurrentStatus {
+		t.Errorf("a completed Job: %+v, %v; want Current", res, err)
+	}
+	failed := job(map[string]any{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"})
+	res, err = computeStatus(failed)
+	if err != nil || res.Status != status.FailedStatus {
+		t.Errorf("a failed Job: %+v, %v; want Failed", res, err)
+	}
+	got := strings.Join(failingConditions(failed), "\n")
+	if !strings.Contains(got, "condition Failed=True (BackoffLimitExceeded): Job has reached the specified backoff limit") {
+		t.Errorf("the failed Job's conditions say %q", got)
+	}
+	if c := failingConditions(job(map[string]any{"type": "Complete", "status": "True"})); len(c) != 0 {
+		t.Errorf("a completed Job's conditions say %q", c)
+	}
+}
+
+func oomPod(limit string) corev1.Pod {
+	p := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "hog-1", Namespace: "shop", Labels: map[string]string{"app": "hog"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
+			Name:                 "app",
+			State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 10s restarting failed container=app pod=hog-1_shop(0a1b)"}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "OOMKilled", ExitCode: 137}},
+		}}},
+	}
+	if limit != "" {
+		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(limit)}
+	}
+	return p
+}
+
+// An OOM kill is said with the memory limit the container went over.
+func TestAnOOMKillSaysTheLimit(t *testing.T) {
+	t.Parallel()
+	p := oomPod("48Mi")
+	got := groupPods(p)
+	if len(got) != 1 || got[0] != "1 pod waiting in container app (CrashLoopBackOff): last ended OOMKilled, exit code 137, memory limit 48Mi" {
+		t.Errorf("causes %q", got)
+	}
+	p.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "OOMKilled", ExitCode: 137}}
+	if got := groupPods(p); len(got) != 1 || !strings.Contains(got[0], "terminated (OOMKilled, exit code 137, memory limit 48Mi)") {
+		t.Errorf("causes %q", got)
+	}
+	if got := groupPods(oomPod("")); len(got) != 1 || strings.Contains(got[0], "limit") {
+		t.Errorf("a container without a limit: %q", got)
+	}
+	crash := crashingPod("web-1", "10s")
+	crash.Spec.Containers = []corev1.Container{{Name: "web", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}}}
+	if got := groupPods(crash); len(got) != 1 || strings.Contains(got[0], "limit") {
+		t.Errorf("an error other than OOMKilled: %q", got)
+	}
+}
+
+// A failed container's last log line is said once, masked and bounded;
+// the log of a crash loop is that of the container that last ended.
+func TestAFailedContainersLastLogLine(t *testing.T) {
+	t.Parallel()
+	crash := crashingPod("web-1", "10s")
+	if c, previous := failedContainer(&crash); c != "web" || !previous {
+		t.Errorf("crash loop: container %q, previous %v", c, previous)
+	}
+	ended := crashingPod("web-2", "10s")
+	ended.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 3}}
+	if c, previous := failedContainer(&ended); c != "web" || previous {
+		t.Errorf("ended: container %q, previous %v", c, previous)
+	}
+	healthy := unschedulablePod("web-3", taintMessage)
+	if c, _ := failedContainer(&healthy); c != "" {
+		t.Errorf("a pod whose containers did not fail: %q", c)
+	}
+
+	// The fake clientset's log of every container is "fake logs".
+	r := newRun("apply", Options{Mask: func(s string) string { return strings.ReplaceAll(s, "logs", "***") }}, nil, &infos{})
+	r.clients = &kube.Clients{Kube: kubefake.NewClientset(&crash)}
+	got := r.lastLogLine(context.Background(), []corev1.Pod{healthy, crash})
+	if got != `container web of pod web-1 last logged: "fake ***"` {
+		t.Errorf("last log line %q", got)
+	}
+	if got := r.lastLogLine(context.Background(), []corev1.Pod{healthy}); got != "" {
+		t.Errorf("no failed container, but %q", got)
+	}
+	if n := len([]rune(clip(flat(strings.Repeat("x", 1000)), maxLogLineLen))); n != maxLogLineLen {
+		t.Errorf("a long line is cut to %d runes", n)
+	}
+}
