@@ -38,8 +38,11 @@ cluster-tools: $(CLUSTER_TOOLS)
 
 # Each tool module under hack/tools pins its versions; a binary is rebuilt
 # only when its pins change, so a warm run takes seconds.
+# The version is stamped as Kubernetes' release build stamps it: clients
+# that check the server's version (knative's controllers, Tekton's among
+# them) refuse the unstamped v0.0.0-master+$Format:%H$.
 $(KUBE_BINS) &: hack/tools/kube/go.mod hack/tools/kube/go.sum
-	cd hack/tools/kube && $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/ \
+	cd hack/tools/kube && $(GO) build -trimpath -ldflags '-s -w -X k8s.io/component-base/version.gitVersion=v1.36.3 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=36' -o $(BIN)/ \
 		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
 		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
 	@touch $(KUBE_BINS)
