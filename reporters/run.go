@@ -82,8 +82,13 @@ func (d *Dotenv) ReportRun(_ context.Context, run *result.Run) error {
 
 // ReportRun implements RunReporter: the Task's results are the run's
 // totals (a Task declares its results; per-unit results belong to a
-// Pipeline of one Task per unit, which gantry plan writes).
+// Pipeline of one Task per unit, which gantry plan writes). A run of one
+// unit, as each task of that Pipeline is, gives the unit's own result:
+// its inventory and history revision, which totals do not have.
 func (t *TektonResults) ReportRun(ctx context.Context, run *result.Run) error {
+	if len(run.Units) == 1 && run.Units[0].Result != nil {
+		return t.Report(ctx, run.Units[0].Result)
+	}
 	return t.Report(ctx, run.Total())
 }
 

@@ -165,3 +165,34 @@ func TestJSONReportRunToStdout(t *testing.T) {
 		t.Error(`a file named "-" was written`)
 	}
 }
+
+// A plan's Tekton task runs one unit of the run file: its results are
+// that unit's, inventory and history revision included, as a Task run on
+// one folder gives them. A run of several units gives the totals, which
+// have no one inventory.
+func TestTektonResultsOfOneUnit(t *testing.T) {
+	t.Parallel()
+	run := sampleRun()
+	one := *run
+	one.Units = run.Units[:1]
+	one.Units[0].RecordedRevision = 3
+	one.Conclude()
+	tk := &TektonResults{Dir: t.TempDir()}
+	if err := tk.ReportRun(t.Context(), &one); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"inventory": "platform/crds", "history-revision": "3", "reason": "ReconciliationSucceeded", "unchanged": "1", "changed": "false"} {
+		if got := readFile(t, filepath.Join(tk.Dir, name)); got != want {
+			t.Errorf("one unit: result %s = %q, want %q", name, got, want)
+		}
+	}
+	tk = &TektonResults{Dir: t.TempDir()}
+	if err := tk.ReportRun(t.Context(), run); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"inventory": "", "history-revision": "", "reason": "HealthCheckFailed", "created": "1"} {
+		if got := readFile(t, filepath.Join(tk.Dir, name)); got != want {
+			t.Errorf("five units: result %s = %q, want %q", name, got, want)
+		}
+	}
+}
