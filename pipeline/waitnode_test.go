@@ -131,3 +131,40 @@ func TestAFailedContainersLastLogLine(t *testing.T) {
 		t.Errorf("a long line is cut to %d runes", n)
 	}
 }
+
+// A kubelet of v1.36 leaves a container terminated, as it ended, through
+// the back-off before it restarts it: that is a crash loop too, said as
+// one; a container that will not be restarted is said as terminated.
+func TestACrashLoopOfAKubeletThatKeepsTheContainerTerminated(t *testing.T) {
+	t.Parallel()
+	p := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "shop"},
+		Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyAlways, Containers: []corev1.Container{{Name: "web"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "web", RestartCount: 2,
+			State:                corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 3}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 3}},
+		}}},
+	}
+	// Grouped with the same crash loop as an earlier kubelet says it.
+	earlier := crashingPod("web-2", "20s")
+	earlier.Status.ContainerStatuses[0].LastTerminationState.Terminated.ExitCode = 3
+	if got := groupPods(p, earlier); len(got) != 1 || got[0] != "2 pods waiting in container web (CrashLoopBackOff): last ended Error, exit code 3" {
+		t.Errorf("causes %q", got)
+	}
+	if got := groupPods(p); len(got) != 1 || got[0] != "1 pod waiting in container web (CrashLoopBackOff): last ended Error, exit code 3" {
+		t.Errorf("causes %q", got)
+	}
+	if c, previous := failedContainer(&p); c != "web" || previous {
+		t.Errorf("its log is the terminated container's: %q, previous %v", c, previous)
+	}
+	p.Spec.RestartPolicy = corev1.RestartPolicyNever
+	if got := groupPods(p); len(got) != 1 || got[0] != "1 pod with container web terminated (Error, exit code 3)" {
+		t.Errorf("never restarted: %q", got)
+	}
+	p.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	p.Status.ContainerStatuses[0].RestartCount = 0
+	if got := groupPods(p); len(got) != 1 || got[0] != "1 pod with container web terminated (Error, exit code 3)" {
+		t.Errorf("not restarted yet: %q", got)
+	}
+}

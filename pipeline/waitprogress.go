@@ -61,6 +61,14 @@ func statusCauses(p *corev1.Pod) []podCause {
 			out = append(out, c)
 		}
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			if cs.RestartCount > 0 && p.Spec.RestartPolicy != corev1.RestartPolicyNever {
+				// A crash loop as a kubelet of v1.36 shows it: the
+				// container stays terminated, as it ended, through its
+				// back-off (earlier kubelets said CrashLoopBackOff).
+				out = append(out, podCause{what: fmt.Sprintf("waiting in container %s (CrashLoopBackOff)", flat(cs.Name)),
+					msg: fmt.Sprintf("last ended %s, exit code %d", flat(t.Reason), t.ExitCode) + oomLimit(p, cs.Name, t)})
+				continue
+			}
 			out = append(out, podCause{what: fmt.Sprintf("with container %s terminated (%s, exit code %d%s)", flat(cs.Name), flat(t.Reason), t.ExitCode, oomLimit(p, cs.Name, t))})
 		}
 	}
