@@ -110,7 +110,9 @@ func (*Local) Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}}
 	if opts.RealNode {
 		// The API server reaches the kubelet (logs, exec) as the admin.
-		api.args = append(api.args, "--kubelet-client-certificate="+certs.AdminCert, "--kubelet-client-key="+certs.AdminKey)
+		// by its address: its host name is no DNS name.
+		api.args = append(api.args, "--kubelet-client-certificate="+certs.AdminCert, "--kubelet-client-key="+certs.AdminKey,
+			"--kubelet-preferred-address-types=InternalIP")
 	}
 	if err := lc.start("kube-apiserver", api.bin, api.args, apiPort); err != nil {
 		return nil, err
