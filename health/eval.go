@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
 	"github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/common/operators"
+	"github.com/google/cel-go/common/overloads"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
@@ -18,10 +22,10 @@ import (
 )
 
 // MaxCost bounds the work of one expression on one object, in CEL's cost
-// units plus the size of every string, list and map a call makes: a
+// units plus the size of every string and map a call makes: a
 // comprehension over a large list, or a string a chain of replace() grows
-// tenfold per call, stops there (about a millisecond of work), and the
-// rule fails the object, naming the bound.
+// tenfold per call, stops there, and the rule fails the object, naming
+// the bound. MaxEvalTime bounds the rest.
 const MaxCost = 1_000_000
 
 // evaluator decides an object as Flux's StatusEvaluator (fluxcd/pkg/
@@ -75,6 +79,11 @@ func newEvaluator(r *Rule) (*evaluator, error) {
 			return nil, fmt.Errorf("failed to parse the CEL expression '%s': %s", x.expr, iss.String())
 		}
 		opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize), cel.InterruptCheckFrequency(100)}
+		if r.Origin != BuiltIn {
+			// A user's expression stops at its deadline, looked at on
+			// every step of a comprehension.
+			opts = []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize), cel.InterruptCheckFrequency(1)}
+		}
 		prg, err := env.Program(parsed, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("failed to create CEL program: %w", err)
@@ -173,7 +182,35 @@ func (p *program) run(ctx context.Context, obj map[string]any) (ref.Val, error) 
 		val, _, err := p.prg.ContextEval(ctx, obj)
 		return val, err
 	}
-	if p.checked != nil {
+	// CEL's cost does not price all work alike (a step of a
+	// comprehension's accumulation in cel-go's tracker grows with the
+	// list; a regular expression, an equality of maps, size() of a
+	// string cost one): a user's expression also has a deadline.
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, MaxEvalTime)
+	defer cancel()
+	val, err := p.runBounded(ctx, obj)
+	if err != nil && ctx.Err() == context.DeadlineExceeded && parent.Err() == nil {
+		return nil, errTooLong
+	}
+	return val, err
+}
+
+// MaxEvalTime bounds the time of one expression on one object.
+const MaxEvalTime = 500 * time.Millisecond
+
+var errTooLong = fmt.Errorf("took longer than %s", MaxEvalTime)
+
+func (p *program) runBounded(ctx context.Context, obj map[string]any) (ref.Val, error) {
+	// A top-level key with a dot (status.conditions beside status) is
+	// what an unchecked expression reads for status.conditions, before
+	// status's own field: the sizes the estimate measured are not what
+	// it reads.
+	dotted := false
+	for k := range obj {
+		dotted = dotted || strings.Contains(k, ".")
+	}
+	if p.checked != nil && !dotted {
 		var n uint64
 		for _, path := range p.sized {
 			n = max(n, sizeAt(obj, path))
@@ -389,7 +426,13 @@ func (e *evaluator) Evaluate(ctx context.Context, u *unstructured.Unstructured) 
 // is what it costs to make.
 type sizeCost struct{}
 
-func (sizeCost) CallCost(_, _ string, _ []ref.Val, result ref.Val) *uint64 {
+func (sizeCost) CallCost(function, overloadID string, _ []ref.Val, result ref.Val) *uint64 {
+	if _, list := result.(traits.Lister); list && (function == operators.Add || overloadID == overloads.AddList) {
+		// Concatenated lists share their elements (and map and filter
+		// accumulate their results so): charging the result's size
+		// would charge a list of n elements n²/2.
+		return nil
+	}
 	var n uint64
 	switch v := result.(type) {
 	case types.String:

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp/syntax"
 	"slices"
 	"strings"
 	"sync"
@@ -248,7 +249,51 @@ func check(r *Rule, name, expr string) ([]string, error) {
 		}
 		return nil, fmt.Errorf("%s: health rule for %s: %s: %s", at, r.what(), name, strings.Join(msgs, "; "))
 	}
+	if err := checkPatterns(parsed.NativeRep().Expr()); err != nil {
+		return nil, fmt.Errorf("%s: health rule for %s: %s: %w", where, r.what(), name, err)
+	}
 	return allTraps(parsed.NativeRep(), where, r, name), nil
+}
+
+// MaxPatternInstructions bounds a regular expression of matches(): the
+// work of one match grows with the pattern's compiled program on every
+// character of the string, and one call cannot be interrupted.
+const MaxPatternInstructions = 200
+
+// checkPatterns: every matches() has a pattern written in the rule
+// (one read from the object could be anything), which compiles to at
+// most MaxPatternInstructions.
+func checkPatterns(e celast.Expr) error {
+	var err error
+	celast.PreOrderVisit(e, celast.NewExprVisitor(func(e celast.Expr) {
+		if err != nil || e.Kind() != celast.CallKind || e.AsCall().FunctionName() != "matches" || len(e.AsCall().Args()) == 0 {
+			return
+		}
+		args := e.AsCall().Args()
+		pattern := args[len(args)-1]
+		p, ok := "", pattern.Kind() == celast.LiteralKind
+		if ok {
+			p, ok = pattern.AsLiteral().Value().(string)
+		}
+		if !ok {
+			err = errors.New("matches() takes a pattern written in the rule, not one computed from the object")
+			return
+		}
+		re, perr := syntax.Parse(p, syntax.Perl)
+		if perr != nil {
+			err = fmt.Errorf("the pattern %q does not compile: %v", p, perr)
+			return
+		}
+		prog, perr := syntax.Compile(re.Simplify())
+		if perr != nil {
+			err = fmt.Errorf("the pattern %q does not compile: %v", p, perr)
+			return
+		}
+		if n := len(prog.Inst); n > MaxPatternInstructions {
+			err = fmt.Errorf("the pattern %q compiles to %d instructions, over the limit of %d (its work grows with them on every character it reads)", p, n, MaxPatternInstructions)
+		}
+	}))
+	return err
 }
 
 // fileOf is the file of an origin "FILE:LINE".

@@ -252,6 +252,7 @@ func evalError(err error) string {
 	msg := err.Error()
 	for _, k := range []struct{ cel, says string }{
 		{"cost limit exceeded", "it would cost more than the bound of one expression on one object"},
+		{"took longer than", "it took longer than the bound of one expression on one object (" + MaxEvalTime.String() + ")"},
 		{"operation interrupted", "it was stopped: the run ended"},
 		{"operation cancelled", "it was stopped: the run ended"},
 		{"no such overload", "no such overload (an operator or function given values of types it does not take)"},

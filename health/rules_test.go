@@ -147,7 +147,7 @@ func TestEvaluationMessagesCarryNoValues(t *testing.T) {
   current: spec[spec.token] == 'x'
 - apiVersion: example.com/v1
   kind: Gadget
-  current: spec.name.matches(spec.token)
+  current: double(spec.token) > 1.0
 - apiVersion: example.com/v1
   kind: Gizmo
   current: int(spec.token) > 1
