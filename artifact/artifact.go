@@ -170,7 +170,14 @@ func New(o Options) *Client {
 	if o.Anonymous {
 		keychain = emptyKeychain{}
 	}
-	transport := &loopbackOnlyHTTP{next: t, insecure: o.Insecure}
+	maxBytes := o.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	// Every answer of a registry is read bounded, whatever reads it (a
+	// tag list is one JSON document, which the registry library decodes
+	// as it comes).
+	transport := &loopbackOnlyHTTP{next: boundedBodies{next: t, max: maxBytes}, insecure: o.Insecure}
 	opts := []crane.Option{
 		crane.WithAuthFromKeychain(keychain),
 		crane.WithTransport(transport),
@@ -180,10 +187,7 @@ func New(o Options) *Client {
 		opts = append(opts, crane.Insecure)
 	}
 	c := &Client{oci: oci.NewClient(opts), opts: opts, insecure: o.Insecure, recipients: o.Recipients, identities: o.Identities,
-		keychain: keychain, transport: transport, signOpts: o.Sign, verifyOpts: o.Verify, maxBytes: o.MaxBytes, maxFiles: o.MaxFiles}
-	if c.maxBytes <= 0 {
-		c.maxBytes = DefaultMaxBytes
-	}
+		keychain: keychain, transport: transport, signOpts: o.Sign, verifyOpts: o.Verify, maxBytes: maxBytes, maxFiles: o.MaxFiles}
 	if c.maxFiles <= 0 {
 		c.maxFiles = DefaultMaxFiles
 	}
@@ -254,6 +258,44 @@ func (l *loopbackOnlyHTTP) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("plain HTTP to %s refused: only loopback registries are reached over HTTP unless insecure-registry is set", r.URL.Host)
 	}
 	return l.next.RoundTrip(r)
+}
+
+// boundedBodies fails the reading of an answer's body past max bytes.
+type boundedBodies struct {
+	next http.RoundTripper
+	max  int64
+}
+
+func (b boundedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := b.next.RoundTrip(r)
+	if err != nil || resp.Body == nil {
+		return resp, err
+	}
+	resp.Body = &boundedBody{ReadCloser: resp.Body, left: b.max, host: r.URL.Host}
+	return resp, nil
+}
+
+type boundedBody struct {
+	io.ReadCloser
+	left int64
+	host string
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// At the bound: the end, or one byte too many.
+		var one [1]byte
+		if n, err := b.ReadCloser.Read(one[:]); n == 0 && err != nil {
+			return 0, err
+		}
+		return 0, fmt.Errorf("%s answered more than the bound of one fetch (max-artifact-bytes)", b.host)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 func isLoopback(host string) bool {

@@ -336,7 +336,7 @@ func (c *Client) resolveOCIChart(ctx context.Context, req ChartRequest, constrai
 	ropts := []remote.Option{remote.WithAuthFromKeychain(c.keychain), remote.WithTransport(c.transport), remote.WithContext(ctx), remote.WithUserAgent("gantry")}
 	version := req.Version
 	if _, err := semver.StrictNewVersion(strings.TrimPrefix(version, "v")); err != nil {
-		tags, err := remote.List(repo, ropts...)
+		tags, err := listTags(ctx, repo, ropts)
 		if err != nil {
 			return nil, fmt.Errorf("listing its versions: %w", describe(err))
 		}
@@ -395,6 +395,34 @@ func (c *Client) resolveOCIChart(ctx context.Context, req ChartRequest, constrai
 			defer rc.Close()
 			return c.readBounded(rc)
 		}}, nil
+}
+
+// maxTags bounds the tags read of a chart's repository, page after
+// page: a registry that answers without end stops there.
+const maxTags = 10_000
+
+// listTags reads repo's tags, at most maxTags of them.
+func listTags(ctx context.Context, repo name.Repository, ropts []remote.Option) ([]string, error) {
+	puller, err := remote.NewPuller(ropts...)
+	if err != nil {
+		return nil, err
+	}
+	lister, err := puller.Lister(ctx, repo)
+	if err != nil {
+		return nil, err
+	}
+	var tags []string
+	for lister.HasNext() {
+		page, err := lister.Next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		tags = append(tags, page.Tags...)
+		if len(tags) > maxTags {
+			return nil, fmt.Errorf("the repository has more than %d tags: name an exact version", maxTags)
+		}
+	}
+	return tags, nil
 }
 
 func orAny(v string) string {

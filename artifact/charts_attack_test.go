@@ -387,3 +387,65 @@ func TestAttackCachedVerifiedChartUnderAnotherKey(t *testing.T) {
 		t.Errorf("a chart key B never signed was taken from the cache as verified: %+v", got)
 	}
 }
+
+// A registry whose tag list never ends (every page links to another) is
+// read up to maxTags, and the fetch fails saying so.
+func TestAttackEndlessTagListIsBounded(t *testing.T) {
+	var pages atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/v2/":
+			w.WriteHeader(http.StatusOK)
+		case strings.HasSuffix(r.URL.Path, "/tags/list"):
+			n := pages.Add(1)
+			tags := make([]string, 500)
+			for i := range tags {
+				tags[i] = fmt.Sprintf("%q", fmt.Sprintf("0.%d.%d", n, i))
+			}
+			w.Header().Set("Link", fmt.Sprintf(`<%s?n=500&last=0.%d.499>; rel="next"`, r.URL.Path, n))
+			fmt.Fprintf(w, `{"name":"charts/shop","tags":[%s]}`, strings.Join(tags, ","))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	reg := strings.TrimPrefix(srv.URL, "http://")
+	_, err := New(Options{}).FetchChart(context.Background(), ChartRequest{Ref: "oci://" + reg + "/charts/shop", Version: "^1", Allowed: []string{reg}}, t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "more than 10000 tags") {
+		t.Errorf("err = %v; want the tag list bounded", err)
+	}
+	if got := pages.Load(); got > 21 {
+		t.Errorf("%d pages read, want at most 21", got)
+	}
+}
+
+// A tag list of one document larger than the bound of a fetch is not
+// read past it.
+func TestAttackHugeTagListIsBounded(t *testing.T) {
+	var sent atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/v2/":
+			w.WriteHeader(http.StatusOK)
+		case strings.HasSuffix(r.URL.Path, "/tags/list"):
+			fmt.Fprint(w, `{"name":"charts/shop","tags":["`)
+			chunk := []byte(strings.Repeat("1", 64<<10))
+			for range 64 { // 4 MiB of one tag
+				n, err := w.Write(chunk)
+				sent.Add(int64(n))
+				if err != nil {
+					return
+				}
+			}
+			fmt.Fprint(w, `"]}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	reg := strings.TrimPrefix(srv.URL, "http://")
+	_, err := New(Options{MaxBytes: 1 << 20}).FetchChart(context.Background(), ChartRequest{Ref: "oci://" + reg + "/charts/shop", Version: "^1", Allowed: []string{reg}}, t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "answered more than the bound of one fetch") {
+		t.Errorf("err = %v; want the tag list's answer bounded", err)
+	}
+}
