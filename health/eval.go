@@ -36,6 +36,9 @@ const MaxCost = 1_000_000
 // chain of string calls never reaches.
 type evaluator struct {
 	exprs []*program // inProgress, failed, current, in Flux's order
+	// user: a user's rule, whose evaluation on one object has a
+	// deadline (MaxEvalTime).
+	user bool
 }
 
 type program struct {
@@ -92,6 +95,7 @@ func newEvaluator(r *Rule) (*evaluator, error) {
 		if r.Origin != BuiltIn {
 			// gantry's own rules are linear in the object; the user's
 			// are bounded.
+			e.user = true
 			if p.bounded, err = env.Program(parsed, append(opts, cel.CostTracking(sizeCost{}), cel.CostLimit(MaxCost))...); err != nil {
 				return nil, fmt.Errorf("failed to create CEL program: %w", err)
 			}
@@ -182,21 +186,13 @@ func (p *program) run(ctx context.Context, obj map[string]any) (ref.Val, error) 
 		val, _, err := p.prg.ContextEval(ctx, obj)
 		return val, err
 	}
-	// CEL's cost does not price all work alike (a step of a
-	// comprehension's accumulation in cel-go's tracker grows with the
-	// list; a regular expression, an equality of maps, size() of a
-	// string cost one): a user's expression also has a deadline.
-	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, MaxEvalTime)
-	defer cancel()
-	val, err := p.runBounded(ctx, obj)
-	if err != nil && ctx.Err() == context.DeadlineExceeded && parent.Err() == nil {
-		return nil, errTooLong
-	}
-	return val, err
+	return p.runBounded(ctx, obj)
 }
 
-// MaxEvalTime bounds the time of one expression on one object.
+// MaxEvalTime bounds the time of a user's rule on one object. CEL's cost
+// does not price all work alike (a step of a comprehension's
+// accumulation in cel-go's tracker grows with the list; a regular
+// expression, an equality of maps, size() of a string cost one).
 const MaxEvalTime = 500 * time.Millisecond
 
 var errTooLong = fmt.Errorf("took longer than %s", MaxEvalTime)
@@ -398,14 +394,27 @@ func objectPath(e ast.Expr) ([]string, bool) {
 // Evaluate is Flux's order: an object whose controller has not observed
 // its generation is in progress; then the first of inProgress, failed and
 // current that is true decides; none: in progress.
-func (e *evaluator) Evaluate(ctx context.Context, u *unstructured.Unstructured) (*status.Result, error) {
+func (e *evaluator) Evaluate(ctx context.Context, u *unstructured.Unstructured) (res *status.Result, err error) {
+	var expr string
 	obj := u.UnstructuredContent()
 	if observed, ok, err := unstructured.NestedInt64(obj, "status", "observedGeneration"); err == nil && ok {
 		if generation, ok, err := unstructured.NestedInt64(obj, "metadata", "generation"); err == nil && ok && observed != generation {
 			return &status.Result{Status: status.InProgressStatus}, nil
 		}
 	}
+	if e.user {
+		parent := ctx
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, MaxEvalTime)
+		defer cancel()
+		defer func() {
+			if err != nil && ctx.Err() == context.DeadlineExceeded && parent.Err() == nil {
+				err = fmt.Errorf("failed to evaluate the CEL expression '%s': %w", expr, errTooLong)
+			}
+		}()
+	}
 	for _, p := range e.exprs {
+		expr = p.expr
 		val, err := p.run(ctx, obj)
 		if err != nil {
 			return nil, fmt.Errorf("failed to evaluate the CEL expression '%s': %w", p.expr, err)
