@@ -1,0 +1,474 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/gantry-dev/gantry/e2e/cluster"
+	"github.com/gantry-dev/gantry/result"
+)
+
+// The health wait on pods a real kubelet runs (make test-node): each
+// failure is said, with its cause, in the console, the job summary and
+// the JSON report. Each case also logs how long after the test first saw
+// the kubelet's status (a watch of the pods, Jobs and Deployments) gantry
+// first said it on the console; docs/development.md records what was seen.
+
+// nodeTestNode is the cluster's real node, or a skip.
+func nodeTestNode(t *testing.T) *cluster.RealNode {
+	t.Helper()
+	if os.Getenv("GANTRY_NODE") != "1" {
+		t.Skip("the real node: make test-node (GANTRY_NODE=1)")
+	}
+	env.Require(t)
+	if env.Cluster.RealNode == nil {
+		t.Fatal("GANTRY_NODE=1, but the cluster has no real node")
+	}
+	return env.Cluster.RealNode
+}
+
+var (
+	nodeImagesOnce sync.Once
+	nodeImagesErr  error
+)
+
+// nodeImages pushes the test images to the node's registry, once: busybox,
+// and memhog (allocates until it is OOM-killed).
+func nodeImages(t *testing.T, node *cluster.RealNode) (busybox, memhog string) {
+	t.Helper()
+	busybox = node.Registry + "/gantry-test/busybox:1"
+	memhog = node.Registry + "/gantry-test/memhog:1"
+	nodeImagesOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, nodeImagesErr = cluster.PushImage(ctx, cluster.Image{Ref: busybox, Busybox: node.Busybox}); nodeImagesErr != nil {
+			return
+		}
+		_, nodeImagesErr = cluster.PushImage(ctx, cluster.Image{Ref: memhog,
+			Files: []cluster.ImageFile{{Path: "memhog", Source: filepath.Join(node.BinDir, "gantry-memhog")}}, Entrypoint: []string{"/memhog"}})
+	})
+	if nodeImagesErr != nil {
+		t.Fatal(nodeImagesErr)
+	}
+	return busybox, memhog
+}
+
+// onRealNode is the pod spec fields that put a pod on the real node.
+const onRealNode = `nodeSelector: {"gantry.dev/node": "real"}
+      tolerations: [{key: gantry.dev/node, operator: Equal, value: real, effect: NoSchedule}]`
+
+// nodeDeployment is a Deployment of one pod on the real node; container
+// is the YAML of its one container, indented by 8.
+func nodeDeployment(ns, name, extraSpec, container string) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: %[2]s
+  namespace: %[1]s
+spec:
+  replicas: 1
+%[3]s  selector:
+    matchLabels: {app: %[2]s}
+  template:
+    metadata:
+      labels: {app: %[2]s}
+    spec:
+      %[4]s
+      terminationGracePeriodSeconds: 1
+      containers:
+%[5]s`, ns, name, extraSpec, onRealNode, container)
+}
+
+// nodeApply is one apply of gantry's binary, as a GitHub workflow runs
+// it: its console line by line with when each was printed, its job
+// summary and its JSON report.
+type nodeApply struct {
+	code    int
+	lines   []timedLine
+	console string
+	summary string
+	res     result.Result
+}
+
+func runNodeApply(t *testing.T, dir, ns, timeout string) nodeApply {
+	t.Helper()
+	tmp := t.TempDir()
+	report, summary := filepath.Join(tmp, "report.json"), filepath.Join(tmp, "summary.md")
+	cmd := exec.Command(gantryBinary(t), "apply", "--path="+dir, "--inventory=app", "--inventory-namespace="+ns, "--timeout="+timeout)
+	cmd.Env = []string{"HOME=" + os.Getenv("HOME"), "GANTRY_KUBECONFIG=" + env.Cluster.Kubeconfig, "GANTRY_REPORT=" + report, recordKeyEnv,
+		"GITHUB_ACTIONS=true", "GITHUB_STEP_SUMMARY=" + summary, "GITHUB_OUTPUT=" + filepath.Join(tmp, "output")}
+	stderr := &timedLines{}
+	cmd.Stderr, cmd.Stdout = stderr, stderr
+	err := cmd.Run()
+	a := nodeApply{code: cmd.ProcessState.ExitCode(), lines: stderr.lines}
+	if err != nil && a.code < 0 {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, l := range a.lines {
+		b.WriteString(l.text + "\n")
+	}
+	a.console = b.String()
+	md, err := os.ReadFile(summary)
+	if err != nil {
+		t.Fatalf("no job summary: %v\n%s", err, a.console)
+	}
+	a.summary = markdownEscape.ReplaceAllString(string(md), "$1")
+	js, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatalf("no report: %v\n%s", err, a.console)
+	}
+	if err := json.Unmarshal(js, &a.res); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("gantry apply: exit %d\n%s", a.code, a.console)
+	return a
+}
+
+// says checks that the console, the job summary and the report's message
+// all say each of want.
+func (a nodeApply) says(t *testing.T, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		for where, text := range map[string]string{"console": a.console, "job summary": a.summary, "JSON report": a.res.Message} {
+			if !strings.Contains(text, w) {
+				t.Errorf("the %s does not say %q:\n%s", where, w, text)
+			}
+		}
+	}
+}
+
+// firstSaid is when gantry's console first said s.
+func (a nodeApply) firstSaid(s string) time.Time {
+	for _, l := range a.lines {
+		if strings.Contains(l.text, s) {
+			return l.at
+		}
+	}
+	return time.Time{}
+}
+
+// kubeletWatch records when the test first saw each status of the pods,
+// Jobs and Deployments of a namespace, and each of its events: the first time a text (a reason)
+// appeared in any of them.
+type kubeletWatch struct {
+	mu    sync.Mutex
+	first map[string]time.Time
+	done  chan struct{}
+}
+
+func watchNamespace(t *testing.T, ns string) *kubeletWatch {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &kubeletWatch{first: map[string]time.Time{}, done: make(chan struct{})}
+	pods, err := env.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := env.Client.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps, err := env.Client.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := env.Client.CoreV1().Events(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, ch := range []watch.Interface{pods, jobs, deps, events} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer ch.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case e, ok := <-ch.ResultChan():
+					if !ok {
+						return
+					}
+					w.record(e.Object)
+				}
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(w.done) }()
+	t.Cleanup(func() { cancel(); <-w.done })
+	return w
+}
+
+func (w *kubeletWatch) record(obj any) {
+	now := time.Now()
+	var texts []string
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		for _, cs := range o.Status.ContainerStatuses {
+			if s := cs.State.Waiting; s != nil {
+				texts = append(texts, s.Reason, s.Message)
+			}
+			if s := cs.LastTerminationState.Terminated; s != nil {
+				texts = append(texts, s.Reason)
+			}
+			if s := cs.State.Terminated; s != nil {
+				texts = append(texts, s.Reason)
+			}
+		}
+		for _, c := range o.Status.Conditions {
+			texts = append(texts, c.Reason, c.Message)
+		}
+	case *corev1.Event:
+		texts = append(texts, o.Reason, o.Message)
+	case *batchv1.Job:
+		for _, c := range o.Status.Conditions {
+			texts = append(texts, c.Reason, c.Message)
+		}
+	default:
+		b, _ := json.Marshal(obj)
+		texts = append(texts, string(b))
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range texts {
+		if s == "" {
+			continue
+		}
+		if _, ok := w.first[s]; !ok {
+			w.first[s] = now
+		}
+	}
+}
+
+// firstSeen is when a status holding s was first seen.
+func (w *kubeletWatch) firstSeen(s string) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var first time.Time
+	for text, at := range w.first {
+		if strings.Contains(text, s) && (first.IsZero() || at.Before(first)) {
+			first = at
+		}
+	}
+	return first
+}
+
+// logLag logs how long after the status said it gantry's console did.
+func logLag(t *testing.T, w *kubeletWatch, a nodeApply, status, said string) {
+	t.Helper()
+	seen, printed := w.firstSeen(status), a.firstSaid(said)
+	switch {
+	case seen.IsZero():
+		t.Logf("timing: no status said %q", status)
+	case printed.IsZero():
+		t.Logf("timing: the console never said %q", said)
+	default:
+		t.Logf("timing: %q first in a status at %s, first on gantry's console at %s: %+.1fs",
+			status, seen.Format("15:04:05.000"), printed.Format("15:04:05.000"), printed.Sub(seen).Seconds())
+	}
+}
+
+func nodeCase(t *testing.T) (ns, dir, busybox, memhog string, w *kubeletWatch) {
+	t.Helper()
+	node := nodeTestNode(t)
+	busybox, memhog = nodeImages(t, node)
+	ns = env.Namespace(t)
+	dir = t.TempDir()
+	return ns, dir, busybox, memhog, watchNamespace(t, ns)
+}
+
+func failedHealth(t *testing.T, a nodeApply) {
+	t.Helper()
+	if a.code != 1 || a.res.Reason != result.ReasonHealthCheckFailed {
+		t.Fatalf("exit %d, reason %s; want 1, HealthCheckFailed", a.code, a.res.Reason)
+	}
+}
+
+// A container that exits 3 after printing, last, a line holding a
+// Secret's value and more than a line's worth: CrashLoopBackOff, exit
+// code 3 and that line, masked and cut short. minReadySeconds: without it
+// (or a readiness probe), the pod is Ready for the moment its container
+// runs, the Deployment Available, and the wait, like kubectl rollout
+// status, ends there.
+func TestNodeCrashLoop(t *testing.T) {
+	t.Parallel()
+	ns, dir, busybox, _, w := nodeCase(t)
+	token := "tok-" + strings.ToLower(rand.Text()[:12])
+	writeFile(t, filepath.Join(dir, "app.yaml"), fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata: {name: creds, namespace: %[1]s}
+stringData: {token: %[2]s}
+---
+`, ns, token)+nodeDeployment(ns, "crasher", "  minReadySeconds: 10\n", fmt.Sprintf(`        - name: app
+          image: %s
+          env: [{name: TOKEN, valueFrom: {secretKeyRef: {name: creds, key: token}}}]
+          command: ["/bin/sh", "-c", "echo starting; echo \"cannot reach the database with $TOKEN $(printf 'x%%.0s' $(seq 1 600))\"; exit 3"]
+`, busybox)))
+	a := runNodeApply(t, dir, ns, "40s")
+	failedHealth(t, a)
+	a.says(t, "CrashLoopBackOff", "exit code 3", "cannot reach the database with ***")
+	for where, text := range map[string]string{"console": a.console, "job summary": a.summary, "JSON report": a.res.Message} {
+		if strings.Contains(text, token) {
+			t.Errorf("the %s shows the Secret's value", where)
+		}
+		if strings.Contains(text, strings.Repeat("x", 400)) {
+			t.Errorf("the %s shows the log line unbounded", where)
+		}
+	}
+	// A kubelet of v1.36 leaves the container terminated (Error) through
+	// its back-off: gantry says CrashLoopBackOff from that.
+	logLag(t, w, a, "Error", "CrashLoopBackOff")
+}
+
+// An image the registry does not have: ErrImagePull or ImagePullBackOff,
+// naming it.
+func TestNodeImageMissing(t *testing.T) {
+	t.Parallel()
+	ns, dir, busybox, _, w := nodeCase(t)
+	image := strings.TrimSuffix(busybox, "busybox:1") + "no-such-image:1"
+	writeFile(t, filepath.Join(dir, "app.yaml"), nodeDeployment(ns, "missing", "", fmt.Sprintf(`        - name: app
+          image: %s
+`, image)))
+	a := runNodeApply(t, dir, ns, "30s")
+	failedHealth(t, a)
+	a.says(t, image)
+	for where, text := range map[string]string{"console": a.console, "job summary": a.summary, "JSON report": a.res.Message} {
+		if !strings.Contains(text, "ErrImagePull") && !strings.Contains(text, "ImagePullBackOff") {
+			t.Errorf("the %s says neither ErrImagePull nor ImagePullBackOff:\n%s", where, text)
+		}
+	}
+	logLag(t, w, a, "ErrImagePull", "ErrImagePull")
+	logLag(t, w, a, "ImagePullBackOff", "ImagePullBackOff")
+}
+
+// A readiness probe that fails: its message.
+func TestNodeReadinessProbeFails(t *testing.T) {
+	t.Parallel()
+	ns, dir, busybox, _, w := nodeCase(t)
+	writeFile(t, filepath.Join(dir, "app.yaml"), nodeDeployment(ns, "unready", "", fmt.Sprintf(`        - name: app
+          image: %s
+          command: ["/bin/sleep", "3600"]
+          readinessProbe:
+            exec: {command: ["/bin/sh", "-c", "echo database not reachable; exit 1"]}
+            periodSeconds: 1
+`, busybox)))
+	a := runNodeApply(t, dir, ns, "30s")
+	failedHealth(t, a)
+	a.says(t, "Readiness probe failed", "database not reachable")
+	logLag(t, w, a, "Readiness probe failed", "Readiness probe failed")
+}
+
+// A container over its memory limit: OOMKilled, with the limit (and
+// minReadySeconds, as for the crash loop).
+func TestNodeOOMKilled(t *testing.T) {
+	t.Parallel()
+	ns, dir, _, memhog, w := nodeCase(t)
+	writeFile(t, filepath.Join(dir, "app.yaml"), nodeDeployment(ns, "hog", "  minReadySeconds: 10\n", fmt.Sprintf(`        - name: app
+          image: %s
+          resources: {limits: {memory: 48Mi}}
+`, memhog)))
+	a := runNodeApply(t, dir, ns, "40s")
+	failedHealth(t, a)
+	a.says(t, "OOMKilled", "48Mi")
+	logLag(t, w, a, "OOMKilled", "OOMKilled")
+}
+
+// A ConfigMap a container needs that does not exist:
+// CreateContainerConfigError, naming it.
+func TestNodeConfigMapMissing(t *testing.T) {
+	t.Parallel()
+	ns, dir, busybox, _, w := nodeCase(t)
+	writeFile(t, filepath.Join(dir, "app.yaml"), nodeDeployment(ns, "configless", "", fmt.Sprintf(`        - name: app
+          image: %s
+          command: ["/bin/sleep", "3600"]
+          env: [{name: MODE, valueFrom: {configMapKeyRef: {name: settings, key: mode}}}]
+`, busybox)))
+	a := runNodeApply(t, dir, ns, "30s")
+	failedHealth(t, a)
+	a.says(t, "CreateContainerConfigError", `configmap "settings" not found`)
+	logLag(t, w, a, "CreateContainerConfigError", "CreateContainerConfigError")
+}
+
+// A Job whose pods fail until its backoff limit: BackoffLimitExceeded.
+func TestNodeJobFails(t *testing.T) {
+	t.Parallel()
+	ns, dir, busybox, _, w := nodeCase(t)
+	writeFile(t, filepath.Join(dir, "job.yaml"), fmt.Sprintf(`apiVersion: batch/v1
+kind: Job
+metadata:
+  name: migrate
+  namespace: %s
+spec:
+  backoffLimit: 1
+  template:
+    spec:
+      %s
+      restartPolicy: Never
+      terminationGracePeriodSeconds: 1
+      containers:
+        - name: migrate
+          image: %s
+          command: ["/bin/sh", "-c", "echo migration 42 failed; exit 1"]
+`, ns, onRealNode, busybox))
+	a := runNodeApply(t, dir, ns, "90s")
+	failedHealth(t, a)
+	a.says(t, "BackoffLimitExceeded")
+	logLag(t, w, a, "BackoffLimitExceeded", "BackoffLimitExceeded")
+}
+
+// A rollout that succeeds: two pods, ready by their probe.
+func TestNodeRolloutSucceeds(t *testing.T) {
+	t.Parallel()
+	ns, dir, busybox, _, _ := nodeCase(t)
+	writeFile(t, filepath.Join(dir, "app.yaml"), strings.Replace(nodeDeployment(ns, "web", "", fmt.Sprintf(`        - name: app
+          image: %s
+          command: ["/bin/sleep", "3600"]
+          readinessProbe:
+            exec: {command: ["/bin/true"]}
+            periodSeconds: 1
+`, busybox)), "replicas: 1", "replicas: 2", 1))
+	began := time.Now()
+	a := runNodeApply(t, dir, ns, "60s")
+	if a.code != 0 || a.res.Reason != "" && a.res.Reason != result.ReasonSucceeded {
+		t.Fatalf("exit %d, reason %s; want success", a.code, a.res.Reason)
+	}
+	d, err := env.Client.AppsV1().Deployments(ns).Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil || d.Status.ReadyReplicas != 2 {
+		t.Fatalf("after the apply: %v, %d ready", err, d.Status.ReadyReplicas)
+	}
+	t.Logf("timing: the rollout of 2 pods took %s, gantry's whole apply", time.Since(began).Round(100*time.Millisecond))
+}
+
+// A rollout that makes no progress for longer than its
+// progressDeadlineSeconds: ProgressDeadlineExceeded, before the timeout.
+func TestNodeRolloutStalls(t *testing.T) {
+	t.Parallel()
+	ns, dir, busybox, _, w := nodeCase(t)
+	writeFile(t, filepath.Join(dir, "app.yaml"), nodeDeployment(ns, "stuck", "  progressDeadlineSeconds: 10\n", fmt.Sprintf(`        - name: app
+          image: %s
+          command: ["/bin/sleep", "3600"]
+          readinessProbe:
+            exec: {command: ["/bin/sh", "-c", "echo cache cold; exit 1"]}
+            periodSeconds: 1
+`, busybox)))
+	a := runNodeApply(t, dir, ns, "60s")
+	failedHealth(t, a)
+	a.says(t, "ProgressDeadlineExceeded")
+	logLag(t, w, a, "ProgressDeadlineExceeded", "ProgressDeadlineExceeded")
+}
