@@ -202,7 +202,7 @@ $(BIN)/tekton/config: hack/tools/tekton/go.mod hack/tools/tekton/go.sum
 
 ## test-node: the health wait on pods a real kubelet runs (v1.36.3, with Debian's containerd, runc and CNI plugins, installed when missing), after a check that the node starts clean twice
 test-node: tools node-tools
-	GANTRY_NODE=1 $(GO) test -count=1 -timeout 20m -run 'TestNode' ./e2e/cluster ./e2e
+	GANTRY_NODE=1 $(GO) test -count=1 -p 1 -parallel 8 -timeout 20m -run 'TestNode' ./e2e/cluster ./e2e
 
 ## node-tools: the kubelet, the sandbox and test programs, and Debian's containerd, runc and CNI plugins (apt-get, when missing): what make test-node and make cluster NODE=real need
 node-tools: $(BIN)/kubelet $(BIN)/gantry-pause $(BIN)/gantry-memhog $(BIN)/busybox
