@@ -137,11 +137,11 @@ soak: tools
 	hack/soak.sh
 
 
-## test-image: the container image in a Docker engine, run as GitHub's runner runs a container action and as GitLab's Docker executor runs the template's jobs (needs a running dockerd; skips without one)
+## test-image: the container image in a Docker engine, run as GitHub's runner runs a container action and as GitLab's Docker executor runs the template's jobs, then the GitLab template and plan run by gitlab-ci-local's Docker executor against the local cluster (needs a running dockerd; skips without one)
 test-image:
 	@docker version --format '{{.Server.Version}}' >/dev/null 2>&1 || { echo "make test-image: skipped: no Docker engine answers (docker version failed; start dockerd)"; exit 0; }; \
 	$(MAKE) --no-print-directory tools image && \
-	GANTRY_IMAGE=$(CURDIR)/dist/gantry-image.tar $(GO) test -count=1 -timeout 15m -run 'TestImage' -v ./e2e | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|SKIP|image_test' ; exit $${PIPESTATUS[0]}
+	GANTRY_IMAGE=$(CURDIR)/dist/gantry-image.tar $(GO) test -count=1 -timeout 30m -run 'TestImage' -v ./e2e | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|SKIP|image_test|gitlab_plan_test' ; exit $${PIPESTATUS[0]}
 
 ## test-flux: the hand-off to Flux, against Flux's own source-controller and kustomize-controller (v1.7.3) built from their modules
 test-flux: tools flux-tools
