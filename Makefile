@@ -185,14 +185,17 @@ $(BIN)/cert-manager-crds: hack/tools/cert-manager/go.mod hack/tools/cert-manager
 ## tekton-tools: Tekton Pipelines' controller (v1.9.0, built from its module), the commands its TaskRun pods run (entrypoint, nop, workingdirinit, sidecarlogresults), its CRDs and ConfigMaps, into bin/tekton/ (only make test-node needs them)
 tekton-tools: $(BIN)/tekton/controller $(BIN)/tekton/config
 
-# The commands are static (CGO_ENABLED=0): the tests put them into images
-# on Debian's busybox, as ko puts them at /ko-app/<command>. The CRDs and
-# the ConfigMaps of the tekton-pipelines namespace come from the same
-# module version.
-TEKTON_CMDS := controller entrypoint nop sidecarlogresults workingdirinit
-$(BIN)/tekton/controller: hack/tools/tekton/go.mod hack/tools/tekton/go.sum
+# hack/tools/tekton/main.go is the module's cmd/controller without
+# knative's second probe server on the fixed port 8080. The commands are
+# static (CGO_ENABLED=0): the tests put them into images on Debian's
+# busybox, as ko puts them at /ko-app/<command>. The CRDs and the
+# ConfigMaps of the tekton-pipelines namespace come from the same module
+# version.
+TEKTON_CMDS := entrypoint nop sidecarlogresults workingdirinit
+$(BIN)/tekton/controller: hack/tools/tekton/go.mod hack/tools/tekton/go.sum hack/tools/tekton/main.go
 	@mkdir -p $(BIN)/tekton
 	cd hack/tools/tekton && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/tekton/ $(addprefix github.com/tektoncd/pipeline/cmd/,$(TEKTON_CMDS))
+	cd hack/tools/tekton && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@ .
 	@touch $(addprefix $(BIN)/tekton/,$(TEKTON_CMDS))
 
 $(BIN)/tekton/config: hack/tools/tekton/go.mod hack/tools/tekton/go.sum

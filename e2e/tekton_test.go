@@ -131,13 +131,6 @@ func startTekton(t *testing.T, tt tektonTools) *tektonRig {
 	kubectl("apply", "--server-side", "-f", tt.config)
 	kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/pipelineruns.tekton.dev", "crd/taskruns.tekton.dev", "crd/pipelines.tekton.dev", "crd/tasks.tekton.dev")
 
-	// knative's probe server in the controller takes port 8080 whatever
-	// its flags say, and the controller stops when it cannot.
-	if l, err := net.Listen("tcp", ":8080"); err != nil {
-		t.Fatalf("Tekton's controller serves its probes on port 8080, which is taken: %v", err)
-	} else {
-		l.Close()
-	}
 	logs := &syncBuffer{}
 	cmd := exec.Command(tt.controller,
 		"-kubeconfig="+env.Cluster.Kubeconfig, "-disable-ha",

@@ -1,8 +1,9 @@
 // Pins Tekton Pipelines, whose controller make test-node runs against the
 // local cluster to run the Pipeline gantry plan --format tekton writes
-// (tests only: gantry never links it). The entrypoint, nop,
-// workingdirinit and sidecarlogresults commands are built into the
-// images the controller gives a TaskRun's pod. The replace mirrors the
+// (tests only: gantry never links it). main.go wires the controller from
+// the module's packages; the entrypoint, nop, workingdirinit and
+// sidecarlogresults commands are built into the images the controller
+// gives a TaskRun's pod. The replace mirrors the
 // module's own go.mod (replace directives of a dependency do not apply to
 // the module that builds it).
 module github.com/gantry-dev/gantry/hack/tools/tekton
@@ -15,11 +16,18 @@ replace (
 )
 
 tool (
-	github.com/tektoncd/pipeline/cmd/controller
 	github.com/tektoncd/pipeline/cmd/entrypoint
 	github.com/tektoncd/pipeline/cmd/nop
 	github.com/tektoncd/pipeline/cmd/sidecarlogresults
 	github.com/tektoncd/pipeline/cmd/workingdirinit
+)
+
+require (
+	github.com/tektoncd/pipeline v1.9.0
+	k8s.io/api v0.32.11
+	k8s.io/client-go v0.32.11
+	k8s.io/utils v0.0.0-20241210054802-24370beab758
+	knative.dev/pkg v0.0.0-20250415155312-ed3e2158b883
 )
 
 require (
@@ -156,7 +164,6 @@ require (
 	github.com/spf13/pflag v1.0.6 // indirect
 	github.com/spiffe/go-spiffe/v2 v2.6.0 // indirect
 	github.com/spiffe/spire-api-sdk v1.14.0 // indirect
-	github.com/tektoncd/pipeline v1.9.0 // indirect
 	github.com/titanous/rocacheck v0.0.0-20171023193734-afe73141d399 // indirect
 	github.com/vbatts/tar-split v0.12.1 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
@@ -195,14 +202,10 @@ require (
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v2 v2.4.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-	k8s.io/api v0.32.11 // indirect
 	k8s.io/apiextensions-apiserver v0.32.11 // indirect
 	k8s.io/apimachinery v0.33.7 // indirect
-	k8s.io/client-go v0.32.11 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
 	k8s.io/kube-openapi v0.0.0-20250318190949-c8a335a9a2ff // indirect
-	k8s.io/utils v0.0.0-20241210054802-24370beab758 // indirect
-	knative.dev/pkg v0.0.0-20250415155312-ed3e2158b883 // indirect
 	sigs.k8s.io/json v0.0.0-20241014173422-cfa47c3a1cc8 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v4 v4.6.0 // indirect
