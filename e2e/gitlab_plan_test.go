@@ -138,7 +138,8 @@ func gitlabCILocal(t *testing.T) string {
 }
 
 // asRelease tags the image under test as the release the GitLab template
-// and gantry plan name, so that their files run as shipped.
+// and gantry plan name, so that their files run as shipped, until the
+// test ends.
 func asRelease(t *testing.T, image string) string {
 	t.Helper()
 	b, err := os.ReadFile("../ci/gitlab/gantry.gitlab-ci.yml")
@@ -158,6 +159,12 @@ func asRelease(t *testing.T, image string) string {
 	if out, err := exec.Command("docker", "tag", image, release).CombinedOutput(); err != nil {
 		t.Fatalf("docker tag: %v\n%s", err, out)
 	}
+	t.Cleanup(func() {
+		// The tag alone: the image keeps its own.
+		if out, err := exec.Command("docker", "rmi", release).CombinedOutput(); err != nil {
+			t.Logf("docker rmi %s: %v\n%s", release, err, out)
+		}
+	})
 	return release
 }
 
