@@ -458,10 +458,10 @@ func (r *run) podReasons(ctx context.Context, namespace, selector string, withEv
 	eventReads := 0
 	for i := range list.Items {
 		p := &list.Items[i]
-		if isPodReady(p) {
+		causes := statusCauses(p)
+		if isPodReady(p) && len(causes) == 0 {
 			continue
 		}
-		causes := statusCauses(p)
 		if len(causes) == 0 && withEvents && eventReads < maxEventReads {
 			eventReads++
 			events, err := r.clients.Kube.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{
@@ -503,9 +503,6 @@ const (
 func (r *run) lastLogLine(ctx context.Context, pods []corev1.Pod) string {
 	for i := range pods {
 		p := &pods[i]
-		if isPodReady(p) {
-			continue
-		}
 		container, previous := failedContainer(p)
 		if container == "" {
 			continue
@@ -530,8 +527,8 @@ func (r *run) lastLogLine(ctx context.Context, pods []corev1.Pod) string {
 }
 
 // failedContainer names a container of p that failed: one in a crash
-// loop (its log before it last ended is the previous one's), or one that
-// ended with an error.
+// loop (its log before it last ended is the previous one's), one that
+// ended with an error, or one running again after it did.
 func failedContainer(p *corev1.Pod) (name string, previous bool) {
 	for _, cs := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
 		if w := cs.State.Waiting; w != nil && w.Reason == "CrashLoopBackOff" && cs.LastTerminationState.Terminated != nil {
@@ -539,6 +536,9 @@ func failedContainer(p *corev1.Pod) (name string, previous bool) {
 		}
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
 			return cs.Name, false
+		}
+		if t := cs.LastTerminationState.Terminated; cs.State.Running != nil && cs.RestartCount > 0 && t != nil && t.ExitCode != 0 {
+			return cs.Name, true
 		}
 	}
 	return "", false

@@ -168,3 +168,32 @@ func TestACrashLoopOfAKubeletThatKeepsTheContainerTerminated(t *testing.T) {
 		t.Errorf("not restarted yet: %q", got)
 	}
 }
+
+// A container running again after it was OOM-killed, in a pod Ready for
+// less than its Deployment's minReadySeconds, is said as restarted, with
+// how it last ended; its log is the previous container's.
+func TestARestartedContainerIsSaidBetweenItsEnds(t *testing.T) {
+	t.Parallel()
+	p := oomPod("48Mi")
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	p.Status.ContainerStatuses[0].RestartCount = 3
+	p.Status.ContainerStatuses[0].State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	if got := groupPods(p); len(got) != 1 || got[0] != "1 pod with container app restarted: last ended OOMKilled, exit code 137, memory limit 48Mi" {
+		t.Errorf("causes %q", got)
+	}
+	if c, previous := failedContainer(&p); c != "app" || !previous {
+		t.Errorf("container %q, previous %v", c, previous)
+	}
+	r := newRun("apply", Options{}, nil, &infos{})
+	r.clients = &kube.Clients{Kube: kubefake.NewClientset(&p)}
+	got := r.podReasons(context.Background(), "shop", "app=hog", false, true)
+	if len(got) != 2 || !strings.Contains(got[0], "OOMKilled") || !strings.Contains(got[1], "last logged") {
+		t.Errorf("a Ready pod that restarted: %q", got)
+	}
+	p.Status.ContainerStatuses[0].RestartCount = 0
+	p.Status.ContainerStatuses[0].LastTerminationState = corev1.ContainerState{}
+	r.clients = &kube.Clients{Kube: kubefake.NewClientset(&p)}
+	if got := r.podReasons(context.Background(), "shop", "app=hog", false, true); len(got) != 0 {
+		t.Errorf("a Ready pod that never failed: %q", got)
+	}
+}

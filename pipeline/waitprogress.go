@@ -71,6 +71,13 @@ func statusCauses(p *corev1.Pod) []podCause {
 			}
 			out = append(out, podCause{what: fmt.Sprintf("with container %s terminated (%s, exit code %d%s)", flat(cs.Name), flat(t.Reason), t.ExitCode, oomLimit(p, cs.Name, t))})
 		}
+		// Running again after a failure: a crash loop between two of
+		// its ends, which a pod Ready for less than minReadySeconds
+		// shows.
+		if t := cs.LastTerminationState.Terminated; cs.State.Running != nil && cs.RestartCount > 0 && t != nil && t.ExitCode != 0 {
+			out = append(out, podCause{what: fmt.Sprintf("with container %s restarted", flat(cs.Name)),
+				msg: fmt.Sprintf("last ended %s, exit code %d", flat(t.Reason), t.ExitCode) + oomLimit(p, cs.Name, t)})
+		}
 	}
 	return out
 }
