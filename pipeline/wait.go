@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/health"
@@ -333,7 +332,7 @@ func (r *run) shortWhy(ctx context.Context, id object.ObjMetadata, rs *event.Res
 	if rs.Resource != nil {
 		if sel := podSelector(rs.Resource); sel != "" {
 			lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			causes := r.podReasons(lctx, id.Namespace, sel, true, false)
+			causes := r.podReasons(lctx, id.Namespace, sel, true)
 			cancel()
 			if len(causes) > 0 {
 				parts = append(parts, causes[0])
@@ -382,7 +381,7 @@ func (r *run) explain(ctx context.Context, id object.ObjMetadata, rs *event.Reso
 			}
 		}
 		if sel := podSelector(obj); sel != "" {
-			parts = append(parts, r.podReasons(ctx, id.Namespace, sel, true, true)...)
+			parts = append(parts, r.podReasons(ctx, id.Namespace, sel, true)...)
 		}
 	}
 	return boundCauses(parts)
@@ -447,9 +446,14 @@ const (
 // image pull failures, crash loops), grouped: one line per distinct
 // cause, with the number of pods that give it, most pods first. A pod's
 // status says it; withEvents, the Warning events of a pod whose status
-// does not are read too (a failing probe is said only by an event);
-// withLog, the last line a failed container logged.
-func (r *run) podReasons(ctx context.Context, namespace, selector string, withEvents, withLog bool) []string {
+// does not are read too (a failing probe is said only by an event).
+//
+// What a container logged is never read: a pod's log is whatever its
+// image prints, Secrets of its namespace included (a secretKeyRef to one
+// the run does not hold, its service account's token), in forms no mask
+// recognizes; the job summary and the pull request's comment would
+// publish it.
+func (r *run) podReasons(ctx context.Context, namespace, selector string, withEvents bool) []string {
 	list, err := r.clients.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector, Limit: maxPodsListed})
 	if err != nil {
 		return []string{"its pods could not be listed: " + err.Error()}
@@ -477,71 +481,10 @@ func (r *run) podReasons(ctx context.Context, namespace, selector string, withEv
 		groups.add(causes)
 	}
 	out := groups.lines()
-	if withLog {
-		if line := r.lastLogLine(ctx, list.Items); line != "" {
-			out = append(out, line)
-		}
-	}
 	if list.Continue != "" {
 		out = append(out, fmt.Sprintf("(of the first %d pods)", maxPodsListed))
 	}
 	return out
-}
-
-// maxLogLineLen bounds the log line a failure quotes; logReadBytes what
-// is read of the log for it.
-const (
-	maxLogLineLen = 200
-	logReadBytes  = 8 << 10
-)
-
-// lastLogLine is the last line the first failed container of the pods
-// logged (in a crash loop: before it last ended), masked and cut short:
-// `container web of pod web-5d8f-x2x9 last logged: "..."`. One read, of
-// the end of the log only; nothing when no container failed or the log
-// cannot be read.
-func (r *run) lastLogLine(ctx context.Context, pods []corev1.Pod) string {
-	for i := range pods {
-		p := &pods[i]
-		container, previous := failedContainer(p)
-		if container == "" {
-			continue
-		}
-		b, err := r.clients.Kube.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{
-			Container: container, Previous: previous, TailLines: ptr.To[int64](5), LimitBytes: ptr.To[int64](logReadBytes),
-		}).DoRaw(ctx)
-		if err != nil {
-			return ""
-		}
-		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-		line := lines[len(lines)-1]
-		if r.opts.Mask != nil {
-			line = r.opts.Mask(line)
-		}
-		if line = clip(flat(line), maxLogLineLen); line == "" {
-			return ""
-		}
-		return fmt.Sprintf("container %s of pod %s last logged: %q", container, p.Name, line)
-	}
-	return ""
-}
-
-// failedContainer names a container of p that failed: one in a crash
-// loop (its log before it last ended is the previous one's), one that
-// ended with an error, or one running again after it did.
-func failedContainer(p *corev1.Pod) (name string, previous bool) {
-	for _, cs := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
-		if w := cs.State.Waiting; w != nil && w.Reason == "CrashLoopBackOff" && cs.LastTerminationState.Terminated != nil {
-			return cs.Name, true
-		}
-		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
-			return cs.Name, false
-		}
-		if t := cs.LastTerminationState.Terminated; cs.State.Running != nil && cs.RestartCount > 0 && t != nil && t.ExitCode != 0 {
-			return cs.Name, true
-		}
-	}
-	return "", false
 }
 
 func isPodReady(p *corev1.Pod) bool {

@@ -99,36 +99,25 @@ func TestAnOOMKillSaysTheLimit(t *testing.T) {
 	}
 }
 
-// A failed container's last log line is said once, masked and bounded;
-// the log of a crash loop is that of the container that last ended.
-func TestAFailedContainersLastLogLine(t *testing.T) {
+// What a failed container logged is never read, nor said: a pod's log
+// is whatever its image prints, Secrets of its namespace included.
+func TestAFailedContainersLogIsNotRead(t *testing.T) {
 	t.Parallel()
 	crash := crashingPod("web-1", "10s")
-	if c, previous := failedContainer(&crash); c != "web" || !previous {
-		t.Errorf("crash loop: container %q, previous %v", c, previous)
+	client := kubefake.NewClientset(&crash)
+	r := newRun("apply", Options{}, nil, &infos{})
+	r.clients = &kube.Clients{Kube: client}
+	got := r.podReasons(context.Background(), "shop", "", true)
+	if len(got) == 0 || !strings.Contains(got[0], "CrashLoopBackOff") {
+		t.Errorf("causes %q, want the crash loop", got)
 	}
-	ended := crashingPod("web-2", "10s")
-	ended.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 3}}
-	if c, previous := failedContainer(&ended); c != "web" || previous {
-		t.Errorf("ended: container %q, previous %v", c, previous)
+	for _, a := range client.Actions() {
+		if a.GetSubresource() == "log" {
+			t.Errorf("the pod's log was read: %v", a)
+		}
 	}
-	healthy := unschedulablePod("web-3", taintMessage)
-	if c, _ := failedContainer(&healthy); c != "" {
-		t.Errorf("a pod whose containers did not fail: %q", c)
-	}
-
-	// The fake clientset's log of every container is "fake logs".
-	r := newRun("apply", Options{Mask: func(s string) string { return strings.ReplaceAll(s, "logs", "***") }}, nil, &infos{})
-	r.clients = &kube.Clients{Kube: kubefake.NewClientset(&crash)}
-	got := r.lastLogLine(context.Background(), []corev1.Pod{healthy, crash})
-	if got != `container web of pod web-1 last logged: "fake ***"` {
-		t.Errorf("last log line %q", got)
-	}
-	if got := r.lastLogLine(context.Background(), []corev1.Pod{healthy}); got != "" {
-		t.Errorf("no failed container, but %q", got)
-	}
-	if n := len([]rune(clip(flat(strings.Repeat("x", 1000)), maxLogLineLen))); n != maxLogLineLen {
-		t.Errorf("a long line is cut to %d runes", n)
+	if strings.Contains(strings.Join(got, "\n"), "fake logs") {
+		t.Errorf("the log is said: %q", got)
 	}
 }
 
@@ -155,9 +144,6 @@ func TestACrashLoopOfAKubeletThatKeepsTheContainerTerminated(t *testing.T) {
 	if got := groupPods(p); len(got) != 1 || got[0] != "1 pod waiting in container web (CrashLoopBackOff): last ended Error, exit code 3" {
 		t.Errorf("causes %q", got)
 	}
-	if c, previous := failedContainer(&p); c != "web" || previous {
-		t.Errorf("its log is the terminated container's: %q, previous %v", c, previous)
-	}
 	p.Spec.RestartPolicy = corev1.RestartPolicyNever
 	if got := groupPods(p); len(got) != 1 || got[0] != "1 pod with container web terminated (Error, exit code 3)" {
 		t.Errorf("never restarted: %q", got)
@@ -181,19 +167,16 @@ func TestARestartedContainerIsSaidBetweenItsEnds(t *testing.T) {
 	if got := groupPods(p); len(got) != 1 || got[0] != "1 pod with container app restarted: last ended OOMKilled, exit code 137, memory limit 48Mi" {
 		t.Errorf("causes %q", got)
 	}
-	if c, previous := failedContainer(&p); c != "app" || !previous {
-		t.Errorf("container %q, previous %v", c, previous)
-	}
 	r := newRun("apply", Options{}, nil, &infos{})
 	r.clients = &kube.Clients{Kube: kubefake.NewClientset(&p)}
-	got := r.podReasons(context.Background(), "shop", "app=hog", false, true)
-	if len(got) != 2 || !strings.Contains(got[0], "OOMKilled") || !strings.Contains(got[1], "last logged") {
+	got := r.podReasons(context.Background(), "shop", "app=hog", false)
+	if len(got) != 1 || !strings.Contains(got[0], "OOMKilled") {
 		t.Errorf("a Ready pod that restarted: %q", got)
 	}
 	p.Status.ContainerStatuses[0].RestartCount = 0
 	p.Status.ContainerStatuses[0].LastTerminationState = corev1.ContainerState{}
 	r.clients = &kube.Clients{Kube: kubefake.NewClientset(&p)}
-	if got := r.podReasons(context.Background(), "shop", "app=hog", false, true); len(got) != 0 {
+	if got := r.podReasons(context.Background(), "shop", "app=hog", false); len(got) != 0 {
 		t.Errorf("a Ready pod that never failed: %q", got)
 	}
 }
