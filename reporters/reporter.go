@@ -108,8 +108,9 @@ func (r *Redactor) Add(secrets ...string) []string {
 }
 
 // encodings are the forms a secret value takes in what gantry writes:
-// each line escaped as JSON writes it (with and without HTML escaping) and
-// as a YAML single- or double-quoted string writes it; the whole value
+// each line escaped as JSON writes it (with and without HTML escaping),
+// as a YAML single- or double-quoted string writes it, and as Markdown
+// and HTML text write it; the whole value
 // (and each line) base64-encoded, standard and URL-safe, with and without
 // padding, as a Secret's data or a kustomize replacement carries it.
 func encodings(v string) []string {
@@ -132,6 +133,10 @@ func encodings(v string) []string {
 			out = append(out, j[1:len(j)-1])
 		}
 		out = append(out, strings.ReplaceAll(line, "'", "''"))
+		// As Markdown text writes it, at a line's start and after
+		// other text, and as HTML text: the summary and the comments
+		// are masked once rendered, when the value is escaped.
+		out = append(out, text(line), strings.TrimPrefix(text("a"+line), "a"), htmlEscape(line))
 	}
 	for _, w := range whole {
 		if len(w) < 4 {
