@@ -288,6 +288,9 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 		if n, err := b.ReadCloser.Read(one[:]); n == 0 && err != nil {
 			return 0, err
 		}
+		// Closed here: a reader that stops at the error (the registry
+		// library's tag list) may never close it.
+		_ = b.ReadCloser.Close()
 		return 0, fmt.Errorf("%s answered more than the bound of one fetch (max-artifact-bytes)", b.host)
 	}
 	if int64(len(p)) > b.left {
