@@ -11,12 +11,5 @@ command -v rsync >/dev/null 2>&1 || missing+=(rsync)
 if [[ ${#missing[@]} -eq 0 ]]; then
   exit 0
 fi
-sudo=""
-if [[ $(id -u) -ne 0 ]]; then
-  command -v sudo >/dev/null 2>&1 || { echo "installing ${missing[*]} needs root or sudo" >&2; exit 1; }
-  sudo=sudo
-fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+"$(dirname "$0")/apt-install.sh" "${missing[@]}"
 docker-registry --version
