@@ -235,10 +235,12 @@ const (
 // unmetNeed is the first object of set, in progress by its rule, that
 // needs an object neither in set nor on the cluster while what its
 // controller made for it says why it waits: its status, failed, naming
-// both. Each need is read once a look, at most maxNeedsRead of them.
+// both. Each need is read once a look, at most maxNeedsRead of them, and
+// what the controller made for at most maxNeedsRead objects.
 func (r *run) unmetNeed(ctx context.Context, set object.ObjMetadataSet, last map[object.ObjMetadata]*event.ResourceStatus) (object.ObjMetadata, *event.ResourceStatus) {
 	guard := r.waitGuard()
 	absent := map[health.Reference]bool{}
+	relatedReads := 0
 	for _, id := range set {
 		rs := last[id]
 		if rs == nil || rs.Resource == nil || rs.Status != status.InProgressStatus || !health.HasNeeds(id.GroupKind) || guard.ruleFor(id) == nil {
@@ -255,6 +257,11 @@ func (r *run) unmetNeed(ctx context.Context, set object.ObjMetadataSet, last map
 			}
 			if !gone {
 				continue
+			}
+			// What the controller made is read at most maxNeedsRead
+			// times a look too (a LIST each).
+			if relatedReads++; relatedReads > maxNeedsRead {
+				return object.ObjMetadata{}, nil
 			}
 			related := r.relatedReasons(ctx, rs.Resource)
 			if len(related) == 0 {
