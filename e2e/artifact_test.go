@@ -7,8 +7,6 @@ import (
 
 	"context"
 	"encoding/base64"
-	"github.com/fluxcd/pkg/oci"
-	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	"net"
 	"os"
 	"os/exec"
@@ -16,6 +14,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fluxcd/pkg/oci"
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 
 	"filippo.io/age"
 	"github.com/sigstore/cosign/v2/pkg/cosign"

@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -328,6 +330,29 @@ func bindServiceAccount(t *testing.T, ns, name string, rules []rbacv1.PolicyRule
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// The API server's RBAC authorizer reads roles from a cache: wait
+	// until it allows what the role grants before the test acts as the
+	// account.
+	user := "system:serviceaccount:" + ns + ":" + name
+	for _, r := range rules {
+		if len(r.Resources) == 0 || len(r.Verbs) == 0 || len(r.APIGroups) == 0 {
+			continue
+		}
+		attrs := &authorizationv1.ResourceAttributes{Namespace: ns, Group: r.APIGroups[0], Resource: r.Resources[0], Verb: r.Verbs[0]}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			sar, err := env.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}, ResourceAttributes: attrs,
+			}}, metav1.CreateOptions{})
+			if err == nil && sar.Status.Allowed {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s is not allowed to %s %s after 30 s: %v", user, attrs.Verb, attrs.Resource, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 }
 

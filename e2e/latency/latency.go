@@ -9,9 +9,10 @@ import (
 	"bytes"
 	"net"
 
-	"k8s.io/client-go/tools/clientcmd"
 	"sync"
 	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // Proxy forwards connections on Addr to Target, each direction delayed by
