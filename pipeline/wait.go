@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -20,7 +19,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/health"
@@ -337,9 +339,9 @@ func (r *run) shortWhy(ctx context.Context, id object.ObjMetadata, rs *event.Res
 		parts = append(parts, rs.Message)
 	}
 	if rs.Resource != nil {
-		if sel := podSelector(rs.Resource); sel != "" {
+		if isWorkload(rs.Resource) {
 			lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			causes := r.podReasons(lctx, id.Namespace, sel, true)
+			causes := r.podReasons(lctx, rs.Resource, true)
 			cancel()
 			if len(causes) > 0 {
 				parts = append(parts, causes[0])
@@ -351,7 +353,17 @@ func (r *run) shortWhy(ctx context.Context, id object.ObjMetadata, rs *event.Res
 		}
 		cancel()
 	}
-	return strings.Join(parts, ", ")
+	// Masked before the progress line cuts it: a secret cut in two is
+	// not found by the mask.
+	return r.mask(strings.Join(parts, ", "))
+}
+
+// mask masks the secret values s holds, as output masks them.
+func (r *run) mask(s string) string {
+	if r.opts.Mask == nil {
+		return s
+	}
+	return r.opts.Mask(s)
 }
 
 // explain says why an object is not ready, one cause per line: kstatus's
@@ -387,9 +399,14 @@ func (r *run) explain(ctx context.Context, id object.ObjMetadata, rs *event.Reso
 				parts = append(parts, why)
 			}
 		}
-		if sel := podSelector(obj); sel != "" {
-			parts = append(parts, r.podReasons(ctx, id.Namespace, sel, true)...)
+		if isWorkload(obj) {
+			parts = append(parts, r.podReasons(ctx, obj, true)...)
 		}
+	}
+	// Masked before boundCauses cuts them: a secret cut in two is not
+	// found by the mask.
+	for i := range parts {
+		parts[i] = r.mask(parts[i])
 	}
 	return boundCauses(parts)
 }
@@ -415,39 +432,75 @@ func failingConditions(u *unstructured.Unstructured) []string {
 	return out
 }
 
-// podSelector returns the label selector of a workload's pods.
-func podSelector(u *unstructured.Unstructured) string {
+// isWorkload: u is a kind whose pods the wait reads.
+func isWorkload(u *unstructured.Unstructured) bool {
 	switch u.GetKind() {
 	case "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job":
-	default:
-		return ""
+		return u.GroupVersionKind().Group == "apps" || (u.GetKind() == "Job" && u.GroupVersionKind().Group == "batch")
 	}
-	labels, _, _ := unstructured.NestedStringMap(u.Object, "spec", "selector", "matchLabels")
-	if len(labels) == 0 {
-		return ""
-	}
-	keys := make([]string, 0, len(labels))
-	for k := range labels {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(k + "=" + labels[k])
-	}
-	return b.String()
+	return false
 }
 
-// maxPodsListed bounds the pods read of one workload; maxEventReads the
-// pods whose events are read, one LIST each, for want of a cause in
-// their status.
+// podSelector is the label selector of a workload's pods, all of it
+// (matchLabels and matchExpressions); nil when it has none or it does
+// not parse.
+func podSelector(u *unstructured.Unstructured) labels.Selector {
+	raw, found, err := unstructured.NestedMap(u.Object, "spec", "selector")
+	if !found || err != nil {
+		return nil
+	}
+	var ls metav1.LabelSelector
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &ls); err != nil {
+		return nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&ls)
+	if err != nil || sel.Empty() {
+		return nil
+	}
+	return sel
+}
+
+// maxPodsListed bounds the pods of one workload whose causes are read,
+// maxPodsRead the pods its selector matches that are read to find them
+// (a pod of the namespace can carry any labels); maxEventReads the pods
+// whose events are read, one LIST each, for want of a cause in their
+// status.
 const (
 	maxPodsListed = 50
+	maxPodsRead   = 500
 	maxEventReads = 3
 )
+
+// podOwners is who may own workload's pods: workload itself, or for a
+// Deployment the ReplicaSets it controls. A label is anyone's to set;
+// the controller reference is set by the workload's controller.
+func (r *run) podOwners(ctx context.Context, workload *unstructured.Unstructured, sel labels.Selector) (map[types.UID]bool, error) {
+	uid := workload.GetUID()
+	if uid == "" {
+		return nil, nil
+	}
+	if workload.GetKind() != "Deployment" {
+		return map[types.UID]bool{uid: true}, nil
+	}
+	owners := map[types.UID]bool{}
+	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: maxPodsListed}
+	for read := 0; read < maxPodsRead; {
+		list, err := r.clients.Kube.AppsV1().ReplicaSets(workload.GetNamespace()).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		read += len(list.Items)
+		for i := range list.Items {
+			if c := metav1.GetControllerOfNoCopy(&list.Items[i]); c != nil && c.UID == uid {
+				owners[list.Items[i].UID] = true
+			}
+		}
+		if opts.Continue = list.Continue; opts.Continue == "" {
+			break
+		}
+	}
+	return owners, nil
+}
 
 // podReasons reads why a workload's pods are not ready (unschedulable,
 // image pull failures, crash loops), grouped: one line per distinct
@@ -455,20 +508,61 @@ const (
 // status says it; withEvents, the Warning events of a pod whose status
 // does not are read too (a failing probe is said only by an event).
 //
+// Only the workload's own pods are read: those its selector matches
+// whose controller is the workload (or one of its ReplicaSets). Any
+// writer of the namespace can make a pod with the same labels and write
+// its status; that pod's word is not the workload's.
+//
 // What a container logged is never read: a pod's log is whatever its
 // image prints, Secrets of its namespace included (a secretKeyRef to one
 // the run does not hold, its service account's token), in forms no mask
 // recognizes; the job summary and the pull request's comment would
 // publish it.
-func (r *run) podReasons(ctx context.Context, namespace, selector string, withEvents bool) []string {
-	list, err := r.clients.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector, Limit: maxPodsListed})
+func (r *run) podReasons(ctx context.Context, workload *unstructured.Unstructured, withEvents bool) []string {
+	sel := podSelector(workload)
+	if sel == nil {
+		return nil
+	}
+	namespace := workload.GetNamespace()
+	owners, err := r.podOwners(ctx, workload, sel)
 	if err != nil {
-		return []string{"its pods could not be listed: " + err.Error()}
+		return []string{"its ReplicaSets could not be listed: " + err.Error()}
+	}
+	if len(owners) == 0 {
+		return nil
+	}
+	var pods []*corev1.Pod
+	more := false
+	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: 100}
+	for read := 0; ; {
+		list, err := r.clients.Kube.CoreV1().Pods(namespace).List(ctx, opts)
+		if err != nil {
+			return []string{"its pods could not be listed: " + err.Error()}
+		}
+		read += len(list.Items)
+		for i := range list.Items {
+			p := &list.Items[i]
+			if c := metav1.GetControllerOfNoCopy(p); c == nil || !owners[c.UID] {
+				continue
+			}
+			if len(pods) == maxPodsListed {
+				more = true
+				break
+			}
+			pods = append(pods, p)
+		}
+		opts.Continue = list.Continue
+		if more || opts.Continue == "" {
+			break
+		}
+		if read >= maxPodsRead {
+			more = true
+			break
+		}
 	}
 	var groups causeGroups
 	eventReads := 0
-	for i := range list.Items {
-		p := &list.Items[i]
+	for _, p := range pods {
 		causes := statusCauses(p)
 		if isPodReady(p) && len(causes) == 0 {
 			continue
@@ -477,7 +571,9 @@ func (r *run) podReasons(ctx context.Context, namespace, selector string, withEv
 			eventReads++
 			events, err := r.clients.Kube.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{
 				FieldSelector: fields.AndSelectors(
+					fields.OneTermEqualSelector("involvedObject.kind", "Pod"),
 					fields.OneTermEqualSelector("involvedObject.name", p.Name),
+					fields.OneTermEqualSelector("involvedObject.uid", string(p.UID)),
 					fields.OneTermEqualSelector("type", corev1.EventTypeWarning),
 				).String(),
 			})
@@ -488,8 +584,8 @@ func (r *run) podReasons(ctx context.Context, namespace, selector string, withEv
 		groups.add(causes)
 	}
 	out := groups.lines()
-	if list.Continue != "" {
-		out = append(out, fmt.Sprintf("(of the first %d pods)", maxPodsListed))
+	if more {
+		out = append(out, fmt.Sprintf("(of the first %d pods)", len(pods)))
 	}
 	return out
 }

@@ -4,15 +4,23 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/fluxcd/cli-utils/pkg/kstatus/polling/event"
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"github.com/fluxcd/cli-utils/pkg/object"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/gantry-dev/gantry/kube"
+	"github.com/gantry-dev/gantry/reporters"
 )
 
 // What a kubelet reports, as the wait meets it on a real node (make
@@ -104,10 +112,12 @@ func TestAnOOMKillSaysTheLimit(t *testing.T) {
 func TestAFailedContainersLogIsNotRead(t *testing.T) {
 	t.Parallel()
 	crash := crashingPod("web-1", "10s")
+	set := replicaSet("web", "app", "web")
+	controlledBy(&crash, set)
 	client := kubefake.NewClientset(&crash)
 	r := newRun("apply", Options{}, nil, &infos{})
 	r.clients = &kube.Clients{Kube: client}
-	got := r.podReasons(context.Background(), "shop", "", true)
+	got := r.podReasons(context.Background(), set, true)
 	if len(got) == 0 || !strings.Contains(got[0], "CrashLoopBackOff") {
 		t.Errorf("causes %q, want the crash loop", got)
 	}
@@ -167,16 +177,131 @@ func TestARestartedContainerIsSaidBetweenItsEnds(t *testing.T) {
 	if got := groupPods(p); len(got) != 1 || got[0] != "1 pod with container app restarted: last ended OOMKilled, exit code 137, memory limit 48Mi" {
 		t.Errorf("causes %q", got)
 	}
+	set := replicaSet("hog", "app", "hog")
+	controlledBy(&p, set)
 	r := newRun("apply", Options{}, nil, &infos{})
 	r.clients = &kube.Clients{Kube: kubefake.NewClientset(&p)}
-	got := r.podReasons(context.Background(), "shop", "app=hog", false)
+	got := r.podReasons(context.Background(), set, false)
 	if len(got) != 1 || !strings.Contains(got[0], "OOMKilled") {
 		t.Errorf("a Ready pod that restarted: %q", got)
 	}
 	p.Status.ContainerStatuses[0].RestartCount = 0
 	p.Status.ContainerStatuses[0].LastTerminationState = corev1.ContainerState{}
 	r.clients = &kube.Clients{Kube: kubefake.NewClientset(&p)}
-	if got := r.podReasons(context.Background(), "shop", "app=hog", false); len(got) != 0 {
+	if got := r.podReasons(context.Background(), set, false); len(got) != 0 {
 		t.Errorf("a Ready pod that never failed: %q", got)
+	}
+}
+
+// replicaSet is a ReplicaSet of shop as the cluster holds it (with a
+// UID), selecting its pods by one label.
+func replicaSet(name, key, value string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps/v1", "kind": "ReplicaSet",
+		"metadata": map[string]any{"name": name, "namespace": "shop", "uid": "uid-" + name},
+		"spec":     map[string]any{"selector": map[string]any{"matchLabels": map[string]any{key: value}}},
+	}}
+}
+
+// controlledBy makes owner the controller of obj, as owner's controller
+// does.
+func controlledBy(obj metav1.Object, owner *unstructured.Unstructured) {
+	yes := true
+	obj.SetOwnerReferences(append(obj.GetOwnerReferences(), metav1.OwnerReference{
+		APIVersion: owner.GetAPIVersion(), Kind: owner.GetKind(), Name: owner.GetName(), UID: owner.GetUID(), Controller: &yes,
+	}))
+}
+
+// Pods that carry a workload's labels but that its controller did not
+// make (any writer of the namespace can create one and write its
+// status) are not its pods: what they say is not said of it. A
+// Deployment's pods are those of the ReplicaSets it controls; one
+// selected by matchExpressions is read with them.
+func TestOnlyAWorkloadsOwnPodsSpeakForIt(t *testing.T) {
+	t.Parallel()
+	dep := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "web", "namespace": "shop", "uid": "uid-web"},
+		"spec": map[string]any{"selector": map[string]any{
+			"matchLabels":      map[string]any{"app": "web"},
+			"matchExpressions": []any{map[string]any{"key": "tier", "operator": "In", "values": []any{"front"}}},
+		}},
+	}}
+	labels := map[string]string{"app": "web", "tier": "front"}
+	own := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-7f", Namespace: "shop", UID: "uid-web-7f", Labels: labels}}
+	controlledBy(own, dep)
+	other := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-forged", Namespace: "shop", UID: "uid-forged", Labels: labels}}
+
+	real := crashingPod("web-7f-1", "10s")
+	real.Labels = labels
+	controlledBy(&real, replicaSet("web-7f", "app", "web"))
+	noOwner := unschedulablePod("decoy-1", "forged: run kubectl delete ns shop")
+	noOwner.Labels = labels
+	forgedOwner := unschedulablePod("decoy-2", "forged: run kubectl delete ns shop")
+	forgedOwner.Labels = labels
+	controlledBy(&forgedOwner, replicaSet("web-forged", "app", "web"))
+	notSelected := unschedulablePod("web-7f-2", "no tier label")
+	controlledBy(&notSelected, replicaSet("web-7f", "app", "web"))
+	// A pod naming the Deployment itself as its controller: a Deployment
+	// makes ReplicaSets, not pods.
+	direct := unschedulablePod("decoy-3", "forged: owned by the Deployment")
+	direct.Labels = labels
+	controlledBy(&direct, dep)
+
+	r := newRun("apply", Options{}, nil, &infos{})
+	r.clients = &kube.Clients{Kube: kubefake.NewClientset(own, other, &real, &noOwner, &forgedOwner, &notSelected, &direct)}
+	got := r.podReasons(context.Background(), dep, false)
+	if len(got) != 1 || got[0] != "1 pod waiting in container web (CrashLoopBackOff): last ended Error, exit code 1" {
+		t.Errorf("causes %q, want the own pod's crash loop alone", got)
+	}
+	// Without the ReplicaSet it controls, the Deployment has no pods.
+	r.clients = &kube.Clients{Kube: kubefake.NewClientset(other, &real, &noOwner, &forgedOwner, &direct)}
+	if got := r.podReasons(context.Background(), dep, false); len(got) != 0 {
+		t.Errorf("causes %q of pods the Deployment does not own", got)
+	}
+	// A StatefulSet's pods are its own.
+	sts := replicaSet("db", "app", "web")
+	sts.SetKind("StatefulSet")
+	mine := unschedulablePod("db-0", taintMessage)
+	controlledBy(&mine, sts)
+	r.clients = &kube.Clients{Kube: kubefake.NewClientset(&mine, &noOwner)}
+	if got := r.podReasons(context.Background(), sts, false); len(got) != 1 || got[0] != "1 pod unschedulable: "+taintMessage {
+		t.Errorf("the StatefulSet's causes %q", got)
+	}
+}
+
+// A secret value in what a pod says is masked before the wait puts it
+// on one line and cuts it: a value with a tab in it is masked though
+// the line made the tab a space, and a value where the progress line is
+// cut is masked whole, not cut to a part the mask no longer finds.
+func TestPodCausesAreMaskedBeforeTheyAreCut(t *testing.T) {
+	t.Parallel()
+	tabbed := "pass\tw0rd-of-the-db"
+	long := "k3y-" + strings.Repeat("x", 40) + "-end"
+	set := replicaSet("web", "app", "web")
+	p := unschedulablePod("web-1", strings.Repeat("m", maxProgressWhyLen-30)+" "+long+" and "+tabbed)
+	controlledBy(&p, set)
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}, meta.RESTScopeNamespace)
+	r := newRun("apply", Options{Mask: reporters.NewRedactor(tabbed, long).String}, nil, &infos{})
+	r.clients = &kube.Clients{
+		Client: fake.NewClientBuilder().WithScheme(kube.Scheme()).WithRESTMapper(mapper).Build(),
+		Kube:   kubefake.NewClientset(&p),
+	}
+	id := object.UnstructuredToObjMetadata(set)
+	line := progressLine([]waitingObject{{ref: "ReplicaSet.apps/shop/web", why: r.shortWhy(context.Background(), id, &event.ResourceStatus{Identifier: id, Resource: set, Status: status.InProgressStatus})}}, 1, time.Second, 0)
+	causes := strings.Join(r.explain(context.Background(), id, &event.ResourceStatus{Identifier: id, Resource: set, Status: status.InProgressStatus}), "\n")
+	for what, got := range map[string]string{"progress line": line, "causes": causes} {
+		if !strings.Contains(got, "unschedulable") {
+			t.Errorf("%s: %q, want the pod's cause", what, got)
+		}
+		for _, part := range []string{"w0rd", "pass w0rd", "k3y-xxx", "xxxx"} {
+			if strings.Contains(got, part) {
+				t.Errorf("%s shows %q of a secret: %q", what, part, got)
+			}
+		}
+	}
+	if !strings.Contains(causes, "***") {
+		t.Errorf("causes %q, want the secrets masked", causes)
 	}
 }

@@ -243,7 +243,7 @@ func TestWaitSaysProgressAndGroupsItsFailure(t *testing.T) {
 	two := int32(2)
 	dep := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", Generation: 1},
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", Generation: 1, UID: "uid-web"},
 		Spec: appsv1.DeploymentSpec{Replicas: &two, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}}},
 		Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, UnavailableReplicas: 2},
@@ -256,11 +256,16 @@ func TestWaitSaysProgressAndGroupsItsFailure(t *testing.T) {
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Group: "apps", Version: "v1"}})
 	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
 	pods := []corev1.Pod{unschedulablePod("web-1", taintMessage), unschedulablePod("web-2", taintMessage)}
+	set := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-7f", Namespace: "shop", UID: "uid-web-7f", Labels: map[string]string{"app": "web"}}}
+	controlledBy(set, u)
+	for i := range pods {
+		controlledBy(&pods[i], replicaSet("web-7f", "app", "web"))
+	}
 	obs := &infos{}
 	r := newRun("apply", Options{Timeout: 2 * time.Second, Concurrency: 4}, nil, obs)
 	r.clients = &kube.Clients{
 		Client: fake.NewClientBuilder().WithScheme(kube.Scheme()).WithRESTMapper(mapper).WithObjects(u.DeepCopy()).Build(),
-		Kube:   kubefake.NewClientset(&pods[0], &pods[1]),
+		Kube:   kubefake.NewClientset(set, &pods[0], &pods[1]),
 		Mapper: mapper,
 	}
 	r.progressEvery = 200 * time.Millisecond
