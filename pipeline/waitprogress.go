@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
+	"github.com/gantry-dev/gantry/result"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -255,16 +255,8 @@ func roundSeconds(d time.Duration) time.Duration {
 	return max(d.Round(time.Second), 0)
 }
 
-// flat puts a message from the cluster on one line: line breaks, tabs
-// and other controls become spaces, runs of spaces one.
-func flat(s string) string {
-	return strings.Join(strings.Fields(strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
-			return ' '
-		}
-		return r
-	}, s)), " ")
-}
+// flat puts a message from the cluster on one line.
+func flat(s string) string { return result.OneLine(s) }
 
 // clip cuts s to at most n runes, marking the cut with an ellipsis.
 func clip(s string, n int) string {

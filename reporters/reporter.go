@@ -133,6 +133,11 @@ func encodings(v string) []string {
 			out = append(out, j[1:len(j)-1])
 		}
 		out = append(out, strings.ReplaceAll(line, "'", "''"))
+		// As a message from the cluster is shown, on one line: a tab
+		// or a run of spaces inside the value made one space.
+		if one := result.OneLine(line); one != line {
+			out = append(out, one)
+		}
 		// As Markdown text writes it, at a line's start and after
 		// other text, and as HTML text: the summary and the comments
 		// are masked once rendered, when the value is escaped.
