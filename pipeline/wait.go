@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -161,8 +162,19 @@ func (r *run) poll(ctx context.Context, set object.ObjMetadataSet) (map[object.O
 	last := map[object.ObjMetadata]*event.ResourceStatus{}
 	settled := false
 	start := time.Now()
-	tick := time.NewTicker(cmp.Or(r.progressEvery, defaultProgressEvery))
+	every := cmp.Or(r.progressEvery, defaultProgressEvery)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
+	// Between two progress lines, what the objects' pods and the objects
+	// their controllers made say is read every causeEvery: a new cause
+	// is said at once, in a line of its own.
+	var causeTick <-chan time.Time
+	if causeEvery < every {
+		t := time.NewTicker(causeEvery)
+		defer t.Stop()
+		causeTick = t.C
+	}
+	said := map[object.ObjMetadata]string{}
 	// Objects that name another they cannot become ready without (a
 	// Certificate its Issuer) are looked at every needsEvery: one whose
 	// need is neither in the set nor on the cluster, and whose
@@ -180,7 +192,12 @@ func (r *run) poll(ctx context.Context, set object.ObjMetadataSet) (map[object.O
 		case e, ok = <-events:
 		case <-tick.C:
 			if !settled && pctx.Err() == nil {
-				r.progress(pctx, set, last, time.Since(start))
+				r.progress(pctx, set, last, time.Since(start), said, false)
+			}
+			continue
+		case <-causeTick:
+			if !settled && pctx.Err() == nil && r.progress(pctx, set, last, time.Since(start), said, true) {
+				tick.Reset(every)
 			}
 			continue
 		case <-needsTick:
@@ -301,9 +318,13 @@ func (r *run) needAbsent(ctx context.Context, set object.ObjMetadataSet, need he
 // one line, naming the first few with a short why (their status, and for
 // a workload what its pods say, from one LIST of them, and the Warning
 // events of the few whose status says nothing: a failing readiness probe
-// says why only there).
-func (r *run) progress(ctx context.Context, set object.ObjMetadataSet, last map[object.ObjMetadata]*event.ResourceStatus, elapsed time.Duration) {
+// says why only there). said holds the cause each named object was last
+// said with; onlyNew, the line is said only when one of them has a cause
+// it was not said with. It reports whether it said the line.
+func (r *run) progress(ctx context.Context, set object.ObjMetadataSet, last map[object.ObjMetadata]*event.ResourceStatus, elapsed time.Duration, said map[object.ObjMetadata]string, onlyNew bool) bool {
 	var waiting []waitingObject
+	changed := false
+	causes := map[object.ObjMetadata]string{}
 	for _, id := range set {
 		rs := last[id]
 		if rs != nil && rs.Status == status.CurrentStatus {
@@ -311,27 +332,36 @@ func (r *run) progress(ctx context.Context, set object.ObjMetadataSet, last map[
 		}
 		w := waitingObject{ref: fmtID(id)}
 		if len(waiting) < maxProgressNamed {
-			w.why = r.shortWhy(ctx, id, rs)
+			var cause string
+			w.why, cause = r.shortWhy(ctx, id, rs)
+			causes[id] = cause
+			changed = changed || (cause != "" && cause != said[id])
 		}
 		waiting = append(waiting, w)
 	}
-	if len(waiting) == 0 {
-		return
+	if len(waiting) == 0 || (onlyNew && !changed) {
+		return false
 	}
+	clear(said)
+	maps.Copy(said, causes)
 	var left time.Duration
 	if d, ok := ctx.Deadline(); ok {
 		left = time.Until(d)
 	}
 	r.obs.Info(progressLine(waiting, len(set), elapsed, left))
+	return true
 }
 
 // shortWhy is why an object is not ready, as a progress line says it:
-// its status and kstatus's message, and its pods' most common cause.
-func (r *run) shortWhy(ctx context.Context, id object.ObjMetadata, rs *event.ResourceStatus) string {
+// its status and kstatus's message, and its pods' most common cause (or
+// what its controller made for it says), which it returns as cause too.
+// Both are masked: a progress line cuts them, and a secret cut in two
+// is not found by the mask.
+func (r *run) shortWhy(ctx context.Context, id object.ObjMetadata, rs *event.ResourceStatus) (why, cause string) {
 	if rs == nil {
-		return "not read yet"
+		return "not read yet", ""
 	}
-	var parts []string
+	var parts, causes []string
 	if rs.Status != status.InProgressStatus {
 		parts = append(parts, rs.Status.String())
 	}
@@ -341,21 +371,19 @@ func (r *run) shortWhy(ctx context.Context, id object.ObjMetadata, rs *event.Res
 	if rs.Resource != nil {
 		if isWorkload(rs.Resource) {
 			lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			causes := r.podReasons(lctx, rs.Resource, true)
+			pods := r.podReasons(lctx, rs.Resource, true)
 			cancel()
-			if len(causes) > 0 {
-				parts = append(parts, causes[0])
+			if len(pods) > 0 {
+				causes = append(causes, pods[0])
 			}
 		}
 		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		if related := r.relatedReasons(lctx, rs.Resource); len(related) > 0 {
-			parts = append(parts, related[0])
+			causes = append(causes, related[0])
 		}
 		cancel()
 	}
-	// Masked before the progress line cuts it: a secret cut in two is
-	// not found by the mask.
-	return r.mask(strings.Join(parts, ", "))
+	return r.mask(strings.Join(append(parts, causes...), ", ")), r.mask(strings.Join(causes, ", "))
 }
 
 // mask masks the secret values s holds, as output masks them.

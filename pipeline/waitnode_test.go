@@ -289,7 +289,8 @@ func TestPodCausesAreMaskedBeforeTheyAreCut(t *testing.T) {
 		Kube:   kubefake.NewClientset(&p),
 	}
 	id := object.UnstructuredToObjMetadata(set)
-	line := progressLine([]waitingObject{{ref: "ReplicaSet.apps/shop/web", why: r.shortWhy(context.Background(), id, &event.ResourceStatus{Identifier: id, Resource: set, Status: status.InProgressStatus})}}, 1, time.Second, 0)
+	why, _ := r.shortWhy(context.Background(), id, &event.ResourceStatus{Identifier: id, Resource: set, Status: status.InProgressStatus})
+	line := progressLine([]waitingObject{{ref: "ReplicaSet.apps/shop/web", why: why}}, 1, time.Second, 0)
 	causes := strings.Join(r.explain(context.Background(), id, &event.ResourceStatus{Identifier: id, Resource: set, Status: status.InProgressStatus}), "\n")
 	for what, got := range map[string]string{"progress line": line, "causes": causes} {
 		if !strings.Contains(got, "unschedulable") {

@@ -14,6 +14,10 @@ import (
 // waits for: a plain line in the log, as CI logs show no spinner.
 const defaultProgressEvery = 5 * time.Second
 
+// causeEvery is how often, between progress lines, the wait reads what
+// the objects it names say, to say a new cause at once.
+const causeEvery = 2 * time.Second
+
 // Bounds of what the wait prints: a line of a failure, the why of an
 // object in a progress line, the objects a progress line names, the
 // causes said per object and the objects a failure names.

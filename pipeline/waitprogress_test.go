@@ -234,12 +234,11 @@ func countPrefix(lines []string, prefix string) (n int, last string) {
 	return n, last
 }
 
-// The wait, on a Deployment whose two pods cannot be scheduled, until its
-// deadline: it says what it waits for as it waits, naming the Deployment
-// and its pods' cause, and then fails with that cause once, with the
-// number of pods, in the message and in the Deployment's health.
-func TestWaitSaysProgressAndGroupsItsFailure(t *testing.T) {
-	t.Parallel()
+// unschedulableRun is a run's wait on a Deployment whose two pods
+// cannot be scheduled, with timeout and progress lines every
+// progressEvery.
+func unschedulableRun(t *testing.T, timeout, progressEvery time.Duration) (*run, *infos) {
+	t.Helper()
 	two := int32(2)
 	dep := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
@@ -262,20 +261,30 @@ func TestWaitSaysProgressAndGroupsItsFailure(t *testing.T) {
 		controlledBy(&pods[i], replicaSet("web-7f", "app", "web"))
 	}
 	obs := &infos{}
-	r := newRun("apply", Options{Timeout: 2 * time.Second, Concurrency: 4}, nil, obs)
+	r := newRun("apply", Options{Timeout: timeout, Concurrency: 4}, nil, obs)
 	r.clients = &kube.Clients{
 		Client: fake.NewClientBuilder().WithScheme(kube.Scheme()).WithRESTMapper(mapper).WithObjects(u.DeepCopy()).Build(),
 		Kube:   kubefake.NewClientset(set, &pods[0], &pods[1]),
 		Mapper: mapper,
 	}
-	r.progressEvery = 200 * time.Millisecond
+	r.progressEvery = progressEvery
 	r.objects = []*build.Object{{Unstructured: u}}
 	r.res.Objects = []result.Object{{Kind: "Deployment", Namespace: "shop", Name: "web", Action: result.Created}}
 	r.byID[object.UnstructuredToObjMetadata(u).String()] = 0
+	return r, obs
+}
+
+// The wait, on a Deployment whose two pods cannot be scheduled, until its
+// deadline: it says what it waits for as it waits, naming the Deployment
+// and its pods' cause, and then fails with that cause once, with the
+// number of pods, in the message and in the Deployment's health.
+func TestWaitSaysProgressAndGroupsItsFailure(t *testing.T) {
+	t.Parallel()
+	r, obs := unschedulableRun(t, 2*time.Second, 200*time.Millisecond)
 
 	ctx, cancel := context.WithTimeout(t.Context(), r.opts.Timeout)
 	defer cancel()
-	err = r.wait(ctx)
+	err := r.wait(ctx)
 	if err == nil {
 		t.Fatal("the wait succeeded")
 	}
@@ -295,5 +304,23 @@ func TestWaitSaysProgressAndGroupsItsFailure(t *testing.T) {
 	h := r.res.Objects[0].Health
 	if h == nil || h.Status != "InProgress" || !strings.Contains(h.Message, "\n2 pods unschedulable: "+taintMessage) || strings.Count(h.Message, "untolerated taint") != 1 {
 		t.Errorf("health %+v", h)
+	}
+}
+
+// A cause that appears between two progress lines is said at once, in
+// a line of its own, within causeEvery; a cause already said is not
+// said again before the next progress line.
+func TestANewCauseIsSaidBeforeTheNextProgressLine(t *testing.T) {
+	t.Parallel()
+	r, obs := unschedulableRun(t, causeEvery+causeEvery/2+time.Second, time.Hour)
+	ctx, cancel := context.WithTimeout(t.Context(), r.opts.Timeout)
+	defer cancel()
+	start := time.Now()
+	if err := r.wait(ctx); err == nil {
+		t.Fatal("the wait succeeded")
+	}
+	n, last := obs.progress()
+	if n != 1 || !strings.Contains(last, "2 pods unschedulable: 0/1 nodes are available") {
+		t.Errorf("%d progress lines in %s, want 1 saying the pods' cause: %q", n, time.Since(start).Round(time.Millisecond), obs.all())
 	}
 }
