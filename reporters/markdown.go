@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/gantry-dev/gantry/diffs"
 	"github.com/gantry-dev/gantry/result"
@@ -446,15 +445,9 @@ func htmlEscape(s string) string {
 
 var textEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", "@", "@\u200b", "#", "&#35;", "!", "&#33;")
 
-// oneLine keeps a value on one line.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
-			return ' '
-		}
-		return r
-	}, s)), " ")
-}
+// oneLine keeps a value on one line, as the wait's messages are: the
+// Redactor masks a secret in that form too.
+func oneLine(s string) string { return result.OneLine(s) }
 
 // code is a value as an inline code span: on one line, between backtick
 // fences longer than any run of backticks inside it, so that no value
