@@ -203,8 +203,9 @@ $(BIN)/tekton/config: hack/tools/tekton/go.mod hack/tools/tekton/go.sum
 	d="$$(cd hack/tools/tekton && $(GO) list -m -f '{{.Dir}}' github.com/tektoncd/pipeline)/config" && cp "$$d"/300-crds/*.yaml "$$d"/config-*.yaml $@/
 	@chmod u+w $@/*
 
-## test-node: the health wait on pods a real kubelet runs (v1.36.3, with Debian's containerd, runc and CNI plugins, installed when missing), after a check that the node starts clean twice
-test-node: tools node-tools
+## test-node: the health wait on pods a real kubelet runs (v1.36.3, with Debian's containerd, runc and CNI plugins, installed when missing), after a check that the node starts clean twice, and the Tekton plan run by Tekton's controller on it
+test-node: cluster-tools node-tools tekton-tools image
+	@hack/install-registry.sh
 	GANTRY_NODE=1 $(GO) test -count=1 -p 1 -parallel 8 -timeout 20m -run 'TestNode' ./e2e/cluster ./e2e
 
 ## node-tools: the kubelet, the sandbox and test programs, and Debian's containerd, runc and CNI plugins (apt-get, when missing): what make test-node and make cluster NODE=real need

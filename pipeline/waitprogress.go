@@ -16,7 +16,7 @@ const defaultProgressEvery = 5 * time.Second
 
 // causeEvery is how often, between progress lines, the wait reads what
 // the objects it names say, to say a new cause at once.
-const causeEvery = 2 * time.Second
+const causeEvery = time.Second
 
 // Bounds of what the wait prints: a line of a failure, the why of an
 // object in a progress line, the objects a progress line names, the
