@@ -25,8 +25,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"github.com/gantry-dev/gantry/result"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -339,10 +341,21 @@ func negativePolarity(typ string) bool {
 	return strings.HasSuffix(typ, "Failed") || strings.HasSuffix(typ, "Error") || strings.HasPrefix(typ, "Invalid")
 }
 
+// maxMessage bounds a message kept of an object, in bytes: for memory
+// only, far past what any report shows. What is shown is cut by the
+// wait after it is masked: a secret cut in two here would pass the mask.
+const maxMessage = 4096
+
+// oneLine puts a message on one line, bounded by maxMessage (cut where
+// a rune starts).
 func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 300 {
-		s = s[:297] + "..."
+	s = result.OneLine(s)
+	if len(s) > maxMessage {
+		cut := maxMessage
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
 	}
 	return s
 }

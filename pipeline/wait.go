@@ -355,8 +355,9 @@ func (r *run) progress(ctx context.Context, set object.ObjMetadataSet, last map[
 // shortWhy is why an object is not ready, as a progress line says it:
 // its status and kstatus's message, and its pods' most common cause (or
 // what its controller made for it says), which it returns as cause too.
-// Both are masked: a progress line cuts them, and a secret cut in two
-// is not found by the mask.
+// Both are put on one line and masked: a progress line cuts them, a
+// secret cut in two is not found by the mask, and one the message held
+// across a line break is the secret only once on one line.
 func (r *run) shortWhy(ctx context.Context, id object.ObjMetadata, rs *event.ResourceStatus) (why, cause string) {
 	if rs == nil {
 		return "not read yet", ""
@@ -383,7 +384,7 @@ func (r *run) shortWhy(ctx context.Context, id object.ObjMetadata, rs *event.Res
 		}
 		cancel()
 	}
-	return r.mask(strings.Join(append(parts, causes...), ", ")), r.mask(strings.Join(causes, ", "))
+	return r.mask(flat(strings.Join(append(parts, causes...), ", "))), r.mask(flat(strings.Join(causes, ", ")))
 }
 
 // mask masks the secret values s holds, as output masks them.
@@ -431,10 +432,11 @@ func (r *run) explain(ctx context.Context, id object.ObjMetadata, rs *event.Reso
 			parts = append(parts, r.podReasons(ctx, obj, true)...)
 		}
 	}
-	// Masked before boundCauses cuts them: a secret cut in two is not
-	// found by the mask.
+	// Put on one line and masked before boundCauses cuts them: a secret
+	// cut in two is not found by the mask, and one the message held
+	// across a line break is the secret only once on one line.
 	for i := range parts {
-		parts[i] = r.mask(parts[i])
+		parts[i] = r.mask(flat(parts[i]))
 	}
 	return boundCauses(parts)
 }
@@ -598,6 +600,7 @@ func (r *run) podReasons(ctx context.Context, workload *unstructured.Unstructure
 		if len(causes) == 0 && withEvents && eventReads < maxEventReads {
 			eventReads++
 			events, err := r.clients.Kube.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{
+				Limit: maxEventsRead,
 				FieldSelector: fields.AndSelectors(
 					fields.OneTermEqualSelector("involvedObject.kind", "Pod"),
 					fields.OneTermEqualSelector("involvedObject.name", p.Name),
@@ -638,27 +641,42 @@ func fmtID(id object.ObjMetadata) string {
 func (r *run) relatedReasons(ctx context.Context, obj *unstructured.Unstructured) []string {
 	gvk, ok := health.Related(obj.GroupVersionKind().GroupKind())
 	guard := r.waitGuard()
-	if !ok || guard.ruleFor(object.UnstructuredToObjMetadata(obj)) == nil {
-		return nil
-	}
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err := r.clients.Client.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
+	if !ok || guard.ruleFor(object.UnstructuredToObjMetadata(obj)) == nil || obj.GetUID() == "" {
 		return nil
 	}
 	var out []string
-	for i := range list.Items {
-		item := &list.Items[i]
-		owned := false
-		for _, ref := range item.GetOwnerReferences() {
-			owned = owned || ref.UID == obj.GetUID()
+	opts := []client.ListOption{client.InNamespace(obj.GetNamespace()), client.Limit(maxPodsListed)}
+	for read := 0; read < maxPodsRead && len(out) < maxRelatedSaid; {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := r.clients.Client.List(ctx, list, opts...); err != nil {
+			return out
 		}
-		if !owned || guard.ruleFor(object.UnstructuredToObjMetadata(item)) == nil {
-			continue
+		read += len(list.Items)
+		for i := range list.Items {
+			item := &list.Items[i]
+			// Made by obj's controller: any writer of the namespace can
+			// name obj as an owner; the controller reference is the
+			// controller's.
+			if c := metav1.GetControllerOfNoCopy(item); c == nil || c.UID != obj.GetUID() || guard.ruleFor(object.UnstructuredToObjMetadata(item)) == nil {
+				continue
+			}
+			if msg := health.ObjectMessage(item, false); msg != "" && !guard.currentNow(ctx, item) {
+				out = append(out, gvk.Kind+"/"+item.GetName()+": "+msg)
+			}
+			if len(out) == maxRelatedSaid {
+				break
+			}
 		}
-		if msg := health.ObjectMessage(item, false); msg != "" && !guard.currentNow(ctx, item) {
-			out = append(out, gvk.Kind+"/"+item.GetName()+": "+msg)
+		if list.GetContinue() == "" {
+			break
 		}
+		opts = append(opts[:2], client.Continue(list.GetContinue()))
 	}
 	return out
 }
+
+// maxRelatedSaid bounds the objects a controller made for one object
+// whose messages are said; they are read as a workload's pods are, in
+// pages of maxPodsListed, at most maxPodsRead.
+const maxRelatedSaid = 5

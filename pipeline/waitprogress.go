@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -103,11 +105,28 @@ func oomLimit(p *corev1.Pod, container string, t *corev1.ContainerStateTerminate
 	return ""
 }
 
-// eventCauses says why a pod is not ready from its Warning events.
+// maxEventsRead bounds the Warning events read of one pod, and
+// maxEventCauses the causes taken from them: anyone who may write events
+// in the namespace can write them about any pod (a kubelet says each of
+// its warnings once, with a count).
+const (
+	maxEventsRead  = 50
+	maxEventCauses = 5
+)
+
+// eventCauses says why a pod is not ready from its Warning events: the
+// first maxEventCauses distinct ones.
 func eventCauses(events []corev1.Event) []podCause {
 	var out []podCause
 	for _, e := range events {
-		out = append(out, podCause{what: "with event " + flat(e.Reason), msg: flat(e.Message)})
+		c := podCause{what: "with event " + flat(e.Reason), msg: flat(e.Message)}
+		if slices.Contains(out, c) {
+			continue
+		}
+		if len(out) == maxEventCauses {
+			break
+		}
+		out = append(out, c)
 	}
 	return out
 }
@@ -139,22 +158,25 @@ func (g *causeGroups) add(causes []podCause) {
 		}
 		seen[s] = true
 		if g.pods[s] == 0 {
+			if len(g.order) == maxCauseGroups {
+				// Bounded: no report shows more than maxCauses.
+				continue
+			}
 			g.order = append(g.order, s)
 		}
 		g.pods[s]++
 	}
 }
 
+// maxCauseGroups bounds the distinct causes counted of one workload's
+// pods.
+const maxCauseGroups = 50
+
 // lines are the causes, most pods first (then as first seen), each as
 // "2 pods unschedulable: 0/3 nodes are available: ...".
 func (g *causeGroups) lines() []string {
 	order := append([]string(nil), g.order...)
-	// A stable insertion sort: few causes.
-	for i := 1; i < len(order); i++ {
-		for j := i; j > 0 && g.pods[order[j]] > g.pods[order[j-1]]; j-- {
-			order[j], order[j-1] = order[j-1], order[j]
-		}
-	}
+	sort.SliceStable(order, func(i, j int) bool { return g.pods[order[i]] > g.pods[order[j]] })
 	out := make([]string, len(order))
 	for i, s := range order {
 		out[i] = pods(g.pods[s]) + " " + s
