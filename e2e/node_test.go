@@ -235,7 +235,9 @@ func (w *kubeletWatch) record(obj any) {
 			texts = append(texts, c.Reason, c.Message)
 		}
 	case *corev1.Event:
-		texts = append(texts, o.Reason, o.Message)
+		// Kept apart: a kubelet says some reasons in an event before
+		// the pod's status says them ("Error: ImagePullBackOff").
+		texts = append(texts, eventText+o.Reason, eventText+o.Message)
 	case *batchv1.Job:
 		for _, c := range o.Status.Conditions {
 			texts = append(texts, c.Reason, c.Message)
@@ -247,7 +249,7 @@ func (w *kubeletWatch) record(obj any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, s := range texts {
-		if s == "" {
+		if s == "" || s == eventText {
 			continue
 		}
 		if _, ok := w.first[s]; !ok {
@@ -256,31 +258,51 @@ func (w *kubeletWatch) record(obj any) {
 	}
 }
 
-// firstSeen is when a status holding s was first seen.
-func (w *kubeletWatch) firstSeen(s string) time.Time {
+// eventText marks the texts the watch saw in an event.
+const eventText = "event\x00"
+
+// firstSeen is when a status (or, inEvent, an event) holding s was first
+// seen.
+func (w *kubeletWatch) firstSeen(s string, inEvent bool) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var first time.Time
 	for text, at := range w.first {
-		if strings.Contains(text, s) && (first.IsZero() || at.Before(first)) {
+		if strings.HasPrefix(text, eventText) == inEvent && strings.Contains(text, s) && (first.IsZero() || at.Before(first)) {
 			first = at
 		}
 	}
 	return first
 }
 
-// logLag logs how long after the status said it gantry's console did.
+// logLag logs how long after a status said it gantry's console did.
 func logLag(t *testing.T, w *kubeletWatch, a nodeApply, status, said string) {
 	t.Helper()
-	seen, printed := w.firstSeen(status), a.firstSaid(said)
+	logLagOf(t, w, a, status, said, false)
+}
+
+// logEventLag logs how long after an event said it gantry's console did
+// (a failing probe is said only in an event).
+func logEventLag(t *testing.T, w *kubeletWatch, a nodeApply, text, said string) {
+	t.Helper()
+	logLagOf(t, w, a, text, said, true)
+}
+
+func logLagOf(t *testing.T, w *kubeletWatch, a nodeApply, text, said string, inEvent bool) {
+	t.Helper()
+	where := "status"
+	if inEvent {
+		where = "event"
+	}
+	seen, printed := w.firstSeen(text, inEvent), a.firstSaid(said)
 	switch {
 	case seen.IsZero():
-		t.Logf("timing: no status said %q", status)
+		t.Logf("timing: no %s said %q", where, text)
 	case printed.IsZero():
 		t.Logf("timing: the console never said %q", said)
 	default:
-		t.Logf("timing: %q first in a status at %s, first on gantry's console at %s: %+.1fs",
-			status, seen.Format("15:04:05.000"), printed.Format("15:04:05.000"), printed.Sub(seen).Seconds())
+		t.Logf("timing: %q first in %s %s at %s, first on gantry's console at %s: %+.1fs",
+			text, map[bool]string{false: "a", true: "an"}[inEvent], where, seen.Format("15:04:05.000"), printed.Format("15:04:05.000"), printed.Sub(seen).Seconds())
 	}
 }
 
@@ -336,7 +358,7 @@ stringData: {token: %[2]s}
 	}
 	// A kubelet of v1.36 leaves the container terminated (Error) through
 	// its back-off: gantry says CrashLoopBackOff from that.
-	logLag(t, w, a, "Error", "CrashLoopBackOff")
+	logLag(t, w, a, "Error", "Error, exit code 3")
 }
 
 // An image the registry does not have: ErrImagePull or ImagePullBackOff,
@@ -374,7 +396,7 @@ func TestNodeReadinessProbeFails(t *testing.T) {
 	a := runNodeApply(t, dir, ns, "30s")
 	failedHealth(t, a)
 	a.says(t, "Readiness probe failed", "database not reachable")
-	logLag(t, w, a, "Readiness probe failed", "Readiness probe failed")
+	logEventLag(t, w, a, "Readiness probe failed", "Readiness probe failed")
 }
 
 // A container over its memory limit: OOMKilled, with the limit (and

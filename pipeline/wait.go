@@ -374,8 +374,12 @@ func (r *run) shortWhy(ctx context.Context, id object.ObjMetadata, rs *event.Res
 			lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			pods := r.podReasons(lctx, rs.Resource, true)
 			cancel()
-			if len(pods) > 0 {
+			if len(pods) > 0 && !strings.HasSuffix(pods[0], " "+noCause.String()) {
 				causes = append(causes, pods[0])
+			} else if len(pods) > 0 {
+				// Said, but not a cause: it does not make a line of
+				// its own.
+				parts = append(parts, pods[0])
 			}
 		}
 		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
