@@ -204,9 +204,12 @@ $(BIN)/tekton/config: hack/tools/tekton/go.mod hack/tools/tekton/go.sum
 	@chmod u+w $@/*
 
 ## test-node: the health wait on pods a real kubelet runs (v1.36.3, with Debian's containerd, runc and CNI plugins, installed when missing), after a check that the node starts clean twice, and the Tekton plan run by Tekton's controller on it
+# One package at a time (each starts a real node), each built on every
+# core: go test -p 1 would build them on one.
 test-node: cluster-tools node-tools tekton-tools image
 	@hack/install-registry.sh
-	GANTRY_NODE=1 $(GO) test -count=1 -p 1 -parallel 8 -timeout 20m -run 'TestNode' ./e2e/cluster ./e2e
+	GANTRY_NODE=1 $(GO) test -count=1 -parallel 8 -timeout 20m -run 'TestNode' ./e2e/cluster
+	GANTRY_NODE=1 $(GO) test -count=1 -parallel 8 -timeout 20m -run 'TestNode' ./e2e
 
 ## node-tools: the kubelet, the sandbox and test programs, and Debian's containerd, runc and CNI plugins (apt-get, when missing): what make test-node and make cluster NODE=real need
 node-tools: $(BIN)/kubelet $(BIN)/gantry-pause $(BIN)/gantry-memhog $(BIN)/busybox
