@@ -374,12 +374,14 @@ func (r *run) shortWhy(ctx context.Context, id object.ObjMetadata, rs *event.Res
 			lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			pods := r.podReasons(lctx, rs.Resource, true)
 			cancel()
-			if len(pods) > 0 && !strings.HasSuffix(pods[0], " "+noCause.String()) {
-				causes = append(causes, pods[0])
-			} else if len(pods) > 0 {
+			switch {
+			case len(pods) == 0:
+			case saysNoCause(pods[0]):
 				// Said, but not a cause: it does not make a line of
 				// its own.
 				parts = append(parts, pods[0])
+			default:
+				causes = append(causes, pods[0])
 			}
 		}
 		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -466,13 +468,16 @@ func failingConditions(u *unstructured.Unstructured) []string {
 	return out
 }
 
+// workloads are the kinds whose pods the wait reads.
+var workloads = map[schema.GroupKind]bool{
+	{Group: "apps", Kind: "Deployment"}: true, {Group: "apps", Kind: "StatefulSet"}: true,
+	{Group: "apps", Kind: "DaemonSet"}: true, {Group: "apps", Kind: "ReplicaSet"}: true,
+	{Group: "batch", Kind: "Job"}: true,
+}
+
 // isWorkload: u is a kind whose pods the wait reads.
 func isWorkload(u *unstructured.Unstructured) bool {
-	switch u.GetKind() {
-	case "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job":
-		return u.GroupVersionKind().Group == "apps" || (u.GetKind() == "Job" && u.GroupVersionKind().Group == "batch")
-	}
-	return false
+	return workloads[u.GroupVersionKind().GroupKind()]
 }
 
 // podSelector is the label selector of a workload's pods, all of it
@@ -505,6 +510,30 @@ const (
 	maxEventReads = 3
 )
 
+// readPages reads a LIST in pages of maxPodsListed items: page reads the
+// one that cont names and returns the next one's continue. It stops
+// after the last page, when page says stop (it has what it keeps, and
+// more), or after maxPodsRead items' worth of pages; more says that
+// items were left unread. Anyone who may write in the namespace can add
+// objects to any LIST the wait makes.
+func readPages(page func(cont string) (next string, stop bool, err error)) (more bool, err error) {
+	cont := ""
+	for pages := 1; ; pages++ {
+		next, stop, err := page(cont)
+		switch {
+		case err != nil:
+			return false, err
+		case stop:
+			return true, nil
+		case next == "":
+			return false, nil
+		case pages*maxPodsListed >= maxPodsRead:
+			return true, nil
+		}
+		cont = next
+	}
+}
+
 // podOwners is who may own workload's pods: workload itself, or for a
 // Deployment the ReplicaSets it controls. A label is anyone's to set;
 // the controller reference is set by the workload's controller.
@@ -517,23 +546,19 @@ func (r *run) podOwners(ctx context.Context, workload *unstructured.Unstructured
 		return map[types.UID]bool{uid: true}, nil
 	}
 	owners := map[types.UID]bool{}
-	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: maxPodsListed}
-	for read := 0; read < maxPodsRead; {
-		list, err := r.clients.Kube.AppsV1().ReplicaSets(workload.GetNamespace()).List(ctx, opts)
+	_, err := readPages(func(cont string) (string, bool, error) {
+		list, err := r.clients.Kube.AppsV1().ReplicaSets(workload.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: sel.String(), Limit: maxPodsListed, Continue: cont})
 		if err != nil {
-			return nil, err
+			return "", false, err
 		}
-		read += len(list.Items)
 		for i := range list.Items {
 			if c := metav1.GetControllerOfNoCopy(&list.Items[i]); c != nil && c.UID == uid {
 				owners[list.Items[i].UID] = true
 			}
 		}
-		if opts.Continue = list.Continue; opts.Continue == "" {
-			break
-		}
-	}
-	return owners, nil
+		return list.Continue, false, nil
+	})
+	return owners, err
 }
 
 // podReasons reads why a workload's pods are not ready (unschedulable,
@@ -566,33 +591,25 @@ func (r *run) podReasons(ctx context.Context, workload *unstructured.Unstructure
 		return nil
 	}
 	var pods []*corev1.Pod
-	more := false
-	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: 100}
-	for read := 0; ; {
-		list, err := r.clients.Kube.CoreV1().Pods(namespace).List(ctx, opts)
+	more, err := readPages(func(cont string) (string, bool, error) {
+		list, err := r.clients.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String(), Limit: maxPodsListed, Continue: cont})
 		if err != nil {
-			return []string{"its pods could not be listed: " + err.Error()}
+			return "", false, err
 		}
-		read += len(list.Items)
 		for i := range list.Items {
 			p := &list.Items[i]
 			if c := metav1.GetControllerOfNoCopy(p); c == nil || !owners[c.UID] {
 				continue
 			}
 			if len(pods) == maxPodsListed {
-				more = true
-				break
+				return "", true, nil
 			}
 			pods = append(pods, p)
 		}
-		opts.Continue = list.Continue
-		if more || opts.Continue == "" {
-			break
-		}
-		if read >= maxPodsRead {
-			more = true
-			break
-		}
+		return list.Continue, false, nil
+	})
+	if err != nil {
+		return []string{"its pods could not be listed: " + err.Error()}
 	}
 	var groups causeGroups
 	eventReads := 0
@@ -649,14 +666,12 @@ func (r *run) relatedReasons(ctx context.Context, obj *unstructured.Unstructured
 		return nil
 	}
 	var out []string
-	opts := []client.ListOption{client.InNamespace(obj.GetNamespace()), client.Limit(maxPodsListed)}
-	for read := 0; read < maxPodsRead && len(out) < maxRelatedSaid; {
+	_, _ = readPages(func(cont string) (string, bool, error) {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := r.clients.Client.List(ctx, list, opts...); err != nil {
-			return out
+		if err := r.clients.Client.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.Limit(maxPodsListed), client.Continue(cont)); err != nil {
+			return "", false, err
 		}
-		read += len(list.Items)
 		for i := range list.Items {
 			item := &list.Items[i]
 			// Made by obj's controller: any writer of the namespace can
@@ -669,18 +684,15 @@ func (r *run) relatedReasons(ctx context.Context, obj *unstructured.Unstructured
 				out = append(out, gvk.Kind+"/"+item.GetName()+": "+msg)
 			}
 			if len(out) == maxRelatedSaid {
-				break
+				return "", true, nil
 			}
 		}
-		if list.GetContinue() == "" {
-			break
-		}
-		opts = append(opts[:2], client.Continue(list.GetContinue()))
-	}
+		return list.GetContinue(), false, nil
+	})
 	return out
 }
 
 // maxRelatedSaid bounds the objects a controller made for one object
-// whose messages are said; they are read as a workload's pods are, in
-// pages of maxPodsListed, at most maxPodsRead.
+// whose messages are said; they are read as a workload's pods are
+// (readPages).
 const maxRelatedSaid = 5

@@ -274,3 +274,29 @@ func TestAttackASecretFlattenedAfterTheMaskIsCutPastIt(t *testing.T) {
 		t.Errorf("the progress line shows a part of the secret past the mask")
 	}
 }
+
+// A LIST whose pages never end (a continue token on every page) is read
+// for at most maxPodsRead items' worth of pages, and says more were
+// left; a page that has what it keeps stops the reading.
+func TestAttackEndlessPagesAreBounded(t *testing.T) {
+	pages := 0
+	more, err := readPages(func(cont string) (string, bool, error) {
+		pages++
+		return "again", false, nil
+	})
+	if err != nil || !more || pages != maxPodsRead/maxPodsListed {
+		t.Errorf("endless pages: %d read, more %v, %v; want %d, true", pages, more, err, maxPodsRead/maxPodsListed)
+	}
+	pages = 0
+	more, _ = readPages(func(cont string) (string, bool, error) {
+		pages++
+		return "again", pages == 2, nil
+	})
+	if !more || pages != 2 {
+		t.Errorf("a page that stops: %d read, more %v", pages, more)
+	}
+	pages = 0
+	if more, _ = readPages(func(string) (string, bool, error) { pages++; return "", false, nil }); more || pages != 1 {
+		t.Errorf("one page: %d read, more %v", pages, more)
+	}
+}

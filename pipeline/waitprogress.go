@@ -134,6 +134,10 @@ func eventCauses(events []corev1.Event) []podCause {
 // noCause is the cause of a pod that is not ready and says nothing of why.
 var noCause = podCause{what: "not ready", msg: "no reason reported yet"}
 
+// saysNoCause: line, of causeGroups' lines, is of the pods that say
+// nothing of why.
+func saysNoCause(line string) bool { return strings.HasSuffix(line, " "+noCause.String()) }
+
 // causeGroups counts, for each distinct cause, the pods that give it: a
 // cause given twice by one pod (its condition and its event) counts
 // once, and the same cause of many pods is said once.
@@ -173,10 +177,17 @@ func (g *causeGroups) add(causes []podCause) {
 const maxCauseGroups = 50
 
 // lines are the causes, most pods first (then as first seen), each as
-// "2 pods unschedulable: 0/3 nodes are available: ...".
+// "2 pods unschedulable: 0/3 nodes are available: ..."; pods that say
+// nothing of why come last, however many: any cause says more.
 func (g *causeGroups) lines() []string {
 	order := append([]string(nil), g.order...)
-	sort.SliceStable(order, func(i, j int) bool { return g.pods[order[i]] > g.pods[order[j]] })
+	none := noCause.String()
+	sort.SliceStable(order, func(i, j int) bool {
+		if (order[i] == none) != (order[j] == none) {
+			return order[j] == none
+		}
+		return g.pods[order[i]] > g.pods[order[j]]
+	})
 	out := make([]string, len(order))
 	for i, s := range order {
 		out[i] = pods(g.pods[s]) + " " + s

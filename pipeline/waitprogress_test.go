@@ -324,3 +324,14 @@ func TestANewCauseIsSaidBeforeTheNextProgressLine(t *testing.T) {
 		t.Errorf("%d progress lines in %s, want 1 saying the pods' cause: %q", n, time.Since(start).Round(time.Millisecond), obs.all())
 	}
 }
+
+// Pods that say nothing of why come after any cause, however many they
+// are: the progress line names the first, and a cause says more.
+func TestPodsWithoutACauseComeLast(t *testing.T) {
+	t.Parallel()
+	silent := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-9"}}
+	got := groupPods(silent, silent, silent, crashingPod("web-1", "10s"))
+	if len(got) != 2 || !strings.Contains(got[0], "CrashLoopBackOff") || !saysNoCause(got[1]) || saysNoCause(got[0]) {
+		t.Errorf("causes %q, want the crash loop first", got)
+	}
+}
