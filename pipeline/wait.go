@@ -376,7 +376,7 @@ func (r *run) shortWhy(ctx context.Context, id object.ObjMetadata, rs *event.Res
 			cancel()
 			switch {
 			case len(pods) == 0:
-			case saysNoCause(pods[0]):
+			case saysNoCause(pods[0]) || isNote(pods[0]):
 				// Said, but not a cause: it does not make a line of
 				// its own.
 				parts = append(parts, pods[0])
@@ -537,16 +537,17 @@ func readPages(page func(cont string) (next string, stop bool, err error)) (more
 // podOwners is who may own workload's pods: workload itself, or for a
 // Deployment the ReplicaSets it controls. A label is anyone's to set;
 // the controller reference is set by the workload's controller.
-func (r *run) podOwners(ctx context.Context, workload *unstructured.Unstructured, sel labels.Selector) (map[types.UID]bool, error) {
+// more says that not every ReplicaSet the selector matches was read.
+func (r *run) podOwners(ctx context.Context, workload *unstructured.Unstructured, sel labels.Selector) (owners map[types.UID]bool, more bool, err error) {
 	uid := workload.GetUID()
 	if uid == "" {
-		return nil, nil
+		return nil, false, nil
 	}
 	if workload.GetKind() != "Deployment" {
-		return map[types.UID]bool{uid: true}, nil
+		return map[types.UID]bool{uid: true}, false, nil
 	}
-	owners := map[types.UID]bool{}
-	_, err := readPages(func(cont string) (string, bool, error) {
+	owners = map[types.UID]bool{}
+	more, err = readPages(func(cont string) (string, bool, error) {
 		list, err := r.clients.Kube.AppsV1().ReplicaSets(workload.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: sel.String(), Limit: maxPodsListed, Continue: cont})
 		if err != nil {
 			return "", false, err
@@ -558,7 +559,7 @@ func (r *run) podOwners(ctx context.Context, workload *unstructured.Unstructured
 		}
 		return list.Continue, false, nil
 	})
-	return owners, err
+	return owners, more, err
 }
 
 // podReasons reads why a workload's pods are not ready (unschedulable,
@@ -583,11 +584,16 @@ func (r *run) podReasons(ctx context.Context, workload *unstructured.Unstructure
 		return nil
 	}
 	namespace := workload.GetNamespace()
-	owners, err := r.podOwners(ctx, workload, sel)
+	owners, cut, err := r.podOwners(ctx, workload, sel)
 	if err != nil {
 		return []string{"its ReplicaSets could not be listed: " + err.Error()}
 	}
 	if len(owners) == 0 {
+		if cut {
+			// Objects that only carry its labels can crowd its own
+			// out of what is read: said, not silently nothing.
+			return []string{fmt.Sprintf("(none of its ReplicaSets among the first %d its selector matches)", maxPodsRead)}
+		}
 		return nil
 	}
 	var pods []*corev1.Pod
@@ -636,7 +642,10 @@ func (r *run) podReasons(ctx context.Context, workload *unstructured.Unstructure
 		groups.add(causes)
 	}
 	out := groups.lines()
-	if more {
+	switch {
+	case more && len(pods) == 0:
+		out = append(out, fmt.Sprintf("(none of its pods among the first %d its selector matches)", maxPodsRead))
+	case more:
 		out = append(out, fmt.Sprintf("(of the first %d pods)", len(pods)))
 	}
 	return out

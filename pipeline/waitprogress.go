@@ -138,6 +138,11 @@ var noCause = podCause{what: "not ready", msg: "no reason reported yet"}
 // nothing of why.
 func saysNoCause(line string) bool { return strings.HasSuffix(line, " "+noCause.String()) }
 
+// isNote: line, of podReasons' lines, is a note of gantry's on what it
+// read, "(of the first 50 pods)", not a cause (each of which starts
+// with its number of pods).
+func isNote(line string) bool { return strings.HasPrefix(line, "(") }
+
 // causeGroups counts, for each distinct cause, the pods that give it: a
 // cause given twice by one pod (its condition and its event) counts
 // once, and the same cause of many pods is said once.
