@@ -90,14 +90,24 @@ func builtInRules() []*Rule {
 			Current: "status.?phase.orValue('') == 'Healthy'",
 			Failed:  "status.?phase.orValue('') == 'Degraded'"},
 
-		// CloudNativePG: Ready.
-		{APIVersion: "postgresql.cnpg.io/v1", Kind: "Cluster", Current: cond("Ready", "True")},
-
-		// Strimzi: every kind reports Ready (and NotReady while it
-		// works); Ready False is an error it reports.
-		{APIVersion: "kafka.strimzi.io/v1beta2",
+		// CloudNativePG: Ready. Ready is False while the cluster is set
+		// up as well as when it cannot be; the phase tells the two
+		// apart: a cluster that is unrecoverable, or whose definition
+		// is invalid, waits for its user (its phaseReason says why).
+		{APIVersion: "postgresql.cnpg.io/v1", Kind: "Cluster",
 			Current: cond("Ready", "True"),
-			Failed:  "status.?conditions.orValue([]).exists(c, c.type == 'Ready' && c.status == 'False')"},
+			Failed: "status.?phase.orValue('') in ['Cluster is unrecoverable and needs manual intervention', " +
+				"'Invalid cluster definition']"},
+
+		// Strimzi: every kind reports Ready True once reconciled. The
+		// cluster and user operators report a reconciliation that
+		// failed as NotReady True, with the exception's name as reason
+		// (NotReady's one other reason, Creating, is a new Kafka's
+		// first status); the topic operator as Ready False.
+		{APIVersion: "kafka.strimzi.io/v1",
+			Current: cond("Ready", "True"),
+			Failed: "status.?conditions.orValue([]).exists(c, c.type == 'Ready' && c.status == 'False' || " +
+				"c.type == 'NotReady' && c.status == 'True' && c.?reason.orValue('') != 'Creating')"},
 
 		// KEDA: Ready; False when the object cannot be used (a target
 		// that does not exist, a trigger that does not validate).

@@ -140,14 +140,23 @@ var shapes = map[string][]shape{
 	},
 	"Cluster.postgresql.cnpg.io": {
 		{"healthy", status.CurrentStatus, "current", "status:\n  phase: Cluster in healthy state\n  conditions:\n" + c("Ready", "True", "ClusterIsReady", "Cluster is Ready")},
-		{"setting up", status.InProgressStatus, "ClusterIsNotReady", "status:\n  phase: Setting up primary\n  conditions:\n" + c("Ready", "False", "ClusterIsNotReady", "Cluster Is Not Ready")},
+		{"setting up", status.InProgressStatus, "Setting up primary: Creating primary instance x-1", "status:\n  phase: Setting up primary\n  phaseReason: Creating primary instance x-1\n  conditions:\n" + c("Ready", "False", "ClusterIsNotReady", "Cluster Is Not Ready")},
+		{"unrecoverable", status.FailedStatus, "Cluster is unrecoverable and needs manual intervention: Missing primary PVC", "status:\n  phase: Cluster is unrecoverable and needs manual intervention\n  phaseReason: Missing primary PVC\n  conditions:\n" + c("Ready", "False", "ClusterIsNotReady", "Cluster Is Not Ready")},
+		{"invalid definition", status.FailedStatus, "Invalid cluster definition", "status:\n  phase: Invalid cluster definition\n  phaseReason: 'spec.instances: Invalid value'\n  conditions:\n" + c("Ready", "False", "ClusterIsNotReady", "Cluster Is Not Ready")},
+		{"ready before, now a switchover", status.InProgressStatus, "Switchover in progress", "status:\n  phase: Switchover in progress\n  phaseReason: Switching over to x-2\n  conditions:\n" + c("Ready", "False", "ClusterIsNotReady", "Cluster Is Not Ready")},
 		{"no status yet", status.InProgressStatus, "does not have yet", "spec: {}\n"},
 	},
 	"Kafka.kafka.strimzi.io": {
 		{"ready", status.CurrentStatus, "current", conditions(c("Ready", "True", "", ""))},
 		{"creating", status.InProgressStatus, "Creating", conditions(c("NotReady", "True", "Creating", "Kafka cluster is being deployed"))},
-		{"error", status.FailedStatus, "InvalidResourceException", conditions(c("Ready", "False", "InvalidResourceException", "Kafka resource is invalid"))},
+		{"reconciliation failed", status.FailedStatus, "InvalidResourceException: Kafka resource is invalid", conditions(c("NotReady", "True", "InvalidResourceException", "Kafka resource is invalid"))},
+		{"reconciliation failed, with a warning first", status.FailedStatus, "TimeoutException", conditions(c("Warning", "True", "KafkaStorage", "deprecated"), c("NotReady", "True", "TimeoutException", "Exceeded timeout of 300000ms while waiting for Pods"))},
 		{"no status yet", status.InProgressStatus, "does not have yet", "spec: {}\n"},
+	},
+	"KafkaUser.kafka.strimzi.io": {
+		{"ready", status.CurrentStatus, "current", conditions(c("Ready", "True", "", ""))},
+		{"no status yet", status.InProgressStatus, "does not have yet", "spec: {}\n"},
+		{"reconciliation failed", status.FailedStatus, "InvalidResourceException", conditions(c("NotReady", "True", "InvalidResourceException", "Simple authorization ACL rules are configured but not supported"))},
 	},
 	"KafkaTopic.kafka.strimzi.io": {
 		{"ready", status.CurrentStatus, "current", conditions(c("Ready", "True", "", ""))},

@@ -284,8 +284,9 @@ func observedOld(u *unstructured.Unstructured) bool {
 // ObjectMessage is what the object itself says of its state. Of a
 // failed object: the first condition that reports a failure (status False
 // for a reason of failure, or a condition of failure True); then, of any:
-// its Ready (Synced, Available) condition when not True, the first
-// condition that reports a problem, status.message.
+// status.phase with status.phaseReason, its Ready (Synced, Available)
+// condition when not True, the first condition that reports a problem,
+// status.message.
 func ObjectMessage(u *unstructured.Unstructured, failed bool) string {
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	var ready, problem, failure string
@@ -318,6 +319,14 @@ func ObjectMessage(u *unstructured.Unstructured, failed bool) string {
 	}
 	if failed && failure != "" {
 		return oneLine(failure)
+	}
+	// A phase with the reason the controller gives for it (CloudNativePG
+	// says why only there: its Ready is "Cluster Is Not Ready").
+	if why, _, _ := unstructured.NestedString(u.Object, "status", "phaseReason"); why != "" {
+		if phase, _, _ := unstructured.NestedString(u.Object, "status", "phase"); phase != "" {
+			why = phase + ": " + why
+		}
+		return oneLine(why)
 	}
 	if s := cmp.Or(ready, problem); s != "" {
 		return oneLine(s)
