@@ -303,6 +303,11 @@ func (r *run) collectMasked() {
 		out[id] = slices.Compact(paths)
 	}
 	r.liveMasked = out
+	// The planner's rules keep off what the fields now known held, as
+	// the wait's do (its guard is made after this).
+	if r.planner != nil {
+		r.planner.health = r.ruleGuard()
+	}
 }
 
 // decryptedValues are the values o holds in the fields SOPS decrypted
