@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,6 +40,8 @@ type evaluator struct {
 	// user: a user's rule, whose evaluation on one object has a
 	// deadline (MaxEvalTime).
 	user bool
+	mu   sync.Mutex
+	idle []*deadline // deadlines kept for the next object (arm)
 }
 
 type program struct {
@@ -403,14 +406,13 @@ func (e *evaluator) Evaluate(ctx context.Context, u *unstructured.Unstructured) 
 		}
 	}
 	if e.user {
-		parent := ctx
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, MaxEvalTime)
-		defer cancel()
+		d := e.arm(ctx)
+		ctx = d.ctx
 		defer func() {
-			if err != nil && ctx.Err() == context.DeadlineExceeded && parent.Err() == nil {
+			if err != nil && context.Cause(d.ctx) == errTooLong && d.parent.Err() == nil {
 				err = fmt.Errorf("failed to evaluate the CEL expression '%s': %w", expr, errTooLong)
 			}
+			e.disarm(d)
 		}()
 	}
 	for _, p := range e.exprs {
@@ -428,6 +430,54 @@ func (e *evaluator) Evaluate(ctx context.Context, u *unstructured.Unstructured) 
 		}
 	}
 	return &status.Result{Status: status.InProgressStatus}, nil
+}
+
+// deadline is a context that ends MaxEvalTime after it is armed, unless
+// it is disarmed first; one that did not end serves the next object, so
+// that an object costs a timer's reset, not a context of its own.
+type deadline struct {
+	parent context.Context
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+}
+
+// maxIdleDeadlines bounds the deadlines an evaluator keeps for reuse.
+const maxIdleDeadlines = 8
+
+// arm is a deadline under parent, armed.
+func (e *evaluator) arm(parent context.Context) *deadline {
+	e.mu.Lock()
+	for len(e.idle) > 0 {
+		d := e.idle[len(e.idle)-1]
+		e.idle = e.idle[:len(e.idle)-1]
+		if d.parent == parent && d.ctx.Err() == nil {
+			e.mu.Unlock()
+			d.timer.Reset(MaxEvalTime)
+			return d
+		}
+		d.cancel(context.Canceled) // of another parent: it ends
+	}
+	e.mu.Unlock()
+	d := &deadline{parent: parent}
+	d.ctx, d.cancel = context.WithCancelCause(parent)
+	d.timer = time.AfterFunc(MaxEvalTime, func() { d.cancel(errTooLong) })
+	return d
+}
+
+// disarm stops d, and keeps it for the next object when it did not end.
+func (e *evaluator) disarm(d *deadline) {
+	if !d.timer.Stop() || d.ctx.Err() != nil {
+		d.cancel(context.Canceled)
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.idle) < maxIdleDeadlines {
+		e.idle = append(e.idle, d)
+		return
+	}
+	d.cancel(context.Canceled)
 }
 
 // sizeCost charges a call the size of what it returns (a string's bytes,

@@ -211,3 +211,47 @@ func TestWorkCELDoesNotPriceIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// A deadline serves the next object only while it has not ended: after
+// an object that ran out of time, and under a parent that ended or
+// changed, the next object gets its whole time.
+func TestADeadlineIsKeptOnlyWhileItHasNotEnded(t *testing.T) {
+	e, err := newEvaluator(&Rule{APIVersion: "example.com/v1", Kind: "Widget", Current: "status.l.all(b, true)", Origin: "rules.yaml:1", Lines: map[string]int{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	widget := func(n int) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		l := "[" + strings.TrimSuffix(strings.Repeat("0,", n), ",") + "]"
+		if err := u.UnmarshalJSON([]byte(`{"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "status": {"l": ` + l + `}}`)); err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	small, large := widget(3), widget(300000)
+	for i := range 3 {
+		if res, err := e.Evaluate(context.Background(), small); err != nil || res.Status != status.CurrentStatus {
+			t.Fatalf("object %d: %v %v, want Current", i, res, err)
+		}
+	}
+	if len(e.idle) != 1 {
+		t.Errorf("%d deadlines kept after three objects one after the other, want 1", len(e.idle))
+	}
+	if _, err := e.Evaluate(context.Background(), large); err == nil || !strings.Contains(err.Error(), "took longer than") {
+		t.Fatalf("the long list: %v, want it stopped at its deadline", err)
+	}
+	if res, err := e.Evaluate(context.Background(), small); err != nil || res.Status != status.CurrentStatus {
+		t.Errorf("after a deadline ended: %v %v, want Current", res, err)
+	}
+	parent, cancel := context.WithCancel(context.Background())
+	if res, err := e.Evaluate(parent, small); err != nil || res.Status != status.CurrentStatus {
+		t.Errorf("under a new parent: %v %v, want Current", res, err)
+	}
+	cancel()
+	if _, err := e.Evaluate(parent, small); err == nil || strings.Contains(err.Error(), "took longer than") {
+		t.Errorf("under a parent that ended: %v, want its end, not a deadline", err)
+	}
+	if res, err := e.Evaluate(context.Background(), small); err != nil || res.Status != status.CurrentStatus {
+		t.Errorf("after a parent ended: %v %v, want Current", res, err)
+	}
+}
