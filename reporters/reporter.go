@@ -52,13 +52,9 @@ type Redactor struct {
 	// both.
 	encoded  []string
 	replacer *strings.Replacer
-	// byHead holds every masked form by its first maskHead bytes,
-	// longest first: what String's second pass looks up at each byte.
-	byHead map[string][]string
+	// cover finds every form of every value, overlapping ones too.
+	cover *coverer
 }
-
-// maskHead is the length of the shortest value masked.
-const maskHead = 4
 
 // NewRedactor masks the given values; values shorter than 4 characters are
 // ignored (masking "a" everywhere would destroy every report).
@@ -110,10 +106,7 @@ func (r *Redactor) Add(secrets ...string) []string {
 		pairs = append(pairs, v, "***")
 	}
 	r.replacer = strings.NewReplacer(pairs...)
-	r.byHead = map[string][]string{}
-	for _, v := range all {
-		r.byHead[v[:maskHead]] = append(r.byHead[v[:maskHead]], v)
-	}
+	r.cover = newCoverer(all)
 	return added
 }
 
@@ -192,31 +185,7 @@ func (r *Redactor) String(s string) string {
 	if r.replacer.Replace(s) == s {
 		return s
 	}
-	covered, end := make([]bool, len(s)), 0
-	for i := 0; i+maskHead <= len(s); i++ {
-		for _, v := range r.byHead[s[i:i+maskHead]] {
-			if strings.HasPrefix(s[i:], v) {
-				for j := max(i, end); j < i+len(v); j++ {
-					covered[j] = true
-				}
-				end = max(end, i+len(v))
-				break // longest first
-			}
-		}
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); i++ {
-		if !covered[i] {
-			b.WriteByte(s[i])
-			continue
-		}
-		b.WriteString("***")
-		for i+1 < len(s) && covered[i+1] {
-			i++
-		}
-	}
-	return b.String()
+	return r.cover.mask(s)
 }
 
 // writeFile writes content to path through safefile: confined to the
