@@ -7,6 +7,7 @@ import "strings"
 // (an Aho-Corasick automaton over the values' bytes).
 type coverer struct {
 	next map[uint64]int32 // state<<8 | byte: the state after reading byte
+	root [256]int32       // the same from the first state, where a text mostly is
 	fail []int32          // the state of the longest proper suffix that is a state
 	// longest is the length of the longest value that ends the state's
 	// text (0: none does).
@@ -37,6 +38,9 @@ func newCoverer(values []string) *coverer {
 			s = n
 		}
 		c.longest[s] = depth[s]
+	}
+	for _, n := range children[0] {
+		c.root[in[n]] = n
 	}
 	// Breadth first: a state's failure is known before its children's.
 	queue := append([]int32(nil), children[0]...)
@@ -75,11 +79,12 @@ func (c *coverer) mask(s string) string {
 	state := int32(0)
 	for j := 0; j < len(s); j++ {
 		for {
-			if t, ok := c.next[uint64(state)<<8|uint64(s[j])]; ok {
-				state = t
+			if state == 0 {
+				state = c.root[s[j]]
 				break
 			}
-			if state == 0 {
+			if t, ok := c.next[uint64(state)<<8|uint64(s[j])]; ok {
+				state = t
 				break
 			}
 			state = c.fail[state]
