@@ -37,6 +37,10 @@ const MaxCost = 1_000_000
 // chain of string calls never reaches.
 type evaluator struct {
 	exprs []*program // inProgress, failed, current, in Flux's order
+	// combined is exprs as one program, whose value is the number of
+	// the first that is true (from 1), or 0: nil when the rule has one
+	// expression.
+	combined *program
 	// user: a user's rule, whose evaluation on one object has a
 	// deadline (MaxEvalTime).
 	user bool
@@ -72,7 +76,7 @@ func newEvaluator(r *Rule) (*evaluator, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &evaluator{}
+	e := &evaluator{user: r.Origin != BuiltIn}
 	for _, x := range []struct {
 		expr   string
 		status status.Status
@@ -80,33 +84,56 @@ func newEvaluator(r *Rule) (*evaluator, error) {
 		if x.expr == "" {
 			continue
 		}
-		parsed, iss := env.Parse(x.expr)
-		if iss != nil && iss.Err() != nil {
-			return nil, fmt.Errorf("failed to parse the CEL expression '%s': %s", x.expr, iss.String())
-		}
-		opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize), cel.InterruptCheckFrequency(100)}
-		if r.Origin != BuiltIn {
-			// A user's expression stops at its deadline, looked at on
-			// every step of a comprehension.
-			opts = []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize), cel.InterruptCheckFrequency(1)}
-		}
-		prg, err := env.Program(parsed, opts...)
+		p, err := newProgram(env, x.expr, e.user)
 		if err != nil {
-			return nil, fmt.Errorf("failed to create CEL program: %w", err)
+			return nil, err
 		}
-		p := &program{expr: x.expr, status: x.status, prg: prg}
-		if r.Origin != BuiltIn {
-			// gantry's own rules are linear in the object; the user's
-			// are bounded.
-			e.user = true
-			if p.bounded, err = env.Program(parsed, append(opts, cel.CostTracking(sizeCost{}), cel.CostLimit(MaxCost))...); err != nil {
-				return nil, fmt.Errorf("failed to create CEL program: %w", err)
-			}
-			p.checked, p.sized = checkedForEstimate(x.expr)
-		}
+		p.status = x.status
 		e.exprs = append(e.exprs, p)
 	}
+	if len(e.exprs) > 1 {
+		// One program for the rule's expressions in their order: what
+		// is decided without an error is what evaluating them one after
+		// the other decides, at the cost of one evaluation. Each line
+		// of its own: a comment ends at its line.
+		text := "0"
+		for i := len(e.exprs) - 1; i >= 0; i-- {
+			text = fmt.Sprintf("(\n%s\n) ? %d : (%s)", e.exprs[i].expr, i+1, text)
+		}
+		if p, err := newProgram(env, text, e.user); err == nil {
+			e.combined = p
+		}
+	}
 	return e, nil
+}
+
+// newProgram makes expr's program: a user's bounded in work, and checked
+// for CEL's estimate (program.checked).
+func newProgram(env *cel.Env, expr string, user bool) (*program, error) {
+	parsed, iss := env.Parse(expr)
+	if iss != nil && iss.Err() != nil {
+		return nil, fmt.Errorf("failed to parse the CEL expression '%s': %s", expr, iss.String())
+	}
+	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize), cel.InterruptCheckFrequency(100)}
+	if user {
+		// A user's expression stops at its deadline, looked at on
+		// every step of a comprehension.
+		opts = []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize), cel.InterruptCheckFrequency(1)}
+	}
+	prg, err := env.Program(parsed, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create CEL program: %w", err)
+	}
+	p := &program{expr: expr, prg: prg}
+	if user {
+		// gantry's own rules are linear in the object; the user's are
+		// bounded.
+		if p.bounded, err = env.Program(parsed, append(opts, cel.CostTracking(sizeCost{}), cel.CostLimit(MaxCost))...); err != nil {
+			return nil, fmt.Errorf("failed to create CEL program: %w", err)
+		}
+		p.checked, p.sized = checkedForEstimate(expr)
+	}
+	return p, nil
 }
 
 // objectFields are the fields of an object an expression names as
@@ -414,6 +441,19 @@ func (e *evaluator) Evaluate(ctx context.Context, u *unstructured.Unstructured) 
 			}
 			e.disarm(d)
 		}()
+	}
+	if e.combined != nil {
+		// An error, or a value not a number (an expression not a
+		// bool), is said as evaluating the expressions one after the
+		// other says it.
+		if val, err := e.combined.run(ctx, obj); err == nil {
+			if i, ok := val.(types.Int); ok && i >= 0 && int(i) <= len(e.exprs) {
+				if i == 0 {
+					return &status.Result{Status: status.InProgressStatus}, nil
+				}
+				return &status.Result{Status: e.exprs[i-1].status}, nil
+			}
+		}
 	}
 	for _, p := range e.exprs {
 		expr = p.expr

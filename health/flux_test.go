@@ -255,3 +255,53 @@ func TestADeadlineIsKeptOnlyWhileItHasNotEnded(t *testing.T) {
 		t.Errorf("after a parent ended: %v %v, want Current", res, err)
 	}
 }
+
+// A rule's expressions run as one program where that decides without an
+// error; every outcome is then what Flux's evaluator, which runs them one
+// after the other, decides: a status, or an error where Flux has one
+// (the one said is the sequential run's). A comment at an expression's
+// end does not reach into the next.
+func TestOneProgramDecidesAsTheExpressionsInTurn(t *testing.T) {
+	rules := []Rule{
+		{InProgress: "status.?phase.orValue('') == 'Working' // still at it", Failed: "status.?phase.orValue('') == 'Broken'", Current: "status.?phase.orValue('') == 'Done'"},
+		{InProgress: "status.phase == 'Working'", Failed: "status.phase == 'Broken'", Current: "status.ready"},
+		{Failed: "status.?phase.orValue('')", Current: "status.?phase.orValue('') == 'Done'"},
+		{Failed: "status.?n.orValue(0) > 2", Current: "status.?n.orValue(0) == 2 // two"},
+		{InProgress: "status.?n.orValue(0) < 1", Current: "status.n / (status.n - 2) == 1"},
+	}
+	objects := []string{
+		`{}`, `{"phase": "Working"}`, `{"phase": "Broken"}`, `{"phase": "Done"}`, `{"phase": "Done", "ready": true}`,
+		`{"phase": "Other", "ready": false}`, `{"n": 0}`, `{"n": 1}`, `{"n": 2}`, `{"n": 3}`, `{"phase": 7}`,
+	}
+	for i := range rules {
+		r := &rules[i]
+		r.APIVersion, r.Kind, r.Origin, r.Lines = "example.com/v1", "Widget", "rules.yaml:1", map[string]int{}
+		ours, err := newEvaluator(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ours.combined == nil {
+			t.Fatalf("rule %d: its expressions were not made one program", i)
+		}
+		flux, err := fluxcel.NewStatusEvaluator(&kustomize.HealthCheckExpressions{Current: r.Current, InProgress: r.InProgress, Failed: r.Failed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objects {
+			u := &unstructured.Unstructured{}
+			if err := u.UnmarshalJSON([]byte(`{"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "status": ` + o + `}`)); err != nil {
+				t.Fatal(err)
+			}
+			got, gotErr := ours.Evaluate(context.Background(), u)
+			want, wantErr := flux.Evaluate(context.Background(), u)
+			switch {
+			case (gotErr != nil) != (wantErr != nil):
+				t.Errorf("rule %d on %s: %v %v; Flux: %v %v", i, o, got, gotErr, want, wantErr)
+			case gotErr != nil && gotErr.Error() != wantErr.Error():
+				t.Errorf("rule %d on %s: error %q; Flux's %q", i, o, gotErr, wantErr)
+			case gotErr == nil && got.Status != want.Status:
+				t.Errorf("rule %d on %s: %s; Flux: %s", i, o, got.Status, want.Status)
+			}
+		}
+	}
+}
