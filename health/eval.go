@@ -429,7 +429,7 @@ func (e *evaluator) Evaluate(ctx context.Context, u *unstructured.Unstructured) 
 	obj := u.UnstructuredContent()
 	if observed, ok, err := unstructured.NestedInt64(obj, "status", "observedGeneration"); err == nil && ok {
 		if generation, ok, err := unstructured.NestedInt64(obj, "metadata", "generation"); err == nil && ok && observed != generation {
-			return &status.Result{Status: status.InProgressStatus}, nil
+			return resultOf(status.InProgressStatus), nil
 		}
 	}
 	if e.user {
@@ -449,9 +449,9 @@ func (e *evaluator) Evaluate(ctx context.Context, u *unstructured.Unstructured) 
 		if val, err := e.combined.run(ctx, obj); err == nil {
 			if i, ok := val.(types.Int); ok && i >= 0 && int(i) <= len(e.exprs) {
 				if i == 0 {
-					return &status.Result{Status: status.InProgressStatus}, nil
+					return resultOf(status.InProgressStatus), nil
 				}
-				return &status.Result{Status: e.exprs[i-1].status}, nil
+				return resultOf(e.exprs[i-1].status), nil
 			}
 		}
 	}
@@ -466,11 +466,21 @@ func (e *evaluator) Evaluate(ctx context.Context, u *unstructured.Unstructured) 
 			return nil, fmt.Errorf("failed to evaluate CEL expression as boolean: '%s'", p.expr)
 		}
 		if b {
-			return &status.Result{Status: p.status}, nil
+			return resultOf(p.status), nil
 		}
 	}
-	return &status.Result{Status: status.InProgressStatus}, nil
+	return resultOf(status.InProgressStatus), nil
 }
+
+// results are the evaluator's results, one of each status, never
+// changed by those who read them.
+var results = map[status.Status]*status.Result{
+	status.InProgressStatus: {Status: status.InProgressStatus},
+	status.FailedStatus:     {Status: status.FailedStatus},
+	status.CurrentStatus:    {Status: status.CurrentStatus},
+}
+
+func resultOf(s status.Status) *status.Result { return results[s] }
 
 // deadline is a context that ends MaxEvalTime after it is armed, unless
 // it is disarmed first; one that did not end serves the next object, so

@@ -84,7 +84,7 @@ type Set struct {
 	// a rule's verdict depends on the object alone (CEL reads no clock),
 	// so a poll evaluates only what changed since the last.
 	mu      sync.Mutex
-	decided map[string]Verdict
+	decided map[decidedKey]Verdict
 }
 
 // maxDecided bounds the verdicts kept; past it they are forgotten.
@@ -96,11 +96,17 @@ const maxDecided = 100_000
 type compiled struct {
 	rule *Rule
 	eval func() (*evaluator, error)
+	// current is the result of every object the rule finds ready.
+	current *status.Result
 }
 
 func newCompiled(r *Rule) *compiled {
-	return &compiled{rule: r, eval: sync1(func() (*evaluator, error) { return newEvaluator(r) })}
+	return &compiled{rule: r, eval: sync1(func() (*evaluator, error) { return newEvaluator(r) }),
+		current: &status.Result{Status: status.CurrentStatus, Message: r.Name() + ": current"}}
 }
+
+// decidedKey is an object's UID and resourceVersion.
+type decidedKey struct{ uid, resourceVersion string }
 
 // secretKind is never decided by a rule: an expression over a Secret's
 // data could carry it into a message (an error that quotes what it could
@@ -152,9 +158,8 @@ func (s *Set) Evaluate(ctx context.Context, u *unstructured.Unstructured) (v Ver
 	if c == nil {
 		return Verdict{}, false
 	}
-	key := ""
 	if uid, rv := u.GetUID(), u.GetResourceVersion(); uid != "" && rv != "" {
-		key = string(uid) + "@" + rv
+		key := decidedKey{string(uid), rv}
 		s.mu.Lock()
 		kept, seen := s.decided[key]
 		s.mu.Unlock()
@@ -164,7 +169,7 @@ func (s *Set) Evaluate(ctx context.Context, u *unstructured.Unstructured) (v Ver
 		defer func() {
 			s.mu.Lock()
 			if s.decided == nil || len(s.decided) >= maxDecided {
-				s.decided = map[string]Verdict{}
+				s.decided = map[decidedKey]Verdict{}
 			}
 			s.decided[key] = v
 			s.mu.Unlock()
@@ -202,7 +207,7 @@ func (s *Set) Evaluate(ctx context.Context, u *unstructured.Unstructured) (v Ver
 		}
 		v.Result = &status.Result{Status: status.FailedStatus, Message: msg}
 	case res.Status == status.CurrentStatus:
-		v.Result = &status.Result{Status: status.CurrentStatus, Message: c.rule.Name() + ": current"}
+		v.Result = c.current
 	default:
 		msg := c.rule.Name() + ": in progress"
 		if observedOld(u) {
