@@ -80,14 +80,16 @@ func (r *Rule) groupKind() schema.GroupKind {
 type Set struct {
 	byGK map[schema.GroupKind]*compiled
 
-	// decided keeps each verdict by the object's UID and resourceVersion:
-	// a rule's verdict depends on the object alone (CEL reads no clock),
-	// so a poll evaluates only what changed since the last.
+	// decided keeps the verdict of each object's newest resourceVersion,
+	// by its UID: a rule's verdict depends on the object alone (CEL
+	// reads no clock), so a poll evaluates only what changed since the
+	// last.
 	mu      sync.Mutex
-	decided map[decidedKey]Verdict
+	decided map[string]decided
 }
 
-// maxDecided bounds the verdicts kept; past it they are forgotten.
+// maxDecided bounds the objects whose verdicts are kept; past it they
+// are forgotten.
 const maxDecided = 100_000
 
 // compiled is a rule and its evaluator, made on first use: a CEL
@@ -105,8 +107,11 @@ func newCompiled(r *Rule) *compiled {
 		current: &status.Result{Status: status.CurrentStatus, Message: r.Name() + ": current"}}
 }
 
-// decidedKey is an object's UID and resourceVersion.
-type decidedKey struct{ uid, resourceVersion string }
+// decided is the verdict of an object's resourceVersion.
+type decided struct {
+	resourceVersion string
+	Verdict
+}
 
 // secretKind is never decided by a rule: an expression over a Secret's
 // data could carry it into a message (an error that quotes what it could
@@ -158,20 +163,19 @@ func (s *Set) Evaluate(ctx context.Context, u *unstructured.Unstructured) (v Ver
 	if c == nil {
 		return Verdict{}, false
 	}
-	if uid, rv := u.GetUID(), u.GetResourceVersion(); uid != "" && rv != "" {
-		key := decidedKey{string(uid), rv}
+	if uid, rv := string(u.GetUID()), u.GetResourceVersion(); uid != "" && rv != "" {
 		s.mu.Lock()
-		kept, seen := s.decided[key]
+		kept, seen := s.decided[uid]
 		s.mu.Unlock()
-		if seen {
-			return kept, true
+		if seen && kept.resourceVersion == rv {
+			return kept.Verdict, true
 		}
 		defer func() {
 			s.mu.Lock()
-			if s.decided == nil || len(s.decided) >= maxDecided {
-				s.decided = map[decidedKey]Verdict{}
+			if s.decided == nil || len(s.decided) >= maxDecided && !seen {
+				s.decided = map[string]decided{}
 			}
-			s.decided[key] = v
+			s.decided[uid] = decided{resourceVersion: rv, Verdict: v}
 			s.mu.Unlock()
 		}()
 	}

@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -233,5 +234,14 @@ func TestVerdictsAreKeptByVersion(t *testing.T) {
 	ready.SetResourceVersion("11")
 	if v, _ := set.Evaluate(context.Background(), ready); v.Result.Status != status.CurrentStatus {
 		t.Errorf("a new version: %v, want it evaluated", v.Result)
+	}
+	// Only the newest version's verdict is kept: what a wait keeps grows
+	// with its objects, not with its polls.
+	for rv := 12; rv < 50; rv++ {
+		ready.SetResourceVersion(fmt.Sprint(rv))
+		set.Evaluate(context.Background(), ready)
+	}
+	if len(set.decided) != 1 {
+		t.Errorf("%d verdicts kept of one object after 40 versions, want 1", len(set.decided))
 	}
 }
