@@ -30,6 +30,10 @@ type BaseSource struct {
 	// Within maps a file or folder of the head's workspace to the same
 	// one at the base revision (a chart's folder and values files).
 	Within func(string) string
+	// ChartFetched: the build's chart was fetched, not read from the
+	// workspace; the base renders the same chart, with its values files
+	// as they were at the base revision.
+	ChartFetched bool
 }
 
 // DiffOffline builds the configuration and the same configuration at a
@@ -56,7 +60,11 @@ func DiffOffline(ctx context.Context, opts Options, base BaseSource, obs Observe
 		b.Path, b.WorkDir, b.Skipped = base.Path, base.WorkDir, nil
 		if b.Chart != nil && base.Within != nil {
 			c := *b.Chart
-			c.Dir = base.Within(c.Dir)
+			if base.ChartFetched {
+				b.Path = opts.Build.Path
+			} else {
+				c.Dir = base.Within(c.Dir)
+			}
 			c.Values = nil
 			for _, v := range b.Chart.Values {
 				c.Values = append(c.Values, base.Within(v))

@@ -5,12 +5,14 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
 	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -76,14 +78,14 @@ func (*infos) ObjectDone(result.Object)    {}
 func (o *infos) Info(msg string)           { o.lines = append(o.lines, msg) }
 func (*infos) Write(b []byte) (int, error) { return len(b), nil }
 
-// A chart named oci://registry/path/name is fetched before the build,
-// said on the console with its version and digest, and built as a
-// chart's folder is; with a chart cache, a second run needs no registry.
-func TestBuildRemoteChart(t *testing.T) {
-	var requests atomic.Int64
+// shopRegistry is a registry holding the shop chart as
+// oci://REG/charts/shop:1.2.0, and the count of the requests it answered.
+func shopRegistry(t *testing.T) (*httptest.Server, string, *atomic.Int64) {
+	t.Helper()
+	requests := &atomic.Int64{}
 	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { requests.Add(1); h.ServeHTTP(w, r) }))
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	reg := strings.TrimPrefix(srv.URL, "http://")
 	img, err := mutate.Append(mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), artifact.ChartConfigMediaType),
 		mutate.Addendum{Layer: static.NewLayer(shopTgz(t), artifact.ChartContentMediaType)})
@@ -97,6 +99,14 @@ func TestBuildRemoteChart(t *testing.T) {
 	if err := remote.Write(tag, img); err != nil {
 		t.Fatal(err)
 	}
+	return srv, reg, requests
+}
+
+// A chart named oci://registry/path/name is fetched before the build,
+// said on the console with its version and digest, and built as a
+// chart's folder is; with a chart cache, a second run needs no registry.
+func TestBuildRemoteChart(t *testing.T) {
+	srv, reg, requests := shopRegistry(t)
 	cache := t.TempDir()
 	flags := map[string]string{"chart": "oci://" + reg + "/charts/shop", "chart-version": "1.2.0", "allow-remote-charts": reg,
 		"chart-cache": cache, "chart-hooks": "leave-out", "release-name": "web"}
@@ -156,5 +166,73 @@ func TestOfflineRemoteChartNotCached(t *testing.T) {
 	}
 	if requests.Load() != 0 {
 		t.Errorf("%d requests sent offline", requests.Load())
+	}
+}
+
+// A pull request that changes the values of a chart the workflow names
+// (fetched, its version the workflow's input) shows, offline, what the
+// chart renders differently with the values of the base revision and
+// with its own: the same chart on both sides, from the cache, with no
+// request.
+func TestOfflineDiffOfAFetchedChartsValues(t *testing.T) {
+	srv, reg, requests := shopRegistry(t)
+	repo := t.TempDir()
+	git := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("init", "-q")
+	values := filepath.Join(repo, "values.yaml")
+	if err := os.WriteFile(values, []byte("replicaCount: 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git("add", "values.yaml")
+	git("commit", "-q", "-m", "values")
+	base := git("rev-parse", "HEAD")
+	if err := os.WriteFile(values, []byte("replicaCount: 5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(repo)
+	cache := t.TempDir()
+	flags := map[string]string{"chart": "oci://" + reg + "/charts/shop", "chart-version": "1.2.0", "allow-remote-charts": reg,
+		"chart-cache": cache, "chart-hooks": "leave-out", "release-name": "web", "values": "values.yaml"}
+	load := func(command string) *config.Config {
+		t.Helper()
+		cfg, err := config.Load(config.Given{Command: command, CommandOrigin: "the command line", Flags: flags, Env: map[string]string{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	// The chart is cached by a build, as a job before the diff would.
+	s := &Session{}
+	if _, res := s.Render(context.Background(), load("build"), &infos{}); res == nil || res.Reason != "" && res.Reason != result.ReasonSucceeded {
+		t.Fatalf("build: %+v", res)
+	}
+	s.Close()
+	srv.Close()
+	before := requests.Load()
+	flags["offline"], flags["base"] = "true", base
+	s = &Session{}
+	defer s.Close()
+	res := s.Unit(context.Background(), &config.Unit{Name: "shop", Config: load("diff")}, &infos{}, false)
+	if res.Reason != result.ReasonProgressing {
+		t.Fatalf("diff --offline --base: %s: %s, want changes pending", res.Reason, res.Message)
+	}
+	changed := map[string]result.Action{}
+	for _, o := range res.Objects {
+		if o.Action != result.Unchanged {
+			changed[o.Ref()] = o.Action
+		}
+	}
+	if want := map[string]result.Action{"Deployment.apps/default/web-shop": result.Configured}; fmt.Sprint(changed) != fmt.Sprint(want) {
+		t.Errorf("changes %v, want %v", changed, want)
+	}
+	if requests.Load() != before {
+		t.Errorf("%d requests sent offline", requests.Load()-before)
 	}
 }

@@ -314,27 +314,34 @@ func (s *Session) offlineDiff(ctx context.Context, u *config.Unit, opts pipeline
 		return &result.Result{Schema: result.SchemaVersion, Command: "diff", Version: s.Version, Base: cfg.Base,
 			Reason: result.ReasonBuildFailed, Message: err.Error(), Stages: []result.Stage{}, Objects: []result.Object{}}
 	}
-	if cfg.RemoteChart != nil {
-		// The base is built from the repository's objects at base; a
-		// fetched chart is none of them.
-		return fail(fmt.Errorf("diff --offline with base builds folders of the repository as they were at %s; the chart %s is fetched, not one of them: validate it with validate --offline, or diff it against a cluster", cfg.Base, cfg.Chart))
+	fetched := cfg.RemoteChart != nil
+	if fetched && cfg.RemoteChart.FromRunFile {
+		// Its version at the base is what the run file said there,
+		// which is not read.
+		return fail(fmt.Errorf("diff --offline with base builds the run file's units as this revision gives them, from their files at %s; the chart %s is fetched at the version this run file names, which may not be the base's: validate it with validate --offline, or diff it against a cluster", cfg.Base, cfg.Chart))
 	}
 	offline, err := s.offlineOptions(ctx, u, opts)
 	if err != nil {
 		return fail(err)
 	}
 	opts.Offline = offline
-	// One tree per base revision and repository for the whole run,
-	// removed when the session closes.
-	tree, err := s.baseTrees(cfg).Checkout(opts.Build.Path, cfg.Base)
-	if err != nil {
-		return fail(err)
-	}
 	workDir := opts.Build.WorkDir
 	if workDir == "" {
 		workDir = "."
 	}
-	return pipeline.DiffOffline(ctx, opts, pipeline.BaseSource{Revision: cfg.Base, Path: tree.Path, WorkDir: tree.Within(workDir), Within: tree.Within}, out)
+	// One tree per base revision and repository for the whole run,
+	// removed when the session closes. A chart the workflow names is
+	// fetched, the same at the base (its version is the workflow's
+	// input): the tree is the workspace's, for the values files.
+	at := opts.Build.Path
+	if fetched {
+		at = workDir
+	}
+	tree, err := s.baseTrees(cfg).Checkout(at, cfg.Base)
+	if err != nil {
+		return fail(err)
+	}
+	return pipeline.DiffOffline(ctx, opts, pipeline.BaseSource{Revision: cfg.Base, Path: tree.Path, WorkDir: tree.Within(workDir), Within: tree.Within, ChartFetched: fetched}, out)
 }
 
 // offlineOptions are validate's, with the CRDs of the crds folders and
