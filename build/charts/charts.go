@@ -138,6 +138,19 @@ func Render(ctx context.Context, opts Options) (*Rendered, error) {
 		return nil, &Error{Chart: opts.Dir, Err: err}
 	}
 	fail := func(err error) (*Rendered, error) { return nil, &Error{Chart: c.Name(), Err: err} }
+	// What helm template checks of the chart before it renders.
+	if t := c.Metadata.Type; t != "" && t != "application" {
+		return fail(fmt.Errorf("%s charts are not installable", t))
+	}
+	var missing []string
+	for _, d := range c.Metadata.Dependencies {
+		if !slices.ContainsFunc(c.Dependencies(), func(sub *chart.Chart) bool { return sub.Name() == d.Name }) {
+			missing = append(missing, d.Name)
+		}
+	}
+	if len(missing) > 0 {
+		return fail(fmt.Errorf("found in Chart.yaml, but missing in charts/ directory: %s", strings.Join(missing, ", ")))
+	}
 	vals, err := values(opts)
 	if err != nil {
 		return fail(err)

@@ -419,3 +419,30 @@ func TestSchemaViolationsAtTheValuesLine(t *testing.T) {
 		}
 	}
 }
+
+// What helm template refuses before it renders, every chart here refuses
+// too, naming the chart: a library chart, and a dependency Chart.yaml
+// names that charts/ does not hold.
+func TestRenderRefusesWhatHelmTemplateRefuses(t *testing.T) {
+	missing := t.TempDir()
+	for name, content := range map[string]string{
+		"Chart.yaml":               "apiVersion: v2\nname: shop\nversion: 1.0.0\ndependencies:\n- name: cache\n  version: 1.0.0\n  repository: https://charts.example\n",
+		"templates/configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shop\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(missing, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(missing, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for dir, want := range map[string]string{
+		filepath.Join("testdata", "platform", "charts", "common"): "chart common: library charts are not installable",
+		missing: "chart shop: found in Chart.yaml, but missing in charts/ directory: cache",
+	} {
+		_, err := Render(context.Background(), Options{Dir: dir, MaxFileBytes: 1 << 20})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", dir, err, want)
+		}
+	}
+}

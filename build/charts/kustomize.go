@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/Masterminds/sprig/v3"
-	chart "helm.sh/helm/v4/pkg/chart/v2"
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	"sigs.k8s.io/kustomize/api/konfig"
 	"sigs.k8s.io/kustomize/api/provider"
@@ -406,23 +405,6 @@ func inflate(ctx context.Context, dir, root string, globals types.HelmGlobals, e
 		namespace = "default"
 	}
 
-	// What helm template checks of the chart before it renders.
-	c, err := LoadDenying(chartDir, maxFileBytes, opts.Deny)
-	if err != nil {
-		return nil, none, &Error{Chart: chartDir, Err: err}
-	}
-	if t := c.Metadata.Type; t != "" && t != "application" {
-		return nil, none, fmt.Errorf("%s charts are not installable", t)
-	}
-	var missing []string
-	for _, d := range c.Metadata.Dependencies {
-		if !slices.ContainsFunc(c.Dependencies(), func(sub *chart.Chart) bool { return sub.Name() == d.Name }) {
-			missing = append(missing, d.Name)
-		}
-	}
-	if len(missing) > 0 {
-		return nil, none, fmt.Errorf("found in Chart.yaml, but missing in charts/ directory: %s", strings.Join(missing, ", "))
-	}
 	// helm's --api-versions is a list flag: a value with commas is several.
 	var apis []string
 	for _, a := range entry.ApiVersions {
