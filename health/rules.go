@@ -25,7 +25,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unicode/utf8"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"github.com/gantry-dev/gantry/result"
@@ -359,24 +358,11 @@ func negativePolarity(typ string) bool {
 	return strings.HasSuffix(typ, "Failed") || strings.HasSuffix(typ, "Error") || strings.HasPrefix(typ, "Invalid")
 }
 
-// maxMessage bounds a message kept of an object, in bytes: for memory
-// only, far past what any report shows. What is shown is cut by the
-// wait after it is masked: a secret cut in two here would pass the mask.
-const maxMessage = 4096
-
-// oneLine puts a message on one line, bounded by maxMessage (cut where
-// a rune starts).
-func oneLine(s string) string {
-	s = result.OneLine(s)
-	if len(s) > maxMessage {
-		cut := maxMessage
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	return s
-}
+// oneLine puts a message on one line, uncut: a message cut here, before
+// anything masks it, would show the head of a secret the cut fell in.
+// What is shown is masked, then cut, by the wait and the reporters; what
+// is kept is text of the object, which the poller holds anyway.
+func oneLine(s string) string { return result.OneLine(s) }
 
 // evaluatorsMade counts the evaluators made, for the test that each rule's
 // is made once.

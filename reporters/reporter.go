@@ -125,26 +125,32 @@ func encodings(v string) []string {
 			continue
 		}
 		whole = append(whole, line)
-		if j, err := json.Marshal(line); err == nil {
-			out = append(out, string(j[1:len(j)-1]))
-		}
-		var b strings.Builder
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		if enc.Encode(line) == nil {
-			j := strings.TrimSpace(b.String())
-			out = append(out, j[1:len(j)-1])
-		}
-		out = append(out, strings.ReplaceAll(line, "'", "''"))
 		// As a message from the cluster is shown, on one line: a tab
-		// or a run of spaces inside the value made one space.
+		// or a run of spaces inside the value made one space. That form
+		// is escaped as the value itself is, where a message goes.
+		forms := []string{line}
 		if one := result.OneLine(line); one != line {
+			forms = append(forms, one)
 			out = append(out, one)
 		}
-		// As Markdown text writes it, at a line's start and after
-		// other text, and as HTML text: the summary and the comments
-		// are masked once rendered, when the value is escaped.
-		out = append(out, text(line), strings.TrimPrefix(text("a"+line), "a"), htmlEscape(line))
+		for _, f := range forms {
+			if j, err := json.Marshal(f); err == nil {
+				out = append(out, string(j[1:len(j)-1]))
+			}
+			var b strings.Builder
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(false)
+			if enc.Encode(f) == nil {
+				j := strings.TrimSpace(b.String())
+				out = append(out, j[1:len(j)-1])
+			}
+			out = append(out, strings.ReplaceAll(f, "'", "''"))
+			// As Markdown text writes it, at a line's start and after
+			// other text, and as HTML text: the summary and the
+			// comments are masked once rendered, when the value is
+			// escaped.
+			out = append(out, text(f), strings.TrimPrefix(text("a"+f), "a"), htmlEscape(f))
+		}
 	}
 	for _, w := range whole {
 		if len(w) < 4 {
