@@ -20,6 +20,7 @@ package health
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -158,6 +159,9 @@ func (s *Set) lookup(gk schema.GroupKind) *compiled {
 // Evaluate decides u by its rule; ok is false when no rule names its
 // kind (kstatus decides it then).
 func (s *Set) Evaluate(ctx context.Context, u *unstructured.Unstructured) (v Verdict, ok bool) {
+	// outOfTime: the evaluation ran out of its time, which says more of
+	// the machine's load than of the object.
+	var outOfTime bool
 	c := s.lookup(u.GroupVersionKind().GroupKind())
 	if c == nil {
 		return Verdict{}, false
@@ -170,6 +174,11 @@ func (s *Set) Evaluate(ctx context.Context, u *unstructured.Unstructured) (v Ver
 			return kept.Verdict, true
 		}
 		defer func() {
+			if ctx.Err() != nil || outOfTime {
+				// Said of the run, or of the machine's load, not of
+				// the object: decided again next time.
+				return
+			}
 			s.mu.Lock()
 			if s.decided == nil || len(s.decided) >= maxDecided && !seen {
 				s.decided = map[string]decided{}
@@ -187,6 +196,7 @@ func (s *Set) Evaluate(ctx context.Context, u *unstructured.Unstructured) (v Ver
 	// An expression comes from a file a pull request may write: its
 	// evaluation is bounded in work (MaxCost).
 	res, err := eval.Evaluate(ctx, u)
+	outOfTime = errors.Is(err, errTooLong)
 	switch {
 	case err != nil:
 		which, expr := c.which(err)
