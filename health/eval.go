@@ -228,40 +228,52 @@ const MaxEvalTime = 500 * time.Millisecond
 var errTooLong = fmt.Errorf("took longer than %s", MaxEvalTime)
 
 func (p *program) runBounded(ctx context.Context, obj map[string]any) (ref.Val, error) {
+	if p.uncounted(obj) {
+		val, _, err := p.prg.ContextEval(ctx, obj)
+		return val, err
+	}
+	val, _, err := p.bounded.ContextEval(ctx, obj)
+	return val, err
+}
+
+// uncounted says whether p runs on obj without counting its work: gantry's
+// own rules always; a user's where CEL's estimate shows it small for an
+// object of obj's sizes.
+func (p *program) uncounted(obj map[string]any) bool {
+	if p.bounded == nil {
+		return true
+	}
 	// A top-level key with a dot (status.conditions beside status) is
 	// what an unchecked expression reads for status.conditions, before
 	// status's own field: the sizes the estimate measured are not what
 	// it reads.
-	dotted := false
 	for k := range obj {
-		dotted = dotted || strings.Contains(k, ".")
+		if strings.Contains(k, ".") {
+			return false
+		}
 	}
-	if p.checked != nil && !dotted {
-		var n uint64
-		for _, path := range p.sized {
-			n = max(n, sizeAt(obj, path))
-		}
-		b := bits.Len64(n)
-		state := uint32(2)
-		if b < 48 {
-			state = p.fast[b].Load()
-		}
-		if state == 0 {
-			state = 2
-			if env, err := estimateEnv(); err == nil {
-				if est, err := env.EstimateCost(p.checked, sizeBound{b: uint64(1) << b}); err == nil && est.Max <= fastBound {
-					state = 1
-				}
+	if p.checked == nil {
+		return false
+	}
+	var n uint64
+	for _, path := range p.sized {
+		n = max(n, sizeAt(obj, path))
+	}
+	b := bits.Len64(n)
+	state := uint32(2)
+	if b < 48 {
+		state = p.fast[b].Load()
+	}
+	if state == 0 {
+		state = 2
+		if env, err := estimateEnv(); err == nil {
+			if est, err := env.EstimateCost(p.checked, sizeBound{b: uint64(1) << b}); err == nil && est.Max <= fastBound {
+				state = 1
 			}
-			p.fast[b].Store(state)
 		}
-		if state == 1 {
-			val, _, err := p.prg.ContextEval(ctx, obj)
-			return val, err
-		}
+		p.fast[b].Store(state)
 	}
-	val, _, err := p.bounded.ContextEval(ctx, obj)
-	return val, err
+	return state == 1
 }
 
 // sizeAt is the size of the longest string (in bytes, at least its
@@ -442,11 +454,14 @@ func (e *evaluator) Evaluate(ctx context.Context, u *unstructured.Unstructured) 
 			e.disarm(d)
 		}()
 	}
-	if e.combined != nil {
+	// The combined program runs only where its work is not counted:
+	// counted, its one bound would be the sum of the expressions', where
+	// Flux's order gives each its own.
+	if e.combined != nil && e.combined.uncounted(obj) {
 		// An error, or a value not a number (an expression not a
 		// bool), is said as evaluating the expressions one after the
 		// other says it.
-		if val, err := e.combined.run(ctx, obj); err == nil {
+		if val, _, err := e.combined.prg.ContextEval(ctx, obj); err == nil {
 			if i, ok := val.(types.Int); ok && i >= 0 && int(i) <= len(e.exprs) {
 				if i == 0 {
 					return resultOf(status.InProgressStatus), nil

@@ -305,3 +305,29 @@ func TestOneProgramDecidesAsTheExpressionsInTurn(t *testing.T) {
 		}
 	}
 }
+
+// The expressions run as one program only where that program's work runs
+// uncounted: counted, one bound (MaxCost) would serve all the
+// expressions, where Flux's order gives each its own, and an object
+// whose expressions each fit their bound could exhaust the one.
+// (An attacker's review had inProgress and current each under MaxCost
+// and together over it: the rule failed where Flux's decides Current.)
+func TestOneProgramOnlyWhereItsWorkIsNotCounted(t *testing.T) {
+	cat := "size(status.s + status.s) > 0"
+	rule := &Rule{APIVersion: "example.com/v1", Kind: "Widget", Origin: "rules.yaml:1", Lines: map[string]int{},
+		InProgress: cat + " && status.s.size() < 0", Current: cat + " && " + cat}
+	e, err := newEvaluator(rule)
+	if err != nil || e.combined == nil {
+		t.Fatalf("%v, combined %v", err, e.combined)
+	}
+	for n, want := range map[int]bool{3: true, 200000: false} {
+		u := obj(t, "example.com/v1", "Widget", "status:\n  s: "+strings.Repeat("x", n)+"\n")
+		if got := e.combined.uncounted(u.Object); got != want {
+			t.Errorf("a string of %d: the one program runs uncounted %v, want %v", n, got, want)
+		}
+		res, err := e.Evaluate(context.Background(), u)
+		if err != nil || res.Status != status.CurrentStatus {
+			t.Errorf("a string of %d: %v %v, want Current", n, res, err)
+		}
+	}
+}
