@@ -1,10 +1,131 @@
 package reporters
 
-import "strings"
+import (
+	"math/rand/v2"
+	"strings"
+)
 
-// coverer finds every occurrence of a set of values in a text, those that
-// overlap too, in one pass over the text whatever the number of values
-// (an Aho-Corasick automaton over the values' bytes).
+// chunkLen is the longest form the automaton holds. A longer one is found
+// by its pieces of chunkLen bytes, the last ending where it ends, each
+// looked up by a rolling hash: memory grows with the number of pieces,
+// not with a byte each, and every occurrence of the form is all its
+// pieces. Of a part of a long value, as a cut leaves it, what is masked
+// is every piece the part holds whole: at most chunkLen-1 bytes of it at
+// its cut end are not.
+const chunkLen = 64
+
+// masker finds, in one pass over a text whatever the number of values,
+// every byte inside an occurrence of any form of any value, where they
+// overlap too.
+type masker struct {
+	short *coverer
+	// pieces of the long forms, by their hash; each piece once.
+	pieces map[uint64][]string
+	// base of the rolling hash, chosen at random so that a text cannot
+	// be made to collide; pow is base^chunkLen.
+	base, pow uint64
+}
+
+func newMasker(forms []string) *masker {
+	m := &masker{pieces: map[uint64][]string{}, base: rand.Uint64() | 1}
+	m.pow = 1
+	for range chunkLen {
+		m.pow *= m.base
+	}
+	var short []string
+	seen := map[string]bool{}
+	for _, f := range forms {
+		if len(f) <= chunkLen {
+			if !seen[f] {
+				seen[f] = true
+				short = append(short, f)
+			}
+			continue
+		}
+		for off := 0; ; off += chunkLen {
+			if off+chunkLen > len(f) {
+				off = len(f) - chunkLen
+			}
+			p := f[off : off+chunkLen]
+			if h := m.hash(p); !seen[p] {
+				seen[p] = true
+				m.pieces[h] = append(m.pieces[h], p)
+			}
+			if off+chunkLen == len(f) {
+				break
+			}
+		}
+	}
+	m.short = newCoverer(short)
+	return m
+}
+
+func (m *masker) hash(s string) uint64 {
+	var h uint64
+	for i := 0; i < len(s); i++ {
+		h = h*m.base + uint64(s[i])
+	}
+	return h
+}
+
+// mask writes s with every byte inside an occurrence of a value as part
+// of a mask, one "***" for each run of such bytes; s itself when it holds
+// none.
+func (m *masker) mask(s string) string {
+	cover := m.cover(s)
+	if cover == nil {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	depth := int32(0)
+	for i := 0; i < len(s); i++ {
+		was := depth
+		depth += cover[i]
+		switch {
+		case depth == 0:
+			b.WriteByte(s[i])
+		case was == 0:
+			b.WriteString("***")
+		}
+	}
+	return b.String()
+}
+
+// cover is nil when s holds no value; else cover[i] counts the
+// occurrences that begin at byte i, less those that end there: a byte is
+// inside one where the sum up to it is above zero.
+func (m *masker) cover(s string) []int32 {
+	var cover []int32
+	mark := func(from, to int) {
+		if cover == nil {
+			cover = make([]int32, len(s)+1)
+		}
+		cover[from]++
+		cover[to]--
+	}
+	m.short.find(s, mark)
+	if len(m.pieces) > 0 && len(s) >= chunkLen {
+		h := m.hash(s[:chunkLen])
+		for i := 0; ; i++ {
+			for _, p := range m.pieces[h] {
+				if s[i:i+chunkLen] == p {
+					mark(i, i+chunkLen)
+					break
+				}
+			}
+			if i+chunkLen == len(s) {
+				break
+			}
+			h = h*m.base + uint64(s[i+chunkLen]) - uint64(s[i])*m.pow
+		}
+	}
+	return cover
+}
+
+// coverer finds every occurrence of a set of short values in a text,
+// those that overlap too, in one pass over the text whatever the number of
+// values (an Aho-Corasick automaton over the values' bytes).
 type coverer struct {
 	next map[uint64]int32 // state<<8 | byte: the state after reading byte
 	root [256]int32       // the same from the first state, where a text mostly is
@@ -69,13 +190,9 @@ func newCoverer(values []string) *coverer {
 	return c
 }
 
-// mask writes s with every byte inside an occurrence of a value as part
-// of a mask, one "***" for each run of such bytes.
-func (c *coverer) mask(s string) string {
-	// start[j] is where the longest value ending at j begins; a byte is
-	// masked when a value that ends at or after it begins at or before
-	// it, found walking back from the end.
-	start := make([]int32, len(s))
+// find calls mark with the bounds of the longest value that ends at each
+// byte of s where one does: the shorter ones that end there lie inside it.
+func (c *coverer) find(s string, mark func(from, to int)) {
 	state := int32(0)
 	for j := 0; j < len(s); j++ {
 		for {
@@ -89,29 +206,13 @@ func (c *coverer) mask(s string) string {
 			}
 			state = c.fail[state]
 		}
-		start[j] = int32(j) + 1 - c.longest[state] // j+1 when none ends here
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	masked := make([]bool, len(s))
-	from := int32(len(s)) // the leftmost start of a value covering the bytes after j
-	for j := len(s) - 1; j >= 0; j-- {
-		from = min(from, start[j])
-		if from <= int32(j) {
-			masked[j] = true
-		} else {
-			from = int32(len(s))
+		if l := int(c.longest[state]); l > 0 {
+			mark(j+1-l, j+1)
 		}
 	}
-	for j := 0; j < len(s); j++ {
-		if !masked[j] {
-			b.WriteByte(s[j])
-			continue
-		}
-		b.WriteString("***")
-		for j+1 < len(s) && masked[j+1] {
-			j++
-		}
-	}
-	return b.String()
+}
+
+// mask masks s by the short values alone.
+func (c *coverer) mask(s string) string {
+	return (&masker{short: c}).mask(s)
 }

@@ -56,3 +56,74 @@ func TestCovererMasksEveryOccurrence(t *testing.T) {
 		}
 	}
 }
+
+// A value longer than the automaton holds is found by its pieces: every
+// byte of every occurrence of any value is masked, long values and short
+// ones overlapping each other. (The pieces may also mask a piece of a
+// long value written without the rest, which is a piece of a secret.)
+func TestMaskerMasksEveryByteOfLongValues(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	word := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = "ab"[rng.IntN(2)]
+		}
+		return string(b)
+	}
+	for round := range 300 {
+		var values []string
+		for range 1 + rng.IntN(4) {
+			n := 4 + rng.IntN(8)
+			if rng.IntN(2) == 0 {
+				n = chunkLen + 1 + rng.IntN(3*chunkLen)
+			}
+			values = append(values, word(n))
+		}
+		// A text of values, their pieces and other bytes, end to end
+		// and overlapping.
+		var b strings.Builder
+		for range 1 + rng.IntN(8) {
+			v := values[rng.IntN(len(values))]
+			switch rng.IntN(3) {
+			case 0:
+				b.WriteString(v)
+			case 1:
+				b.WriteString(v[rng.IntN(len(v)):])
+			default:
+				b.WriteString(word(rng.IntN(20)))
+			}
+		}
+		s := b.String()
+		m := newMasker(values)
+		cover := m.cover(s)
+		depth, masked := int32(0), make([]bool, len(s))
+		for i := range s {
+			if cover != nil {
+				depth += cover[i]
+			}
+			masked[i] = depth > 0
+		}
+		for _, v := range values {
+			for i := 0; i+len(v) <= len(s); i++ {
+				if s[i:i+len(v)] != v {
+					continue
+				}
+				for j := i; j < i+len(v); j++ {
+					if !masked[j] {
+						t.Fatalf("round %d: byte %d of %q at %d in %q is not masked", round, j-i, v, i, s)
+					}
+				}
+			}
+		}
+		// Short values alone: exactly what looking for each masks.
+		var short []string
+		for _, v := range values {
+			if len(v) <= chunkLen {
+				short = append(short, v)
+			}
+		}
+		if got, want := newMasker(short).mask(s), naiveMask(s, short); got != want {
+			t.Fatalf("round %d: short values %q in %q: masked %q, want %q", round, short, s, got, want)
+		}
+	}
+}

@@ -50,10 +50,13 @@ type Redactor struct {
 	secrets []string
 	// encoded are the secrets' other forms (encodings); replacer masks
 	// both.
-	encoded  []string
-	replacer *strings.Replacer
-	// cover finds every form of every value, overlapping ones too.
-	cover *coverer
+	encoded []string
+	// forms holds every value and form masked, once each.
+	forms map[string]bool
+	// masker finds every form of every value, overlapping ones too;
+	// made again, on the next use, once dirty (a value was added).
+	masker *masker
+	dirty  bool
 }
 
 // NewRedactor masks the given values; values shorter than 4 characters are
@@ -69,6 +72,9 @@ func NewRedactor(secrets ...string) *Redactor {
 func (r *Redactor) Add(secrets ...string) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.forms == nil {
+		r.forms = map[string]bool{}
+	}
 	known := make(map[string]bool, len(r.secrets))
 	for _, s := range r.secrets {
 		known[s] = true
@@ -79,34 +85,26 @@ func (r *Redactor) Add(secrets ...string) []string {
 			if line = strings.TrimSpace(line); len(line) >= 4 && !known[line] {
 				known[line] = true
 				added = append(added, line)
+				r.forms[line] = true
+				r.dirty = true
 			}
 		}
 	}
 	// Each value as it can appear on the way out: escaped in JSON or a
 	// YAML string, base64-encoded. They are masked, not told to the
 	// platform (GitHub's ::add-mask:: takes the values themselves).
-	variants := map[string]bool{}
 	for _, v := range secrets {
 		for _, e := range encodings(v) {
-			if len(e) >= 4 && !known[e] && !variants[e] {
-				variants[e] = true
+			if len(e) >= 4 && !r.forms[e] {
+				r.forms[e] = true
 				r.encoded = append(r.encoded, e)
+				r.dirty = true
 			}
 		}
 	}
 	r.secrets = append(r.secrets, added...)
-	// Longest first, so a secret containing another is masked whole.
+	// Longest first, for the platforms that mask on their own.
 	sort.SliceStable(r.secrets, func(i, j int) bool { return len(r.secrets[i]) > len(r.secrets[j]) })
-	all := append(slices.Clone(r.secrets), r.encoded...)
-	sort.SliceStable(all, func(i, j int) bool { return len(all[i]) > len(all[j]) })
-	// One pass over what is written, whatever the number of values:
-	// the replacer compares in argument order, longest first.
-	pairs := make([]string, 0, 2*len(all))
-	for _, v := range all {
-		pairs = append(pairs, v, "***")
-	}
-	r.replacer = strings.NewReplacer(pairs...)
-	r.cover = newCoverer(all)
 	return added
 }
 
@@ -174,24 +172,35 @@ func (r *Redactor) Secrets() []string {
 	return slices.Clone(r.secrets)
 }
 
-// String masks s.
+// String masks s: every byte inside an occurrence of any form of any
+// value (overlapping ones too), one "***" for each run of them, in one
+// pass over s whatever the number of values.
 func (r *Redactor) String(s string) string {
+	if m := r.current(); m != nil {
+		return m.mask(s)
+	}
+	return s
+}
+
+// current is the masker of the values added so far: made again after an
+// Add, once, on its first use.
+func (r *Redactor) current() *masker {
 	if r == nil {
-		return s
+		return nil
 	}
 	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.replacer == nil {
-		return s
+	m, dirty := r.masker, r.dirty
+	r.mu.RUnlock()
+	if !dirty {
+		return m
 	}
-	// One pass finds whether s holds any value at all (almost nothing
-	// written does). It masks the leftmost value of two that overlap and
-	// leaves the other's tail, so what holds one is masked again: every
-	// byte inside any value's occurrence, each run of them one mask.
-	if r.replacer.Replace(s) == s {
-		return s
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.dirty {
+		r.masker = newMasker(append(slices.Clone(r.secrets), r.encoded...))
+		r.dirty = false
 	}
-	return r.cover.mask(s)
+	return r.masker
 }
 
 // writeFile writes content to path through safefile: confined to the
