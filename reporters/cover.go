@@ -5,20 +5,22 @@ import (
 	"strings"
 )
 
-// chunkLen is the longest form the automaton holds. A longer one is found
-// by its pieces of chunkLen bytes, the last ending where it ends, each
-// looked up by a rolling hash: memory grows with the number of pieces,
-// not with a byte each, and every occurrence of the form is all its
-// pieces. Of a part of a long value, as a cut leaves it, what is masked
-// is every piece the part holds whole: at most chunkLen-1 bytes of it at
-// its cut end are not.
-const chunkLen = 64
+// chunkLen is the longest form the automaton holds: its states cost
+// tens of bytes a byte. A longer one is found by its pieces of chunkLen
+// bytes, the last ending where it ends, each looked up by a rolling hash:
+// memory grows with the number of pieces, and every occurrence of the
+// form is all its pieces. Of a part of a long value, as a cut leaves it,
+// what is masked is every piece the part holds whole: at most chunkLen-1
+// bytes of it at its cut end are not.
+const chunkLen = 16
 
 // masker finds, in one pass over a text whatever the number of values,
 // every byte inside an occurrence of any form of any value, where they
 // overlap too.
 type masker struct {
 	short *coverer
+	// forms are the forms it finds, kept to make it again with more.
+	forms []string
 	// pieces of the long forms, by their hash; each piece once.
 	pieces map[uint64][]string
 	// base of the rolling hash, chosen at random so that a text cannot
@@ -27,7 +29,7 @@ type masker struct {
 }
 
 func newMasker(forms []string) *masker {
-	m := &masker{pieces: map[uint64][]string{}, base: rand.Uint64() | 1}
+	m := &masker{forms: forms, pieces: map[uint64][]string{}, base: rand.Uint64() | 1}
 	m.pow = 1
 	for range chunkLen {
 		m.pow *= m.base
@@ -72,7 +74,11 @@ func (m *masker) hash(s string) uint64 {
 // of a mask, one "***" for each run of such bytes; s itself when it holds
 // none.
 func (m *masker) mask(s string) string {
-	cover := m.cover(s)
+	return maskCovered(s, m.cover(s, nil))
+}
+
+// maskCovered writes s with each run of bytes cover marks as one "***".
+func maskCovered(s string, cover []int32) string {
 	if cover == nil {
 		return s
 	}
@@ -92,11 +98,11 @@ func (m *masker) mask(s string) string {
 	return b.String()
 }
 
-// cover is nil when s holds no value; else cover[i] counts the
-// occurrences that begin at byte i, less those that end there: a byte is
-// inside one where the sum up to it is above zero.
-func (m *masker) cover(s string) []int32 {
-	var cover []int32
+// cover adds to cover (made when nil and s holds a value) the
+// occurrences in s: cover[i] counts those that begin at byte i, less those
+// that end there, so that a byte is inside one where the sum up to it is
+// above zero. It stays nil when s holds none.
+func (m *masker) cover(s string, cover []int32) []int32 {
 	mark := func(from, to int) {
 		if cover == nil {
 			cover = make([]int32, len(s)+1)

@@ -95,7 +95,7 @@ func TestMaskerMasksEveryByteOfLongValues(t *testing.T) {
 		}
 		s := b.String()
 		m := newMasker(values)
-		cover := m.cover(s)
+		cover := m.cover(s, nil)
 		depth, masked := int32(0), make([]bool, len(s))
 		for i := range s {
 			if cover != nil {

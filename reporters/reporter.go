@@ -53,10 +53,13 @@ type Redactor struct {
 	encoded []string
 	// forms holds every value and form masked, once each.
 	forms map[string]bool
-	// masker finds every form of every value, overlapping ones too;
-	// made again, on the next use, once dirty (a value was added).
-	masker *masker
-	dirty  bool
+	// maskers find every form of every value, overlapping ones too:
+	// the forms added since the last use (pending) get one of their own
+	// on the next, and two of about one size are made one, so that each
+	// form is taken into a masker a number of times that grows with the
+	// logarithm of their number, however values are added.
+	maskers []*masker
+	pending []string
 }
 
 // NewRedactor masks the given values; values shorter than 4 characters are
@@ -75,18 +78,13 @@ func (r *Redactor) Add(secrets ...string) []string {
 	if r.forms == nil {
 		r.forms = map[string]bool{}
 	}
-	known := make(map[string]bool, len(r.secrets))
-	for _, s := range r.secrets {
-		known[s] = true
-	}
 	var added []string
 	for _, v := range secrets {
 		for _, line := range strings.Split(v, "\n") {
-			if line = strings.TrimSpace(line); len(line) >= 4 && !known[line] {
-				known[line] = true
-				added = append(added, line)
+			if line = strings.TrimSpace(line); len(line) >= 4 && !r.forms[line] {
 				r.forms[line] = true
-				r.dirty = true
+				added = append(added, line)
+				r.pending = append(r.pending, line)
 			}
 		}
 	}
@@ -98,40 +96,48 @@ func (r *Redactor) Add(secrets ...string) []string {
 			if len(e) >= 4 && !r.forms[e] {
 				r.forms[e] = true
 				r.encoded = append(r.encoded, e)
-				r.dirty = true
+				r.pending = append(r.pending, e)
 			}
 		}
 	}
 	r.secrets = append(r.secrets, added...)
-	// Longest first, for the platforms that mask on their own.
-	sort.SliceStable(r.secrets, func(i, j int) bool { return len(r.secrets[i]) > len(r.secrets[j]) })
 	return added
 }
 
 // encodings are the forms a secret value takes in what gantry writes:
-// each line escaped as JSON writes it (with and without HTML escaping),
-// as a YAML single- or double-quoted string writes it, and as Markdown
-// and HTML text write it; the whole value
-// (and each line) base64-encoded, standard and URL-safe, with and without
-// padding, as a Secret's data or a kustomize replacement carries it.
+// each line, and a value of several lines whole, as it is, on one line,
+// and each of those escaped as JSON writes it (with and without HTML
+// escaping), as a YAML single-quoted string writes it, and as Markdown
+// and HTML text write it; the whole value (and each line) base64-encoded,
+// standard and URL-safe, with and without padding, as a Secret's data or
+// a kustomize replacement carries it.
 func encodings(v string) []string {
 	var out []string
 	whole := []string{v, strings.TrimRight(v, "\n"), strings.TrimRight(v, "\n") + "\n"}
+	var texts []string
 	for _, line := range strings.Split(v, "\n") {
-		line = strings.TrimSpace(line)
-		if len(line) < 4 {
-			continue
+		if line = strings.TrimSpace(line); len(line) >= 4 {
+			texts = append(texts, line)
 		}
-		whole = append(whole, line)
-		// As a message from the cluster is shown, on one line: a tab
-		// or a run of spaces inside the value made one space. That form
-		// is escaped as the value itself is, where a message goes.
-		forms := []string{line}
-		if one := result.OneLine(line); one != line {
+	}
+	// A value of several lines also whole: a line of it too short to be
+	// masked alone (masking "ab" everywhere would destroy every report)
+	// is masked where the value is written whole.
+	if t := strings.TrimSpace(v); strings.Contains(t, "\n") && len(t) >= 4 {
+		texts = append(texts, t)
+	}
+	for _, t := range texts {
+		whole = append(whole, t)
+		// As a message from the cluster is shown, on one line: a tab,
+		// a line break or a run of spaces inside the value made one
+		// space. That form is escaped as the value itself is, where a
+		// message goes.
+		forms := []string{t}
+		if one := result.OneLine(t); one != t {
 			forms = append(forms, one)
-			out = append(out, one)
 		}
 		for _, f := range forms {
+			out = append(out, f)
 			if j, err := json.Marshal(f); err == nil {
 				out = append(out, string(j[1:len(j)-1]))
 			}
@@ -169,38 +175,54 @@ func (r *Redactor) Secrets() []string {
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return slices.Clone(r.secrets)
+	out := slices.Clone(r.secrets)
+	// Longest first, for the platforms that mask on their own.
+	sort.SliceStable(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out
 }
 
 // String masks s: every byte inside an occurrence of any form of any
 // value (overlapping ones too), one "***" for each run of them, in one
 // pass over s whatever the number of values.
 func (r *Redactor) String(s string) string {
-	if m := r.current(); m != nil {
-		return m.mask(s)
+	var cover []int32
+	for _, m := range r.current() {
+		cover = m.cover(s, cover)
 	}
-	return s
+	if cover == nil {
+		return s
+	}
+	return maskCovered(s, cover)
 }
 
-// current is the masker of the values added so far: made again after an
-// Add, once, on its first use.
-func (r *Redactor) current() *masker {
+// current are the maskers of the values added so far, the pending forms
+// taken in.
+func (r *Redactor) current() []*masker {
 	if r == nil {
 		return nil
 	}
 	r.mu.RLock()
-	m, dirty := r.masker, r.dirty
+	ms, pending := r.maskers, len(r.pending)
 	r.mu.RUnlock()
-	if !dirty {
-		return m
+	if pending == 0 {
+		return ms
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.dirty {
-		r.masker = newMasker(append(slices.Clone(r.secrets), r.encoded...))
-		r.dirty = false
+	if len(r.pending) > 0 {
+		ms := slices.Clone(r.maskers)
+		next := r.pending
+		r.pending = nil
+		// The last masker is merged in while it is no more than twice
+		// as large as what is added: the maskers' sizes halve at least
+		// from one to the next.
+		for len(ms) > 0 && len(ms[len(ms)-1].forms) <= 2*len(next) {
+			next = append(slices.Clone(ms[len(ms)-1].forms), next...)
+			ms = ms[:len(ms)-1]
+		}
+		r.maskers = append(ms, newMasker(next))
 	}
-	return r.masker
+	return r.maskers
 }
 
 // writeFile writes content to path through safefile: confined to the
