@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/bits"
 	"slices"
 	"strings"
@@ -366,6 +367,25 @@ func (s sizeBound) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
 // of the object (status.?conditions.orValue([])): CEL does not size an
 // optional's value.
 func (s sizeBound) EstimateCallCost(function, _ string, target *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
+	if (function == operators.Equals || function == operators.NotEquals || function == operators.In) && len(args) == 2 {
+		// What the operands hold inside may be as large as the largest
+		// value the expression reads (the counted run charges them
+		// whole: sizeCost).
+		size := func(a checker.AstNode) uint64 {
+			if c := a.ComputedSize(); c != nil {
+				return c.Max
+			}
+			if p, ok := objectPath(a.Expr()); ok {
+				return s.sizeOf(p).Max
+			}
+			return s.b
+		}
+		n := min(size(args[0]), size(args[1]))
+		if function == operators.In {
+			n = size(args[1])
+		}
+		return &checker.CallEstimate{CostEstimate: checker.CostEstimate{Min: 1, Max: satMul(max(n, 1), s.b) + 1}}
+	}
 	if function != "orValue" || target == nil || len(args) != 1 {
 		return nil
 	}
@@ -386,6 +406,14 @@ func (s sizeBound) EstimateCallCost(function, _ string, target *checker.AstNode,
 	}
 	size = max(size, s.sizeOf(path).Max)
 	return &checker.CallEstimate{CostEstimate: checker.FixedCostEstimate(1), ResultSize: &checker.SizeEstimate{Min: 0, Max: size}}
+}
+
+// satMul is a*b, or the largest uint64 where that overflows.
+func satMul(a, b uint64) uint64 {
+	if a != 0 && b > math.MaxUint64/a {
+		return math.MaxUint64
+	}
+	return a * b
 }
 
 // objectPath is the path of e into the object, when e is a value of
@@ -497,6 +525,40 @@ var results = map[status.Status]*status.Result{
 
 func resultOf(s status.Status) *status.Result { return results[s] }
 
+// deepSize counts v's values, those inside its lists and maps too, up to
+// limit.
+func deepSize(v ref.Val, limit uint64) uint64 {
+	var n uint64
+	var walk func(v ref.Val)
+	walk = func(v ref.Val) {
+		if n >= limit {
+			return
+		}
+		switch v := v.(type) {
+		case types.String:
+			n += uint64(len(v)) + 1
+		case types.Bytes:
+			n += uint64(len(v)) + 1
+		case traits.Mapper:
+			n++
+			for it := v.Iterator(); n < limit && it.HasNext() == types.True; {
+				k := it.Next()
+				walk(k)
+				walk(v.Get(k))
+			}
+		case traits.Lister:
+			n++
+			for it := v.Iterator(); n < limit && it.HasNext() == types.True; {
+				walk(it.Next())
+			}
+		default:
+			n++
+		}
+	}
+	walk(v)
+	return min(n, limit)
+}
+
 // deadline is a context that ends MaxEvalTime after it is armed, unless
 // it is disarmed first; one that did not end serves the next object, so
 // that an object costs a timer's reset, not a context of its own.
@@ -550,7 +612,21 @@ func (e *evaluator) disarm(d *deadline) {
 // is what it costs to make.
 type sizeCost struct{}
 
-func (sizeCost) CallCost(function, overloadID string, _ []ref.Val, result ref.Val) *uint64 {
+func (sizeCost) CallCost(function, overloadID string, args []ref.Val, result ref.Val) *uint64 {
+	// An equality compares its operands whole: a list of maps costs
+	// every entry of every map, where CEL charges the list's length.
+	switch {
+	case (function == operators.Equals || function == operators.NotEquals) && len(args) == 2:
+		n := min(deepSize(args[0], MaxCost+1), deepSize(args[1], MaxCost+1)) + 1
+		return &n
+	case function == operators.In && len(args) == 2:
+		if l, ok := args[1].(traits.Lister); ok {
+			if size, ok := l.Size().(types.Int); ok && size > 0 {
+				n := min(uint64(size)*deepSize(args[0], MaxCost+1), MaxCost+1) + uint64(size)
+				return &n
+			}
+		}
+	}
 	if _, list := result.(traits.Lister); list && (function == operators.Add || overloadID == overloads.AddList) {
 		// Concatenated lists share their elements (and map and filter
 		// accumulate their results so): charging the result's size
