@@ -617,7 +617,9 @@ func (sizeCost) CallCost(function, overloadID string, args []ref.Val, result ref
 	// every entry of every map, where CEL charges the list's length.
 	switch {
 	case (function == operators.Equals || function == operators.NotEquals) && len(args) == 2:
-		n := min(deepSize(args[0], MaxCost+1), deepSize(args[1], MaxCost+1)) + 1
+		// The smaller one bounds the work: the other is counted only
+		// as far as the first's size.
+		n := deepSize(args[1], deepSize(args[0], MaxCost+1)) + 1
 		return &n
 	case function == operators.In && len(args) == 2:
 		if l, ok := args[1].(traits.Lister); ok {

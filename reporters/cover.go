@@ -48,9 +48,9 @@ func newMasker(forms []string) *masker {
 			if off+chunkLen > len(f) {
 				off = len(f) - chunkLen
 			}
-			p := f[off : off+chunkLen]
-			if h := m.hash(p); !seen[p] {
+			if p := f[off : off+chunkLen]; !seen[p] {
 				seen[p] = true
+				h := m.hash(p)
 				m.pieces[h] = append(m.pieces[h], p)
 			}
 			if off+chunkLen == len(f) {
@@ -216,9 +216,4 @@ func (c *coverer) find(s string, mark func(from, to int)) {
 			mark(j+1-l, j+1)
 		}
 	}
-}
-
-// mask masks s by the short values alone.
-func (c *coverer) mask(s string) string {
-	return (&masker{short: c}).mask(s)
 }

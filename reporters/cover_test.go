@@ -51,7 +51,7 @@ func TestCovererMasksEveryOccurrence(t *testing.T) {
 			values = append(values, word(1+rng.IntN(6)))
 		}
 		s := word(rng.IntN(40))
-		if got, want := newCoverer(values).mask(s), naiveMask(s, values); got != want {
+		if got, want := newMasker(values).mask(s), naiveMask(s, values); got != want {
 			t.Fatalf("round %d: values %q in %q: masked %q, want %q", round, values, s, got, want)
 		}
 	}

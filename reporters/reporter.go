@@ -48,9 +48,6 @@ func (m Multi) Report(ctx context.Context, res *result.Result) []error {
 type Redactor struct {
 	mu      sync.RWMutex
 	secrets []string
-	// encoded are the secrets' other forms (encodings); replacer masks
-	// both.
-	encoded []string
 	// forms holds every value and form masked, once each.
 	forms map[string]bool
 	// maskers find every form of every value, overlapping ones too:
@@ -95,7 +92,6 @@ func (r *Redactor) Add(secrets ...string) []string {
 		for _, e := range encodings(v) {
 			if len(e) >= 4 && !r.forms[e] {
 				r.forms[e] = true
-				r.encoded = append(r.encoded, e)
 				r.pending = append(r.pending, e)
 			}
 		}
