@@ -1,6 +1,8 @@
 package build
 
 import (
+	"cmp"
+	"slices"
 	"unicode"
 
 	"encoding/base64"
@@ -208,6 +210,9 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, retErr error) {
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = real
 	}
+	// The working directory as named, before its links are resolved:
+	// what a named file's path is read against (allowNamed).
+	namedWork, _ := filepath.Abs(cmp.Or(opts.WorkDir, "."))
 	if real, err := filepath.EvalSymlinks(opts.WorkDir); err == nil {
 		opts.WorkDir = real
 	}
@@ -223,15 +228,14 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, retErr error) {
 	}
 	bounded := &boundedFS{FileSystem: filesys.MakeFsOnDisk(), maxBytes: maxBytes, roots: []string{workspaceRoot(abs, opts.WorkDir)}}
 	bounded.deny(opts.CredentialFiles)
+	// Values files and extra patches are named by the run's inputs: read
+	// where they are (credential files still refused), each file alone.
+	named := slices.Clone(opts.Patches)
 	if opts.Chart != nil {
-		// Values files are named by the run's own inputs, as extra
-		// patches are: read where they are (credential files still
-		// refused).
-		for _, v := range opts.Chart.Values {
-			if abs, err := filepath.Abs(v); err == nil {
-				bounded.allow(filepath.Dir(abs))
-			}
-		}
+		named = append(named, opts.Chart.Values...)
+	}
+	for _, p := range named {
+		bounded.allowNamed(p, namedWork, opts.WorkDir)
 	}
 	sfs := newSOPSFS(bounded, opts, func(p string) string { return displayPath(p, nil, opts.WorkDir) })
 	// What charts' renderings tell is told once the build is done: the
@@ -730,10 +734,6 @@ func buildWrapped(abs, shownAs string, opts BuildOptions, sfs *sopsFS, bounded *
 	}
 	defer os.RemoveAll(tmp)
 	bounded.allow(tmp)
-	for _, p := range opts.Patches {
-		// Extra patches are named by the run's own input.
-		bounded.allow(filepath.Dir(p))
-	}
 
 	// pathMap maps temporary copies back to the files they came from.
 	pathMap := map[string]string{}

@@ -141,6 +141,28 @@ func (f *boundedFS) inside(real string) bool {
 	return false
 }
 
+// allowNamed lets the file at path, named by the run's inputs, be read
+// where it really is: outside the workspace, where the workflow named it;
+// inside (named as a path in workdir, as given or with its links
+// resolved), only where its links lead inside too, since what lies in the
+// workspace, links included, is the pull request's. A folder is never
+// allowed whole: a file's folder may be a link a pull request made.
+func (f *boundedFS) allowNamed(path, workdir, realWorkdir string) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return
+	}
+	inWorkspace := within(abs, workdir) || within(abs, realWorkdir) || f.inside(abs)
+	if inWorkspace && !within(real, realWorkdir) && !f.inside(real) {
+		return // read as any file of the workspace: refused, named
+	}
+	f.roots = append(f.roots, real)
+}
+
 // allow adds a folder files may be read from.
 func (f *boundedFS) allow(dir string) {
 	if real, err := filepath.EvalSymlinks(dir); err == nil {
