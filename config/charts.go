@@ -29,6 +29,9 @@ type RemoteChart struct {
 	// FromRunFile: a run file named the chart, so that it gets
 	// credentials only from the registries the workflow bound them to.
 	FromRunFile bool
+	// VersionFromRunFile: a run file named the chart, its version or its
+	// repository, so that what is fetched may differ at another revision.
+	VersionFromRunFile bool
 }
 
 // Request is what the artifact client fetches.
@@ -73,7 +76,8 @@ func (in *inputs) remoteChart(c *Config) bool {
 		in.bad("chart-repository", "only with chart: the chart's name in the repository")
 		return true
 	}
-	rc := &RemoteChart{Ref: c.Chart, Repository: repo, Version: version, Allowed: allowed, Cache: cache, FromRunFile: in.vals["chart"].from == FromRunFile}
+	rc := &RemoteChart{Ref: c.Chart, Repository: repo, Version: version, Allowed: allowed, Cache: cache, FromRunFile: in.vals["chart"].from == FromRunFile,
+		VersionFromRunFile: in.vals["chart"].from == FromRunFile || in.vals["chart-version"].from == FromRunFile || in.vals["chart-repository"].from == FromRunFile}
 	if version != "" {
 		if _, err := semver.NewConstraint(version); err != nil {
 			in.bad("chart-version", "%q is neither a version nor a semver range (such as 1.2.3, ^1.2 or >=1.0 <2): %v", version, err)

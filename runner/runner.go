@@ -315,10 +315,10 @@ func (s *Session) offlineDiff(ctx context.Context, u *config.Unit, opts pipeline
 			Reason: result.ReasonBuildFailed, Message: err.Error(), Stages: []result.Stage{}, Objects: []result.Object{}}
 	}
 	fetched := cfg.RemoteChart != nil
-	if fetched && cfg.RemoteChart.FromRunFile {
+	if fetched && cfg.RemoteChart.VersionFromRunFile {
 		// Its version at the base is what the run file said there,
 		// which is not read.
-		return fail(fmt.Errorf("diff --offline with base builds the run file's units as this revision gives them, from their files at %s; the chart %s is fetched at the version this run file names, which may not be the base's: validate it with validate --offline, or diff it against a cluster", cfg.Base, cfg.Chart))
+		return fail(fmt.Errorf("diff --offline with base builds the run file's units as this revision gives them, from their files at %s; the chart %s is fetched at the version this run file names (by its chart, chart-version or chart-repository), which may not be the base's: validate it with validate --offline, or diff it against a cluster", cfg.Base, cfg.Chart))
 	}
 	offline, err := s.offlineOptions(ctx, u, opts)
 	if err != nil {
