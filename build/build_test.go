@@ -566,3 +566,21 @@ func TestASingleFileAsThePath(t *testing.T) {
 		t.Errorf("a text file as the path: %v", err)
 	}
 }
+
+// An extra patch named relative to the working directory, as a workflow
+// names it (hack/demo/three-replicas.yaml), is read.
+func TestBuildReadsAPatchNamedRelativeToTheWorkingDirectory(t *testing.T) {
+	root := t.TempDir()
+	write(t, root, map[string]string{
+		"app/deploy.yaml":    "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 1\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: c, image: nginx}]}\n",
+		"patches/three.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 3\n",
+	})
+	t.Chdir(root)
+	objects, err := Build(BuildOptions{Path: "app", Patches: []string{"patches/three.yaml"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _, _ := nestedInt(objects[0].Object, "spec", "replicas"); r != 3 {
+		t.Errorf("replicas %d, want 3 from the patch", r)
+	}
+}

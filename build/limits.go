@@ -86,6 +86,11 @@ func (f *boundedFS) ReadFile(name string) ([]byte, error) {
 	// kustomization may name files anywhere, and this is the bound, the
 	// workspace (the repository), links resolved.
 	real, err := filepath.EvalSymlinks(name)
+	if err == nil && !filepath.IsAbs(real) {
+		// A path named relative to the working directory (an extra
+		// patch): the roots are absolute.
+		real, err = filepath.Abs(real)
+	}
 	if err != nil {
 		if _, lerr := os.Lstat(name); lerr == nil {
 			// It is there, yet its path does not resolve: a link into
