@@ -91,6 +91,9 @@ type Config struct {
 	Context        string
 	ServiceAccount string
 	HealthChecks   []pipeline.ObjectRef
+	// PodLogLines is how many last log lines the wait says of a
+	// container that ended with an error.
+	PodLogLines int
 	// Health decides custom resources by rules (health-rules and the
 	// built-in ones); HealthWarnings are the traps found in them, and
 	// HealthErr their mistakes, reported with the fields the kinds'
@@ -531,6 +534,7 @@ func (in *inputs) behaviour(c *Config) {
 		}
 		c.HealthChecks = append(c.HealthChecks, pipeline.ObjectRef{Kind: m[1], Namespace: m[2], Name: m[3]})
 	}
+	c.PodLogLines = int(in.number("pod-log-lines", 0, 20, "a whole number of lines from 0 to 20"))
 	c.Units = in.lines("unit")
 	c.UnitsConcurrency = int(in.number("units-concurrency", 1, 64, "a whole number from 1 to 64"))
 }

@@ -43,6 +43,7 @@ var runLevel = map[string]bool{
 var workflowOnly = map[string]string{
 	"offline":                        "what a preview compares with",
 	"hand-managers":                  "which fields a correction takes from other managers",
+	"pod-log-lines":                  "what of a container's own output is published",
 	"base":                           "what a preview compares with",
 	"insecure-registry":              "how registries are reached",
 	"allow-remote-bases":             "what a build may fetch from the network",

@@ -104,11 +104,11 @@ type nodeApply struct {
 	res     result.Result
 }
 
-func runNodeApply(t *testing.T, dir, ns, timeout string) nodeApply {
+func runNodeApply(t *testing.T, dir, ns, timeout string, flags ...string) nodeApply {
 	t.Helper()
 	tmp := t.TempDir()
 	report, summary := filepath.Join(tmp, "report.json"), filepath.Join(tmp, "summary.md")
-	cmd := exec.Command(gantryBinary(t), "apply", "--path="+dir, "--inventory=app", "--inventory-namespace="+ns, "--timeout="+timeout)
+	cmd := exec.Command(gantryBinary(t), append([]string{"apply", "--path=" + dir, "--inventory=app", "--inventory-namespace=" + ns, "--timeout=" + timeout}, flags...)...)
 	cmd.Env = []string{"HOME=" + os.Getenv("HOME"), "GANTRY_KUBECONFIG=" + env.Cluster.Kubeconfig, "GANTRY_REPORT=" + report, recordKeyEnv,
 		"GITHUB_ACTIONS=true", "GITHUB_STEP_SUMMARY=" + summary, "GITHUB_OUTPUT=" + filepath.Join(tmp, "output")}
 	stderr := &timedLines{}
@@ -323,9 +323,8 @@ func failedHealth(t *testing.T, a nodeApply) {
 }
 
 // A container that exits 3 after printing, last, a line holding a
-// Secret's value: CrashLoopBackOff and exit code 3, and nothing of what
-// it printed (a pod's log is whatever its image prints, a Secret of its
-// namespace included, in forms no mask recognizes). minReadySeconds: without it
+// Secret's value: CrashLoopBackOff and exit code 3, and, as the workflow
+// did not ask for its log, nothing of what it printed. minReadySeconds: without it
 // (or a readiness probe), the pod is Ready for the moment its container
 // runs, the Deployment Available, and the wait, like kubectl rollout
 // status, ends there.
@@ -359,6 +358,41 @@ stringData: {token: %[2]s}
 	// A kubelet of v1.36 leaves the container terminated (Error) through
 	// its back-off: gantry says CrashLoopBackOff from that.
 	logLag(t, w, a, "Error", "Error, exit code 3")
+}
+
+// With pod-log-lines, a crash loop says the container's last log line,
+// read by the kubelet, masked: the value of a Secret of the run and of a
+// Secret the cluster already held, which the container is given, are
+// masked alike.
+func TestNodeCrashLoopLastLogLine(t *testing.T) {
+	t.Parallel()
+	ns, dir, busybox, _, w := nodeCase(t)
+	token, held := "tok-"+strings.ToLower(rand.Text()[:12]), "held-"+strings.ToLower(rand.Text()[:12])
+	if _, err := env.Client.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "held", Namespace: ns},
+		StringData: map[string]string{"password": held}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "app.yaml"), fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata: {name: creds, namespace: %[1]s}
+stringData: {token: %[2]s}
+---
+`, ns, token)+nodeDeployment(ns, "crasher", "  minReadySeconds: 10\n", fmt.Sprintf(`        - name: app
+          image: %s
+          env:
+          - {name: TOKEN, valueFrom: {secretKeyRef: {name: creds, key: token}}}
+          - {name: HELD, valueFrom: {secretKeyRef: {name: held, key: password}}}
+          command: ["/bin/sh", "-c", "echo starting; echo \"db-$((6*7))-unreachable with $TOKEN and $HELD\"; exit 3"]
+`, busybox)))
+	a := runNodeApply(t, dir, ns, "40s", "--pod-log-lines=1")
+	failedHealth(t, a)
+	a.says(t, "CrashLoopBackOff", "exit code 3", "with container app's last log line: db-42-unreachable with *** and ***")
+	for where, text := range map[string]string{"console": a.console, "job summary": a.summary, "JSON report": a.res.Message} {
+		if strings.Contains(text, token) || strings.Contains(text, held) {
+			t.Errorf("the %s shows a Secret's value", where)
+		}
+	}
+	logLag(t, w, a, "Error", "db-42-unreachable")
 }
 
 // An image the registry does not have: ErrImagePull or ImagePullBackOff,

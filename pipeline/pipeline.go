@@ -138,6 +138,9 @@ type Options struct {
 	// Mask masks the secrets a value holds, as output masks them: diffs
 	// mask each value before the objects are written as YAML.
 	Mask func(string) string
+	// PodLogLines is how many of its last log lines the wait says of a
+	// container that ended with an error; 0 reads no log.
+	PodLogLines int
 
 	// rollbackTo, for a rollback run, is the revision to apply again (0:
 	// the last that succeeded before the current); cause and failed are
@@ -210,10 +213,13 @@ type run struct {
 	priors map[int]map[string]*unstructured.Unstructured
 	// warnedRecord: the run said its record is not authentic.
 	warnedRecord bool
-	opts         Options
-	connect      Connector
-	obs          Observer
-	res          *result.Result
+	// logs are the containers' logs the wait read, and the Secrets
+	// that mask them.
+	logs    podLogs
+	opts    Options
+	connect Connector
+	obs     Observer
+	res     *result.Result
 
 	clients *kube.Clients
 	// connecting, when not nil, is closed when the connection opened

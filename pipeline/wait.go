@@ -573,11 +573,10 @@ func (r *run) podOwners(ctx context.Context, workload *unstructured.Unstructured
 // writer of the namespace can make a pod with the same labels and write
 // its status; that pod's word is not the workload's.
 //
-// What a container logged is never read: a pod's log is whatever its
-// image prints, Secrets of its namespace included (a secretKeyRef to one
-// the run does not hold, its service account's token), in forms no mask
-// recognizes; the job summary and the pull request's comment would
-// publish it.
+// What a container logged is read only when the workflow asks for it
+// (PodLogLines; logCause says how it is masked): a pod's log is whatever
+// its image prints, Secrets of its namespace included, and the job
+// summary and the pull request's comment would publish it.
 func (r *run) podReasons(ctx context.Context, workload *unstructured.Unstructured, withEvents bool) []string {
 	sel := podSelector(workload)
 	if sel == nil {
@@ -618,9 +617,18 @@ func (r *run) podReasons(ctx context.Context, workload *unstructured.Unstructure
 		return []string{"its pods could not be listed: " + err.Error()}
 	}
 	var groups causeGroups
-	eventReads := 0
+	eventReads, logReads := 0, 0
 	for _, p := range pods {
 		causes := statusCauses(p)
+		for _, c := range causes {
+			if c.crash.container == "" || logReads == maxLogReads {
+				continue
+			}
+			logReads++
+			if lc, ok := r.logCause(ctx, p, c.crash); ok {
+				causes = append(causes, lc)
+			}
+		}
 		if isPodReady(p) && len(causes) == 0 {
 			continue
 		}

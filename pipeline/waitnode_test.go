@@ -107,7 +107,8 @@ func TestAnOOMKillSaysTheLimit(t *testing.T) {
 	}
 }
 
-// What a failed container logged is never read, nor said: a pod's log
+// Unless the workflow asks (pod-log-lines), what a failed container
+// logged is not read, nor said: a pod's log
 // is whatever its image prints, Secrets of its namespace included.
 func TestAFailedContainersLogIsNotRead(t *testing.T) {
 	t.Parallel()

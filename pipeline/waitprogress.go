@@ -36,6 +36,9 @@ const (
 // (ImagePullBackOff), ...) and the cluster's message, on one line.
 type podCause struct {
 	what, msg string
+	// crash, when its container is named, is the container that ended
+	// with an error, whose log may say why (logCause).
+	crash crashed
 }
 
 func (c podCause) String() string {
@@ -63,6 +66,7 @@ func statusCauses(p *corev1.Pod) []podCause {
 				// which differ from pod to pod; how the container
 				// ended does not.
 				c.msg = fmt.Sprintf("last ended %s, exit code %d", flat(t.Reason), t.ExitCode) + oomLimit(p, cs.Name, t)
+				c.crash = crashed{container: cs.Name, previous: true}
 			}
 			out = append(out, c)
 		}
@@ -72,17 +76,20 @@ func statusCauses(p *corev1.Pod) []podCause {
 				// container stays terminated, as it ended, through its
 				// back-off (earlier kubelets said CrashLoopBackOff).
 				out = append(out, podCause{what: fmt.Sprintf("waiting in container %s (CrashLoopBackOff)", flat(cs.Name)),
-					msg: fmt.Sprintf("last ended %s, exit code %d", flat(t.Reason), t.ExitCode) + oomLimit(p, cs.Name, t)})
+					msg:   fmt.Sprintf("last ended %s, exit code %d", flat(t.Reason), t.ExitCode) + oomLimit(p, cs.Name, t),
+					crash: crashed{container: cs.Name}})
 				continue
 			}
-			out = append(out, podCause{what: fmt.Sprintf("with container %s terminated (%s, exit code %d%s)", flat(cs.Name), flat(t.Reason), t.ExitCode, oomLimit(p, cs.Name, t))})
+			out = append(out, podCause{what: fmt.Sprintf("with container %s terminated (%s, exit code %d%s)", flat(cs.Name), flat(t.Reason), t.ExitCode, oomLimit(p, cs.Name, t)),
+				crash: crashed{container: cs.Name}})
 		}
 		// Running again after a failure: a crash loop between two of
 		// its ends, which a pod Ready for less than minReadySeconds
 		// shows.
 		if t := cs.LastTerminationState.Terminated; cs.State.Running != nil && cs.RestartCount > 0 && t != nil && t.ExitCode != 0 {
 			out = append(out, podCause{what: fmt.Sprintf("with container %s restarted", flat(cs.Name)),
-				msg: fmt.Sprintf("last ended %s, exit code %d", flat(t.Reason), t.ExitCode) + oomLimit(p, cs.Name, t)})
+				msg:   fmt.Sprintf("last ended %s, exit code %d", flat(t.Reason), t.ExitCode) + oomLimit(p, cs.Name, t),
+				crash: crashed{container: cs.Name, previous: true}})
 		}
 	}
 	return out

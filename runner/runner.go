@@ -171,6 +171,7 @@ func (s *Session) Options(cfg *config.Config) pipeline.Options {
 		ReleaseTo:              cfg.ReleaseTo,
 		Timeout:                cfg.Timeout,
 		HealthChecks:           cfg.HealthChecks,
+		PodLogLines:            cfg.PodLogLines,
 		Health:                 cfg.Health,
 		HealthErr:              cfg.HealthErr,
 		Concurrency:            cfg.Concurrency,
