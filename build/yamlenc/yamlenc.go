@@ -21,16 +21,24 @@ import (
 // change otherwise (a string that is not UTF-8, a type Unstructured does
 // not hold) goes through yaml.Marshal itself.
 func Marshal(fields any) ([]byte, error) {
-	v, ok := asJSONRoundTrip(fields)
+	v, ok := asJSONRoundTrip(fields, 0)
 	if !ok {
 		return yaml.Marshal(fields)
 	}
 	return yamlv2.Marshal(v)
 }
 
+// maxDepth is the nesting past which a value goes through yaml.Marshal:
+// encoding/json looks for cycles (a map a template made to hold itself)
+// past 1000 levels and fails, which toYaml writes as nothing.
+const maxDepth = 1000
+
 // asJSONRoundTrip returns v with each number as JSON text parsed as YAML
 // gives it back, and false when the round trip would change anything else.
-func asJSONRoundTrip(v any) (any, bool) {
+func asJSONRoundTrip(v any, depth int) (any, bool) {
+	if depth > maxDepth {
+		return nil, false
+	}
 	switch v := v.(type) {
 	case nil, bool, int64, int:
 		return v, true
@@ -61,7 +69,7 @@ func asJSONRoundTrip(v any) (any, bool) {
 			if !utf8.ValidString(k) {
 				return nil, false
 			}
-			c, ok := asJSONRoundTrip(e)
+			c, ok := asJSONRoundTrip(e, depth+1)
 			if !ok {
 				return nil, false
 			}
@@ -71,7 +79,7 @@ func asJSONRoundTrip(v any) (any, bool) {
 	case []any:
 		out := make([]any, len(v))
 		for i, e := range v {
-			c, ok := asJSONRoundTrip(e)
+			c, ok := asJSONRoundTrip(e, depth+1)
 			if !ok {
 				return nil, false
 			}
