@@ -386,13 +386,15 @@ stringData: {token: %[2]s}
 `, busybox)))
 	a := runNodeApply(t, dir, ns, "40s", "--pod-log-lines=1")
 	failedHealth(t, a)
-	a.says(t, "CrashLoopBackOff", "exit code 3", "with container app's last log line: db-42-unreachable with *** and ***")
+	a.says(t, "CrashLoopBackOff", "exit code 3", "exit code 3; last log line: db-42-unreachable with *** and ***")
 	for where, text := range map[string]string{"console": a.console, "job summary": a.summary, "JSON report": a.res.Message} {
 		if strings.Contains(text, token) || strings.Contains(text, held) {
 			t.Errorf("the %s shows a Secret's value", where)
 		}
 	}
-	logLag(t, w, a, "Error", "db-42-unreachable")
+	// The log line is part of the crash loop's cause, which a progress
+	// line says as soon as the wait reads it.
+	logLag(t, w, a, "Error", "; last log line: db-42")
 }
 
 // An image the registry does not have: ErrImagePull or ImagePullBackOff,

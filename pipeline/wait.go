@@ -620,13 +620,13 @@ func (r *run) podReasons(ctx context.Context, workload *unstructured.Unstructure
 	eventReads, logReads := 0, 0
 	for _, p := range pods {
 		causes := statusCauses(p)
-		for _, c := range causes {
+		for i, c := range causes {
 			if c.crash.container == "" || logReads == maxLogReads {
 				continue
 			}
 			logReads++
-			if lc, ok := r.logCause(ctx, p, c.crash); ok {
-				causes = append(causes, lc)
+			if said := r.logSaid(ctx, p, c.crash); said != "" {
+				causes[i].msg = strings.TrimPrefix(causes[i].msg+"; "+said, "; ")
 			}
 		}
 		if isPodReady(p) && len(causes) == 0 {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/reporters"
 	corev1 "k8s.io/api/core/v1"
@@ -108,13 +109,15 @@ func logRun(t *testing.T, srv *logServer, lines int, runSecrets ...string) *run 
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
 	red := reporters.NewRedactor(runSecrets...)
-	r := newRun("apply", Options{PodLogLines: lines, Mask: red.String, Secrets: func(v []string) { red.Add(v...) }}, nil, &infos{})
-	r.clients = &kube.Clients{Kube: kubernetes.NewForConfigOrDie(&rest.Config{Host: hs.URL})}
+	add := func(v []string) { red.Add(v...) }
+	r := newRun("apply", Options{PodLogLines: lines, Mask: red.String, Secrets: add, Build: build.BuildOptions{SecretValues: add}}, nil, &infos{})
+	r.clients = &kube.Clients{Kube: kubernetes.NewForConfigOrDie(&rest.Config{Host: hs.URL, QPS: 1000, Burst: 1000})}
 	return r
 }
 
 // webSet is a StatefulSet whose pod web-0 crash-loops, given Secret db
-// through its env and Secret tls through a mounted volume.
+// through its env, Secret tls through a mounted volume and Secret sidecar
+// through one it does not mount.
 func webSet() (*unstructured.Unstructured, corev1.Pod) {
 	set := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apps/v1", "kind": "StatefulSet",
@@ -131,8 +134,9 @@ func webSet() (*unstructured.Unstructured, corev1.Pod) {
 			VolumeMounts: []corev1.VolumeMount{{Name: "certs", MountPath: "/certs"}}}},
 		Volumes: []corev1.Volume{
 			{Name: "certs", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "tls"}}}}}}},
-			// Not mounted by web: not its to be masked for.
-			{Name: "other", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "sidecar-only"}}},
+			// Not mounted by web: a container of the pod could write
+			// it to a volume they share.
+			{Name: "other", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "sidecar"}}},
 		},
 	}
 	return set, pod
@@ -154,27 +158,27 @@ func TestCrashLoopSaysItsLastLogLineMasked(t *testing.T) {
 	set, pod := webSet()
 	srv := &logServer{t: t, pods: []corev1.Pod{pod},
 		secrets: map[string]*corev1.Secret{
-			"db":  secret("db", map[string]string{"password": "hunter2-Zq9"}),
-			"tls": secret("tls", map[string]string{"tls.key": "-----BEGIN KEY-----\nMIIEvQIBADANBgkq\n-----END KEY-----"}),
+			"db":      secret("db", map[string]string{"password": "hunter2-Zq9"}),
+			"tls":     secret("tls", map[string]string{"tls.key": "-----BEGIN KEY-----\nMIIEvQIBADANBgkq\n-----END KEY-----"}),
+			"sidecar": secret("sidecar", nil),
 		},
 		logs: map[string]string{"web-0/web/true": "starting\nusing MIIEvQIBADANBgkq\ndial db:5432 as app/hunter2-Zq9: db-42-unreachable\n"}}
 	r := logRun(t, srv, 1)
 	got := strings.Join(r.podReasons(context.Background(), set, true), "\n")
-	want := "1 pod with container web's last log line: dial db:5432 as app/***: db-42-unreachable"
-	if !strings.Contains(got, want) || strings.Contains(got, "hunter2") {
-		t.Errorf("causes:\n%s\nwant a line %q", got, want)
-	}
-	if !strings.Contains(got, "1 pod waiting in container web (CrashLoopBackOff): last ended Error, exit code 1") {
-		t.Errorf("causes:\n%s\nwant the crash loop's own line too", got)
+	want := "1 pod waiting in container web (CrashLoopBackOff): last ended Error, exit code 1; last log line: dial db:5432 as app/***: db-42-unreachable"
+	if got != want {
+		t.Errorf("causes:\n%s\nwant %q", got, want)
 	}
 	reads := srv.logReads()
 	if len(reads) != 1 || !strings.Contains(reads[0], "container=web") || !strings.Contains(reads[0], "previous=true") || !strings.Contains(reads[0], "tailLines=1") {
 		t.Errorf("log reads %q, want one of web's earlier instance, its last line", reads)
 	}
+	read := false
 	for _, r := range srv.reads {
-		if strings.Contains(r, "sidecar-only") {
-			t.Errorf("read %s, a Secret the container is not given", r)
-		}
+		read = read || strings.Contains(r, "/secrets/sidecar")
+	}
+	if !read {
+		t.Errorf("Secret sidecar, of a volume web does not mount, was not read: the pod's containers share their volumes")
 	}
 
 	// Three lines: the tls key's line among them is masked too.
@@ -183,7 +187,7 @@ func TestCrashLoopSaysItsLastLogLineMasked(t *testing.T) {
 	srv.pods = []corev1.Pod{pod}
 	r3 := logRun(t, srv, 3)
 	got = strings.Join(r3.podReasons(context.Background(), set, true), "\n")
-	if !strings.Contains(got, "1 pod with container web's last log lines: using *** retrying giving up") {
+	if !strings.HasSuffix(got, "exit code 1; last 3 log lines: using *** | retrying | giving up") {
 		t.Errorf("causes:\n%s\nwant its last three lines, the key's masked", got)
 	}
 }
@@ -193,7 +197,7 @@ func TestCrashLoopSaysItsLastLogLineMasked(t *testing.T) {
 func TestALogIsReadOncePerInstance(t *testing.T) {
 	t.Parallel()
 	set, pod := webSet()
-	srv := &logServer{t: t, pods: []corev1.Pod{pod}, secrets: map[string]*corev1.Secret{"db": secret("db", nil), "tls": secret("tls", nil)},
+	srv := &logServer{t: t, pods: []corev1.Pod{pod}, secrets: map[string]*corev1.Secret{"db": secret("db", nil), "tls": secret("tls", nil), "sidecar": secret("sidecar", nil)},
 		logs: map[string]string{"web-0/web/true": "db-42-unreachable\n"}}
 	r := logRun(t, srv, 1)
 	for range 3 {
@@ -236,11 +240,11 @@ func TestALogIsNotShownWhenItsSecretsCannotBeRead(t *testing.T) {
 	t.Parallel()
 	set, pod := webSet()
 	srv := &logServer{t: t, pods: []corev1.Pod{pod},
-		secrets: map[string]*corev1.Secret{"db": nil, "tls": secret("tls", nil)},
+		secrets: map[string]*corev1.Secret{"db": nil, "tls": secret("tls", nil), "sidecar": secret("sidecar", nil)},
 		logs:    map[string]string{"web-0/web/true": "dial as app/hunter2-Zq9: db-42-unreachable\n"}}
 	r := logRun(t, srv, 1)
 	got := strings.Join(r.podReasons(context.Background(), set, true), "\n")
-	want := "1 pod with container web's log not shown: Secret db, which it is given, could not be read to mask its values (forbidden)"
+	want := "1 pod waiting in container web (CrashLoopBackOff): last ended Error, exit code 1; log not shown: Secret db, which the pod is given, could not be read to mask its values (forbidden)"
 	if !strings.Contains(got, want) || strings.Contains(got, "hunter2") || len(srv.logReads()) != 0 {
 		t.Errorf("causes:\n%s\nafter log reads %q; want %q and no read", got, srv.logReads(), want)
 	}
@@ -252,18 +256,18 @@ func TestALogsCutLineIsNotShown(t *testing.T) {
 	t.Parallel()
 	set, pod := webSet()
 	long := strings.Repeat("x", maxLogBytes)
-	srv := &logServer{t: t, pods: []corev1.Pod{pod}, secrets: map[string]*corev1.Secret{"db": secret("db", nil), "tls": secret("tls", nil)},
+	srv := &logServer{t: t, pods: []corev1.Pod{pod}, secrets: map[string]*corev1.Secret{"db": secret("db", nil), "tls": secret("tls", nil), "sidecar": secret("sidecar", nil)},
 		logs: map[string]string{"web-0/web/true": "first\nsecond " + long + "\n"}}
 	r := logRun(t, srv, 2)
 	got := strings.Join(r.podReasons(context.Background(), set, true), "\n")
-	if !strings.Contains(got, "1 pod with container web's last log lines: first") || strings.Contains(got, "second") {
+	if !strings.HasSuffix(got, "exit code 1; last 2 log lines: first") || strings.Contains(got, "second") {
 		t.Errorf("causes:\n%.300s\nwant the whole line alone", got)
 	}
 	srv.logs["web-0/web/true"] = long + long + "\n"
 	pod.Status.ContainerStatuses[0].RestartCount++
 	srv.pods = []corev1.Pod{pod}
 	got = strings.Join(logRun(t, srv, 1).podReasons(context.Background(), set, true), "\n")
-	if !strings.Contains(got, "with container web's last log line: (longer than 64 KiB, not shown)") || strings.Contains(got, "xxxx") {
+	if !strings.HasSuffix(got, "exit code 1; last log line longer than 64 KiB, not shown") || strings.Contains(got, "xxxx") {
 		t.Errorf("causes:\n%.300s\nwant the line said too long", got)
 	}
 }
