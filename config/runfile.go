@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -517,6 +519,40 @@ func LoadUnits(g Given, file string, refsOnly bool) ([]*Unit, error) {
 	}
 	errs = append(errs, checkGraph(all)...)
 	return units, errors.Join(errs...)
+}
+
+// RunFileAt reads file as another revision holds it, with g's inputs:
+// within maps the workspace and the run file to that revision's tree,
+// which is then the workspace of every path the file names. No file
+// there: no units.
+func RunFileAt(g Given, file string) func(within func(string) string) ([]*Unit, error) {
+	return func(within func(string) string) ([]*Unit, error) {
+		ws, err := WorkspaceOf(g)
+		if err != nil {
+			return nil, err
+		}
+		abs, err := filepath.Abs(file)
+		if err != nil {
+			return nil, err
+		}
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			abs = real
+		}
+		if rel, err := filepath.Rel(ws, abs); err != nil || !filepath.IsLocal(rel) {
+			return nil, fmt.Errorf("%s is outside the workspace %s", file, ws)
+		}
+		there := within(abs)
+		if _, err := os.Lstat(there); errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		at := g
+		at.Flags = maps.Clone(g.Flags)
+		if at.Flags == nil {
+			at.Flags = map[string]string{}
+		}
+		at.Flags["workspace"] = within(ws)
+		return LoadUnits(at, there, false)
+	}
 }
 
 // checkGraph refuses what would make a run of units ambiguous or endless:

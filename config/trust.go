@@ -169,6 +169,16 @@ func workflowPolicy(g Given) (*policy, error) {
 	return p, errors.Join(in.errs...)
 }
 
+// WorkspaceOf is the folder every path of g's run file must lie in
+// (workspace, else the CI's checkout, ...), links resolved.
+func WorkspaceOf(g Given) (string, error) {
+	p, err := workflowPolicy(g)
+	if err != nil {
+		return "", err
+	}
+	return p.workspace, nil
+}
+
 // defaultWorkspace is the CI's checkout, else the git repository that
 // holds the working directory, else the working directory.
 func defaultWorkspace(env map[string]string) string {

@@ -49,6 +49,7 @@ func runFile(ctx context.Context, inv *config.Given, file string, p platform, st
 	s := newSession(env, p, secrets, stderr)
 	defer s.run.Close()
 	s.run.RunFile = all
+	s.run.BaseRunFile = config.RunFileAt(*inv, file)
 	if runCfg != nil && runCfg.Trace {
 		defer s.startTrace()()
 	}

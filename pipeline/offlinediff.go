@@ -34,6 +34,11 @@ type BaseSource struct {
 	// workspace; the base renders the same chart, with its values files
 	// as they were at the base revision.
 	ChartFetched bool
+	// Build, when set, is how the base builds, as its own run file
+	// gives the unit (its paths in the base's tree); Absent says the
+	// base has no such unit: everything the head builds is new.
+	Build  *build.BuildOptions
+	Absent bool
 }
 
 // DiffOffline builds the configuration and the same configuration at a
@@ -56,9 +61,16 @@ func DiffOffline(ctx context.Context, opts Options, base BaseSource, obs Observe
 	baseBuilt := make(chan struct{})
 	go func() {
 		defer close(baseBuilt)
+		if base.Absent {
+			return
+		}
 		b := opts.Build
 		b.Path, b.WorkDir, b.Skipped = base.Path, base.WorkDir, nil
-		if b.Chart != nil && base.Within != nil {
+		if base.Build != nil {
+			b = *base.Build
+			b.WorkDir, b.Skipped = base.WorkDir, nil
+			b.KeepSOPSEncrypted = opts.Build.KeepSOPSEncrypted
+		} else if b.Chart != nil && base.Within != nil {
 			c := *b.Chart
 			if base.ChartFetched {
 				b.Path = opts.Build.Path

@@ -10,9 +10,9 @@ import (
 	"github.com/gantry-dev/gantry/config"
 )
 
-// diff --offline --base refuses a fetched chart whose version a run file
-// gave, since the base's run file (which may name another version) is not
-// read. A run file's unit can set chart-version (a unit input) under the
+// diff --offline --base builds a fetched chart whose version a run file
+// gave as the base's run file names it; where that file cannot be read,
+// it refuses. A run file's unit can set chart-version (a unit input) under the
 // workflow's chart: FromRunFile only looks at where "chart" came from, so
 // the unit slips through as the workflow's chart and the base is built
 // with the version the pull request's run file names, not the refusal.
@@ -36,7 +36,7 @@ func TestAttack3RunFileChartVersionSlipsThroughAsWorkflowChart(t *testing.T) {
 	s := &Session{}
 	defer s.Close()
 	res := s.offlineDiff(context.Background(), units[0], s.Options(cfg), &infos{})
-	if !strings.Contains(res.Message, "the version this run file names") {
+	if !strings.Contains(res.Message, "is fetched as a run file names it, and the run file at HEAD~1 cannot be read here") {
 		t.Errorf("a chart at the version %s a run file named was not refused for diff --offline --base: %s: %s", cfg.RemoteChart.Version, res.Reason, res.Message)
 	}
 }

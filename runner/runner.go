@@ -61,6 +61,12 @@ type Session struct {
 	// leaves out too: offline, a unit sees the CRDs of the units it
 	// depends on. Units sets it to the units it runs when it is nil.
 	RunFile []*config.Unit
+	// BaseRunFile reads the run file the units came from as a base
+	// revision holds it, with the workflow's inputs: within maps a file
+	// or folder of the workspace to the same one in that revision's
+	// tree. No run file: nil, and so is its answer where the base
+	// revision has no run file there.
+	BaseRunFile func(within func(string) string) ([]*config.Unit, error)
 	// unitCRDs are the CRDs each unit's configuration builds, built once
 	// for the run.
 	unitCRDsMu sync.Mutex
@@ -316,10 +322,12 @@ func (s *Session) offlineDiff(ctx context.Context, u *config.Unit, opts pipeline
 			Reason: result.ReasonBuildFailed, Message: err.Error(), Stages: []result.Stage{}, Objects: []result.Object{}}
 	}
 	fetched := cfg.RemoteChart != nil
-	if fetched && cfg.RemoteChart.VersionFromRunFile {
-		// Its version at the base is what the run file said there,
-		// which is not read.
-		return fail(fmt.Errorf("diff --offline with base builds the run file's units as this revision gives them, from their files at %s; the chart %s is fetched at the version this run file names (by its chart, chart-version or chart-repository), which may not be the base's: validate it with validate --offline, or diff it against a cluster", cfg.Base, cfg.Chart))
+	// A chart the run file names (its reference, version or repository)
+	// is the one the run file names at the base: that unit is built as
+	// the base's run file gives it.
+	fromRunFile := fetched && cfg.RemoteChart.VersionFromRunFile
+	if fromRunFile && s.BaseRunFile == nil {
+		return fail(fmt.Errorf("the chart %s is fetched as a run file names it, and the run file at %s cannot be read here", cfg.Chart, cfg.Base))
 	}
 	offline, err := s.offlineOptions(ctx, u, opts)
 	if err != nil {
@@ -342,7 +350,41 @@ func (s *Session) offlineDiff(ctx context.Context, u *config.Unit, opts pipeline
 	if err != nil {
 		return fail(err)
 	}
-	return pipeline.DiffOffline(ctx, opts, pipeline.BaseSource{Revision: cfg.Base, Path: tree.Path, WorkDir: tree.Within(workDir), Within: tree.Within, ChartFetched: fetched}, out)
+	src := pipeline.BaseSource{Revision: cfg.Base, Path: tree.Path, WorkDir: tree.Within(workDir), Within: tree.Within, ChartFetched: fetched}
+	if fromRunFile {
+		b, err := s.baseUnitBuild(ctx, u, tree.Within, out)
+		if err != nil {
+			return fail(fmt.Errorf("the run file at %s: %w", cfg.Base, err))
+		}
+		if b == nil {
+			src.Absent = true
+		} else {
+			src.Build = b
+		}
+	}
+	return pipeline.DiffOffline(ctx, opts, src, out)
+}
+
+// baseUnitBuild is how unit u builds as the base's run file gives it,
+// its chart fetched as that file names it (the workflow's allow list,
+// cache and credentials alike); nil when the base's run file has no unit
+// of that name, or no run file is there.
+func (s *Session) baseUnitBuild(ctx context.Context, u *config.Unit, within func(string) string, out Output) (*build.BuildOptions, error) {
+	units, err := s.BaseRunFile(within)
+	if err != nil {
+		return nil, err
+	}
+	for _, bu := range units {
+		if bu.Name != u.Name || bu.Config == nil {
+			continue
+		}
+		opts := s.Options(bu.Config)
+		if failed := s.withChart(ctx, bu.Config, &opts, out); failed != nil {
+			return nil, fmt.Errorf("unit %s: %s", u.Name, failed.Message)
+		}
+		return &opts.Build, nil
+	}
+	return nil, nil
 }
 
 // offlineOptions are validate's, with the CRDs of the crds folders and
