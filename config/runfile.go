@@ -525,8 +525,8 @@ func LoadUnits(g Given, file string, refsOnly bool) ([]*Unit, error) {
 // within maps the workspace and the run file to that revision's tree,
 // which is then the workspace of every path the file names. No file
 // there: no units.
-func RunFileAt(g Given, file string) func(within func(string) string) ([]*Unit, error) {
-	return func(within func(string) string) ([]*Unit, error) {
+func RunFileAt(g Given, file string) func(within func(string) string, root string) ([]*Unit, error) {
+	return func(within func(string) string, root string) ([]*Unit, error) {
 		ws, err := WorkspaceOf(g)
 		if err != nil {
 			return nil, err
@@ -545,6 +545,12 @@ func RunFileAt(g Given, file string) func(within func(string) string) ([]*Unit, 
 		if _, err := os.Lstat(there); errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
 		}
+		// The workspace there is the same folder, not a link the other
+		// revision made: a link would widen it (to the checkout the
+		// workflow narrowed it in, say).
+		if err := noLinks(root, within(ws)); err != nil {
+			return nil, fmt.Errorf("the workspace: %w", err)
+		}
 		at := g
 		at.Flags = maps.Clone(g.Flags)
 		if at.Flags == nil {
@@ -553,6 +559,30 @@ func RunFileAt(g Given, file string) func(within func(string) string) ([]*Unit, 
 		at.Flags["workspace"] = within(ws)
 		return LoadUnits(at, there, false)
 	}
+}
+
+// noLinks says path, a folder below root, is reached from root through
+// no link.
+func noLinks(root, path string) error {
+	rel, err := filepath.Rel(root, path)
+	if err != nil || !filepath.IsLocal(rel) && rel != "." {
+		return fmt.Errorf("%s is not below %s", path, root)
+	}
+	at := root
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		if part == "." {
+			continue
+		}
+		at = filepath.Join(at, part)
+		fi, err := os.Lstat(at)
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("%s is a link", at)
+		}
+	}
+	return nil
 }
 
 // checkGraph refuses what would make a run of units ambiguous or endless:

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -64,9 +66,11 @@ type Session struct {
 	// BaseRunFile reads the run file the units came from as a base
 	// revision holds it, with the workflow's inputs: within maps a file
 	// or folder of the workspace to the same one in that revision's
-	// tree. No run file: nil, and so is its answer where the base
-	// revision has no run file there.
-	BaseRunFile func(within func(string) string) ([]*config.Unit, error)
+	// tree, whose root is root. No run file: nil, and so is its answer
+	// where the base revision has no run file there.
+	BaseRunFile func(within func(string) string, root string) ([]*config.Unit, error)
+	baseMu      sync.Mutex
+	baseRead    map[string]baseRead
 	// unitCRDs are the CRDs each unit's configuration builds, built once
 	// for the run.
 	unitCRDsMu sync.Mutex
@@ -352,7 +356,7 @@ func (s *Session) offlineDiff(ctx context.Context, u *config.Unit, opts pipeline
 	}
 	src := pipeline.BaseSource{Revision: cfg.Base, Path: tree.Path, WorkDir: tree.Within(workDir), Within: tree.Within, ChartFetched: fetched}
 	if fromRunFile {
-		b, err := s.baseUnitBuild(ctx, u, tree.Within, out)
+		b, err := s.baseUnitBuild(ctx, u, tree, out)
 		if err != nil {
 			return fail(fmt.Errorf("the run file at %s: %w", cfg.Base, err))
 		}
@@ -368,9 +372,11 @@ func (s *Session) offlineDiff(ctx context.Context, u *config.Unit, opts pipeline
 // baseUnitBuild is how unit u builds as the base's run file gives it,
 // its chart fetched as that file names it (the workflow's allow list,
 // cache and credentials alike); nil when the base's run file has no unit
-// of that name, or no run file is there.
-func (s *Session) baseUnitBuild(ctx context.Context, u *config.Unit, within func(string) string, out Output) (*build.BuildOptions, error) {
-	units, err := s.BaseRunFile(within)
+// of that name on the same inventory, or no run file is there. Files
+// the workflow names (values, patches) are taken at the base as every
+// unit's files are.
+func (s *Session) baseUnitBuild(ctx context.Context, u *config.Unit, tree *gitsource.Tree, out Output) (*build.BuildOptions, error) {
+	units, err := s.baseUnits(tree)
 	if err != nil {
 		return nil, err
 	}
@@ -378,13 +384,77 @@ func (s *Session) baseUnitBuild(ctx context.Context, u *config.Unit, within func
 		if bu.Name != u.Name || bu.Config == nil {
 			continue
 		}
+		if bu.Config.Inventory != u.Config.Inventory || bu.Config.InventoryNamespace != u.Config.InventoryNamespace {
+			// Another inventory's objects: applying the head
+			// creates every object anew, and prunes none of those.
+			return nil, nil
+		}
 		opts := s.Options(bu.Config)
 		if failed := s.withChart(ctx, bu.Config, &opts, out); failed != nil {
 			return nil, fmt.Errorf("unit %s: %s", u.Name, failed.Message)
 		}
-		return &opts.Build, nil
+		b := opts.Build
+		at := func(p string) string {
+			// A path the base's run file gives lies in the base's
+			// tree; one the workflow gives is the head's, whose
+			// file at the base is the one to read.
+			if abs, err := filepath.Abs(p); err == nil {
+				p = abs
+			}
+			if rel, err := filepath.Rel(tree.Root, p); err == nil && filepath.IsLocal(rel) {
+				return p
+			}
+			if rel, err := filepath.Rel(tree.Repository, p); err == nil && filepath.IsLocal(rel) {
+				return tree.Within(p)
+			}
+			return p
+		}
+		b.Patches = slices.Clone(b.Patches)
+		for i, p := range b.Patches {
+			b.Patches[i] = at(p)
+		}
+		if b.Chart != nil {
+			c := *b.Chart
+			c.Values = slices.Clone(c.Values)
+			for i, v := range c.Values {
+				c.Values[i] = at(v)
+			}
+			b.Chart = &c
+		}
+		return &b, nil
 	}
 	return nil, nil
+}
+
+// baseUnits are the units of the run file at the base tree, read once
+// for the run, and their secrets masked from then on.
+func (s *Session) baseUnits(tree *gitsource.Tree) ([]*config.Unit, error) {
+	s.baseMu.Lock()
+	defer s.baseMu.Unlock()
+	if read, ok := s.baseRead[tree.Root]; ok {
+		return read.units, read.err
+	}
+	units, err := s.BaseRunFile(tree.Within, tree.Root)
+	if err == nil {
+		for _, bu := range units {
+			if bu.Config != nil && len(bu.Config.Secrets) > 0 && s.Decrypted != nil {
+				// Values the base's run file alone reads ({env: ...},
+				// secret inputs) are masked as the head's are.
+				s.Decrypted(bu.Config.Secrets)
+			}
+		}
+	}
+	if s.baseRead == nil {
+		s.baseRead = map[string]baseRead{}
+	}
+	s.baseRead[tree.Root] = baseRead{units, err}
+	return units, err
+}
+
+// baseRead is a base tree's run file, as read.
+type baseRead struct {
+	units []*config.Unit
+	err   error
 }
 
 // offlineOptions are validate's, with the CRDs of the crds folders and
