@@ -106,7 +106,7 @@ func TestUncountedRunsOnlyWhereTheEstimateAllows(t *testing.T) {
 		{"a short message in a condition", "status.conditions.exists(e, e.message.contains(e.type))", "status:\n  conditions:\n  - {type: Ready, status: 'True', message: Ready}\n", true},
 		{"a long list of conditions", "status.conditions.filter(e, e.type == 'Ready').all(e, e.status == 'True')", conditions(5000), false},
 		{"nested comprehensions, a short list", "status.conditions.all(a, status.conditions.all(b, status.conditions.exists(c, c.status == 'True')))", conditions(3), true},
-		{"nested comprehensions, a longer list", "status.conditions.all(a, status.conditions.all(b, status.conditions.exists(c, c.status == 'True')))", conditions(40), false},
+		{"nested comprehensions, a longer list", "status.conditions.all(a, status.conditions.all(b, status.conditions.exists(c, c.status == 'True')))", conditions(30), false},
 		{"a call CEL cannot estimate", "status.conditions[0].type.replace('O', 'OO') != ''", conditions(3), false},
 		{"a call CEL can estimate", "status.conditions[0].type + status.conditions[1].type != ''", conditions(3), true},
 		{"a field not declared", "self.status == 'x' || status.conditions.exists(c, c.status == 'True')", conditions(3), false},
