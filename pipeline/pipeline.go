@@ -213,8 +213,7 @@ type run struct {
 	priors map[int]map[string]*unstructured.Unstructured
 	// warnedRecord: the run said its record is not authentic.
 	warnedRecord bool
-	// logs are the containers' logs the wait read, and the Secrets
-	// that mask them.
+	// logs are what the wait said of the containers' logs it read.
 	logs    podLogs
 	opts    Options
 	connect Connector

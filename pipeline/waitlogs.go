@@ -45,8 +45,8 @@ const (
 	maxLogBytes     = 64 << 10
 	maxLogLines     = 20
 	maxSecretsMasks = 20
-	maxMaskForms    = 20000
-	maxSaidBytes    = 1 << 10
+	maxMaskForms    = 4000
+	maxSaidRunes    = 1 << 10
 	maxLogsKept     = 512
 	logReadTimeout  = 2 * time.Second
 )
@@ -150,7 +150,7 @@ func (r *run) readLogSaid(ctx context.Context, p *corev1.Pod, c crashed, n int) 
 	for i := range lines {
 		lines[i] = flat(lines[i])
 	}
-	return clipBytes(what+": "+strings.Join(lines, " | "), maxSaidBytes), true
+	return clip(what+": "+strings.Join(lines, " | "), maxSaidRunes), true
 }
 
 // withheld is why a log is not shown, in the words the cause says it.
@@ -302,19 +302,6 @@ func podSecrets(p *corev1.Pod) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// clipBytes cuts s to at most n bytes where a rune starts, marking the
-// cut with an ellipsis.
-func clipBytes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := n
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "…"
 }
 
 // transient: err may not be the answer next time (a timeout, the server
