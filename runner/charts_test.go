@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -177,14 +176,7 @@ func TestOfflineRemoteChartNotCached(t *testing.T) {
 func TestOfflineDiffOfAFetchedChartsValues(t *testing.T) {
 	srv, reg, requests := shopRegistry(t)
 	repo := t.TempDir()
-	git := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	git := gitIn(t, repo)
 	git("init", "-q")
 	values := filepath.Join(repo, "values.yaml")
 	if err := os.WriteFile(values, []byte("replicaCount: 2\n"), 0o644); err != nil {

@@ -29,14 +29,7 @@ func TestAttack3OfflineBaseValuesFolderLinkedOutside(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(outside, "values.yaml"), []byte("replicaCount: 7\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	git := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	git := gitIn(t, repo)
 	git("init", "-q")
 	if err := os.Symlink(outside, filepath.Join(repo, "sub")); err != nil {
 		t.Fatal(err)
@@ -96,14 +89,7 @@ func TestAttack3OfflineBaseRunFileValuesReadOutside(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(outside, "any-name.yml"), []byte("replicaCount: 7\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	git := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	git := gitIn(t, repo)
 	git("init", "-q")
 	if err := os.Symlink(outside, filepath.Join(repo, "sub")); err != nil {
 		t.Fatal(err)
@@ -165,14 +151,7 @@ func TestAttack3OfflineBaseWorkspaceChartValuesFolderLinkedOutside(t *testing.T)
 	if err := os.WriteFile(filepath.Join(outside, "values.yaml"), []byte("replicaCount: 7\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	git := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	git := gitIn(t, repo)
 	git("init", "-q")
 	if out, err := exec.Command("cp", "-r", filepath.Join("..", "build", "charts", "testdata", "shop"), filepath.Join(repo, "shop")).CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)

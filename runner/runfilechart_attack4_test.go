@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,14 +28,7 @@ func newAtkRepo(t *testing.T, baseFiles, headFiles func(reg string) map[string]s
 	if real, err := filepath.EvalSymlinks(repo); err == nil {
 		repo = real
 	}
-	git := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	git := gitIn(t, repo)
 	write := func(files map[string]string) {
 		for name, body := range files {
 			p := filepath.Join(repo, name)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,14 +22,7 @@ func TestAttack4HeldBaseChartOfflineAndAllowList(t *testing.T) {
 	if real, err := filepath.EvalSymlinks(repo); err == nil {
 		repo = real
 	}
-	git := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	git := gitIn(t, repo)
 	outside := t.TempDir()
 	os.WriteFile(filepath.Join(outside, "secret.yaml"), []byte("replicaCount: 77\n"), 0o644)
 	git("init", "-q")

@@ -91,14 +91,7 @@ func TestOfflineDiffOfARunFilesChartVersionBump(t *testing.T) {
 	if real, err := filepath.EvalSymlinks(repo); err == nil {
 		repo = real
 	}
-	git := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	git := gitIn(t, repo)
 	runFile := filepath.Join(repo, "gantry.yaml")
 	unitsAt := func(version string, more string) string {
 		return fmt.Sprintf("units:\n- name: shop\n  inventory: shop\n  chart: oci://%s/charts/shop\n  chart-version: %s\n  release-name: web\n  chart-hooks: leave-out\n%s", reg, version, more)
@@ -168,5 +161,18 @@ func TestOfflineDiffOfARunFilesChartVersionBump(t *testing.T) {
 	}
 	if n := requests.Load(); n != fetched {
 		t.Errorf("%d requests sent offline", n-fetched)
+	}
+}
+
+// gitIn runs git in repo as a test's author, failing the test when it
+// fails; it returns what git printed, trimmed.
+func gitIn(t *testing.T, repo string) func(args ...string) string {
+	return func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
 	}
 }
