@@ -154,7 +154,18 @@ func TestRenderBoundedEnvironment(t *testing.T) {
 	}
 	var environ []byte
 	var readErr error
-	childStarted = func(pid int) { environ, readErr = os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ") }
+	// Start returns once the exec has closed the parent's pipe, which the
+	// kernel does before it lays out the new program's environment: until
+	// then the file reads empty, so read until it does not.
+	childStarted = func(pid int) {
+		for deadline := time.Now().Add(500 * time.Millisecond); ; {
+			environ, readErr = os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+			if readErr != nil || len(environ) > 0 || time.Now().After(deadline) {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 	defer func() { childStarted = nil }()
 	_, err := RenderBounded(context.Background(), Options{Dir: "testdata/bombs/slow", ReleaseName: "x", Namespace: "x"}, Limits{Time: time.Second, MemoryBytes: 256 << 20})
 	if err == nil {
