@@ -65,6 +65,9 @@ type FetchedChart struct {
 	// Ref is the chart as the request named it (Where), Version the
 	// version resolved, Digest the sha256 of the chart's .tgz.
 	Ref, Version, Digest string
+	// Manifest is an OCI chart's manifest digest: what helm push and
+	// helm pull print, a registry lists and cosign signs.
+	Manifest string
 	// Name is the chart's name; Dir its folder, named as the chart.
 	Name, Dir string
 	// FromCache says nothing was downloaded.
@@ -263,7 +266,7 @@ func (c *Client) fetchChart(ctx context.Context, req ChartRequest, dir string) (
 	if err != nil {
 		return nil, fmt.Errorf("version %s: %w", got.version, err)
 	}
-	return &FetchedChart{Version: got.version, Digest: digest, Name: name, Dir: chartDir, Verified: got.verified}, nil
+	return &FetchedChart{Version: got.version, Digest: digest, Manifest: got.manifest, Name: name, Dir: chartDir, Verified: got.verified}, nil
 }
 
 func (c *Client) fromCache(cache *chartCache, e *cacheEntry, name, dir string) (*FetchedChart, error) {
@@ -275,7 +278,7 @@ func (c *Client) fromCache(cache *chartCache, e *cacheEntry, name, dir string) (
 	if err != nil {
 		return nil, fmt.Errorf("version %s (cached): %w", e.Version, err)
 	}
-	return &FetchedChart{Version: e.Version, Digest: e.Digest, Name: name, Dir: chartDir, FromCache: true, Verified: e.VerifiedBy != ""}, nil
+	return &FetchedChart{Version: e.Version, Digest: e.Digest, Manifest: e.Manifest, Name: name, Dir: chartDir, FromCache: true, Verified: e.VerifiedBy != ""}, nil
 }
 
 // matches says v is a version the constraint takes (none: the highest

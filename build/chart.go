@@ -22,6 +22,10 @@ import (
 type Chart struct {
 	// Dir is the chart's folder, in the workspace.
 	Dir string
+	// Shown names the chart's folder in messages, reports and objects'
+	// sources instead of Dir: a fetched chart is named by its reference
+	// and version, not by the temporary folder it was unpacked into.
+	Shown string
 	// ReleaseName is .Release.Name.
 	ReleaseName string
 	// Values are values files, in order (later ones win); they are read
@@ -68,6 +72,24 @@ type ChartNotice struct {
 	LeftOut []string
 }
 
+// chartShown is how messages name c, whose folder is dir: as Shown, or
+// by its path from the workspace.
+func chartShown(c *Chart, dir, workDir string) string {
+	if c.Shown != "" {
+		return c.Shown
+	}
+	return displayPath(dir, nil, workDir)
+}
+
+// Shown names what opts builds in messages: the chart as it is shown, or
+// Path.
+func (opts BuildOptions) Shown() string {
+	if opts.Chart != nil && opts.Chart.Shown != "" {
+		return opts.Chart.Shown
+	}
+	return opts.Path
+}
+
 // renderChart renders opts.Chart into parts of manifests, each named by
 // its template's file in the chart's folder.
 func renderChart(opts BuildOptions, sfs *sopsFS) ([]*manifestPart, error) {
@@ -76,7 +98,7 @@ func renderChart(opts BuildOptions, sfs *sopsFS) ([]*manifestPart, error) {
 	if err != nil {
 		return nil, &BuildError{File: c.Dir, Err: err}
 	}
-	shown := displayPath(dir, nil, opts.WorkDir)
+	shown := chartShown(c, dir, opts.WorkDir)
 	ropts := charts.Options{
 		Dir:          dir,
 		ReleaseName:  c.ReleaseName,
@@ -144,7 +166,7 @@ func renderChart(opts BuildOptions, sfs *sopsFS) ([]*manifestPart, error) {
 	// chart's folder, whatever the folder is called.
 	source := func(s string) string {
 		if _, rest, ok := strings.Cut(s, "/"); ok {
-			return path.Join(shown, rest)
+			return strings.TrimSuffix(shown, "/") + "/" + path.Clean(rest)
 		}
 		return shown
 	}
@@ -229,7 +251,7 @@ func buildChartWrapped(opts BuildOptions, sfs *sopsFS, bounded *boundedFS) ([]so
 		return nil, err
 	}
 	defer out.Close()
-	shown := displayPath(dir, nil, opts.WorkDir)
+	shown := chartShown(opts.Chart, dir, opts.WorkDir)
 	files := map[string][]byte{}
 	var order []string
 	for _, p := range parts {

@@ -535,7 +535,7 @@ func (r *run) buildStage() stage {
 				return b.err
 			}
 			r.objects, r.artifactObjects = b.objects, b.packed
-			r.obs.Info(fmt.Sprintf("%s from %s", nObjects(len(b.objects)), r.opts.Build.Path))
+			r.obs.Info(fmt.Sprintf("%s from %s", nObjects(len(b.objects)), r.opts.Build.Shown()))
 			if r.opts.Build.Substitute == nil {
 				if w := build.Unsubstituted(b.objects); w != "" {
 					r.obs.Info("warning: " + w)

@@ -76,8 +76,15 @@ func (s *Session) withChart(ctx context.Context, cfg *config.Config, opts *pipel
 	if got.Verified {
 		how += ", its signature verified"
 	}
-	out.Info(fmt.Sprintf("chart %s version %s (%s) %s", got.Ref, got.Version, got.Digest, how))
-	opts.Build.Path, opts.Build.Chart.Dir = got.Dir, got.Dir
+	// An OCI chart is named by its manifest's digest, as helm push
+	// printed it and cosign signed it; a repository's, by its archive's,
+	// as its index lists it.
+	digest := got.Digest
+	if got.Manifest != "" {
+		digest = got.Manifest
+	}
+	out.Info(fmt.Sprintf("chart %s version %s (%s) %s", got.Ref, got.Version, digest, how))
+	opts.Build.Path, opts.Build.Chart.Dir, opts.Build.Chart.Shown = got.Dir, got.Dir, got.Ref+":"+got.Version
 	return nil
 }
 

@@ -561,7 +561,7 @@ func (s *Session) builtCRDs(ctx context.Context, u *config.Unit) []*unstructured
 			if err != nil {
 				return
 			}
-			opts.Path, opts.Chart.Dir = got.Dir, got.Dir
+			opts.Path, opts.Chart.Dir, opts.Chart.Shown = got.Dir, got.Dir, got.Ref+":"+got.Version
 		}
 		if opts.Path == "" {
 			return
