@@ -20,6 +20,7 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
+	"github.com/google/cel-go/interpreter"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -118,8 +119,9 @@ func newProgram(env *cel.Env, expr string, user bool) (*program, error) {
 	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize), cel.InterruptCheckFrequency(100)}
 	if user {
 		// A user's expression stops at its deadline, looked at on
-		// every step of a comprehension.
-		opts = []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize), cel.InterruptCheckFrequency(1)}
+		// every step of a comprehension, and a comparison looks at what
+		// it would walk before it walks it.
+		opts = []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize), cel.InterruptCheckFrequency(1), cel.CustomDecoratorV2(boundComparisons)}
 	}
 	prg, err := env.Program(parsed, opts...)
 	if err != nil {
@@ -526,10 +528,52 @@ var results = map[status.Status]*status.Result{
 func resultOf(s status.Status) *status.Result { return results[s] }
 
 // deepSize counts v's values, those inside its lists and maps too, up to
-// limit.
+// limit. The object's own values (Go maps, slices and scalars behind
+// CEL's) are walked as they are, without making a CEL value of each.
 func deepSize(v ref.Val, limit uint64) uint64 {
 	var n uint64
 	var walk func(v ref.Val)
+	var native func(v any)
+	native = func(v any) {
+		if n >= limit {
+			return
+		}
+		switch v := v.(type) {
+		case string:
+			n += uint64(len(v)) + 1
+		case []byte:
+			n += uint64(len(v)) + 1
+		case map[string]any:
+			n++
+			for k, e := range v {
+				if n >= limit {
+					return
+				}
+				n += uint64(len(k)) + 1
+				native(e)
+			}
+		case []any:
+			n++
+			for _, e := range v {
+				if n >= limit {
+					return
+				}
+				native(e)
+			}
+		case []ref.Val:
+			n++
+			for _, e := range v {
+				if n >= limit {
+					return
+				}
+				walk(e)
+			}
+		case ref.Val:
+			walk(v)
+		default:
+			n++
+		}
+	}
 	walk = func(v ref.Val) {
 		if n >= limit {
 			return
@@ -540,6 +584,11 @@ func deepSize(v ref.Val, limit uint64) uint64 {
 		case types.Bytes:
 			n += uint64(len(v)) + 1
 		case traits.Mapper:
+			switch m := v.Value().(type) {
+			case map[string]any:
+				native(m)
+				return
+			}
 			n++
 			for it := v.Iterator(); n < limit && it.HasNext() == types.True; {
 				k := it.Next()
@@ -547,6 +596,11 @@ func deepSize(v ref.Val, limit uint64) uint64 {
 				walk(v.Get(k))
 			}
 		case traits.Lister:
+			switch l := v.Value().(type) {
+			case []any, []ref.Val:
+				native(l)
+				return
+			}
 			n++
 			for it := v.Iterator(); n < limit && it.HasNext() == types.True; {
 				walk(it.Next())
@@ -557,6 +611,73 @@ func deepSize(v ref.Val, limit uint64) uint64 {
 	}
 	walk(v)
 	return min(n, limit)
+}
+
+// boundComparisons makes each equality (==, !=) and each in over a list
+// count what it would walk before it compares: CEL compares in one call,
+// which neither the deadline (looked at on a comprehension's steps) nor
+// the cost limit (charged after the call: sizeCost) can stop, and lists
+// of references to the object's largest maps (written in the rule, or
+// made by a comprehension in few steps) would make that one call walk
+// the maps again and again. One whose walk is over MaxCost fails at
+// once; the rest compare as CEL does, and are charged as before.
+func boundComparisons(i interpreter.InterpretableV2) (interpreter.InterpretableV2, error) {
+	call, ok := i.(interpreter.InterpretableCall)
+	if !ok || len(call.Args()) != 2 {
+		return i, nil
+	}
+	switch call.Function() {
+	case operators.Equals, operators.NotEquals, operators.In:
+		return &boundedComparison{call}, nil
+	}
+	return i, nil
+}
+
+// boundedComparison is a comparison that counts its work first. It stays
+// a call (its function, overload and arguments are the original's), so
+// that the cost tracker charges it as it charged the original.
+type boundedComparison struct {
+	interpreter.InterpretableCall
+}
+
+func (c *boundedComparison) Eval(a interpreter.Activation) ref.Val {
+	return c.Exec(interpreter.AsFrame(a))
+}
+
+func (c *boundedComparison) Exec(frame *interpreter.ExecutionFrame) ref.Val {
+	args := c.Args()
+	lhs, rhs := args[0].Exec(frame), args[1].Exec(frame)
+	if types.IsUnknownOrError(lhs) {
+		return lhs
+	}
+	if types.IsUnknownOrError(rhs) {
+		return rhs
+	}
+	var walk uint64
+	switch c.Function() {
+	case operators.In:
+		// In a list, each element is compared with lhs: at most the
+		// list's values are walked. A map's keys are looked up.
+		if _, list := rhs.(traits.Lister); list {
+			walk = deepSize(rhs, MaxCost+1)
+		}
+	default:
+		// The smaller operand bounds an equality's walk.
+		walk = deepSize(rhs, deepSize(lhs, MaxCost+1))
+	}
+	if walk > MaxCost {
+		return types.NewErr("%s compares more than %d values, over the rule's bound of work on one object", c.Function(), MaxCost)
+	}
+	switch c.Function() {
+	case operators.Equals:
+		return types.Equal(lhs, rhs)
+	case operators.NotEquals:
+		return types.Bool(types.Equal(lhs, rhs) != types.True)
+	}
+	if container, ok := rhs.(traits.Container); ok {
+		return container.Contains(lhs)
+	}
+	return types.ValOrErr(rhs, "no such overload")
 }
 
 // deadline is a context that ends MaxEvalTime after it is armed, unless
