@@ -362,7 +362,8 @@ type Result struct {
 // Chart is a Helm chart a build rendered.
 type Chart struct {
 	// Name is the chart's name and version (shop 1.2.0); Folder, its
-	// folder in the workspace.
+	// folder in the workspace, or a fetched chart's reference and
+	// version (oci://ghcr.io/acme/charts/shop:1.2.0).
 	Name   string `json:"name"`
 	Folder string `json:"folder"`
 	// Lookup: a template called lookup, answered empty (as helm
