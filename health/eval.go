@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -119,9 +120,9 @@ func newProgram(env *cel.Env, expr string, user bool) (*program, error) {
 	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize), cel.InterruptCheckFrequency(100)}
 	if user {
 		// A user's expression stops at its deadline, looked at on
-		// every step of a comprehension, and a comparison looks at what
-		// it would walk before it walks it.
-		opts = []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize), cel.InterruptCheckFrequency(1), cel.CustomDecoratorV2(boundComparisons)}
+		// every step of a comprehension, and a call that can do much
+		// work in one step counts it first (guardWork).
+		opts = []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize), cel.InterruptCheckFrequency(1), cel.CustomDecoratorV2(guardWork)}
 	}
 	prg, err := env.Program(parsed, opts...)
 	if err != nil {
@@ -222,6 +223,10 @@ func (p *program) run(ctx context.Context, obj map[string]any) (ref.Val, error) 
 	return p.runBounded(ctx, obj)
 }
 
+// vars are obj's fields as the variables of a run of a user's
+// expression, with the budget of its guarded calls (guardWork).
+func vars(obj map[string]any) interpreter.Activation { return &workActivation{obj: obj} }
+
 // MaxEvalTime bounds the time of a user's rule on one object. CEL's cost
 // does not price all work alike (a step of a comprehension's
 // accumulation in cel-go's tracker grows with the list; a regular
@@ -232,10 +237,10 @@ var errTooLong = fmt.Errorf("took longer than %s", MaxEvalTime)
 
 func (p *program) runBounded(ctx context.Context, obj map[string]any) (ref.Val, error) {
 	if p.uncounted(obj) {
-		val, _, err := p.prg.ContextEval(ctx, obj)
+		val, _, err := p.prg.ContextEval(ctx, vars(obj))
 		return val, err
 	}
-	val, _, err := p.bounded.ContextEval(ctx, obj)
+	val, _, err := p.bounded.ContextEval(ctx, vars(obj))
 	return val, err
 }
 
@@ -491,7 +496,11 @@ func (e *evaluator) Evaluate(ctx context.Context, u *unstructured.Unstructured) 
 		// An error, or a value not a number (an expression not a
 		// bool), is said as evaluating the expressions one after the
 		// other says it.
-		if val, _, err := e.combined.prg.ContextEval(ctx, obj); err == nil {
+		var in any = obj
+		if e.user {
+			in = vars(obj)
+		}
+		if val, _, err := e.combined.prg.ContextEval(ctx, in); err == nil {
 			if i, ok := val.(types.Int); ok && i >= 0 && int(i) <= len(e.exprs) {
 				if i == 0 {
 					return resultOf(status.InProgressStatus), nil
@@ -578,16 +587,26 @@ func deepSize(v ref.Val, limit uint64) uint64 {
 		if n >= limit {
 			return
 		}
+		// Each element counts at least one: a list or map of more than
+		// what is left is over, however it is made (a view of lists
+		// joined by + walks slowly).
+		if sz, ok := v.(traits.Sizer); ok {
+			if size, ok := sz.Size().(types.Int); ok && size > 0 && uint64(size) >= limit-n {
+				n = limit
+				return
+			}
+		}
 		switch v := v.(type) {
 		case types.String:
 			n += uint64(len(v)) + 1
 		case types.Bytes:
 			n += uint64(len(v)) + 1
 		case traits.Mapper:
-			switch m := v.Value().(type) {
-			case map[string]any:
-				native(m)
-				return
+			if nativeBacked[reflect.TypeOf(v)] {
+				if m, ok := v.Value().(map[string]any); ok {
+					native(m)
+					return
+				}
 			}
 			n++
 			for it := v.Iterator(); n < limit && it.HasNext() == types.True; {
@@ -596,10 +615,12 @@ func deepSize(v ref.Val, limit uint64) uint64 {
 				walk(v.Get(k))
 			}
 		case traits.Lister:
-			switch l := v.Value().(type) {
-			case []any, []ref.Val:
-				native(l)
-				return
+			if nativeBacked[reflect.TypeOf(v)] {
+				switch l := v.Value().(type) {
+				case []any, []ref.Val:
+					native(l)
+					return
+				}
 			}
 			n++
 			for it := v.Iterator(); n < limit && it.HasNext() == types.True; {
@@ -611,73 +632,6 @@ func deepSize(v ref.Val, limit uint64) uint64 {
 	}
 	walk(v)
 	return min(n, limit)
-}
-
-// boundComparisons makes each equality (==, !=) and each in over a list
-// count what it would walk before it compares: CEL compares in one call,
-// which neither the deadline (looked at on a comprehension's steps) nor
-// the cost limit (charged after the call: sizeCost) can stop, and lists
-// of references to the object's largest maps (written in the rule, or
-// made by a comprehension in few steps) would make that one call walk
-// the maps again and again. One whose walk is over MaxCost fails at
-// once; the rest compare as CEL does, and are charged as before.
-func boundComparisons(i interpreter.InterpretableV2) (interpreter.InterpretableV2, error) {
-	call, ok := i.(interpreter.InterpretableCall)
-	if !ok || len(call.Args()) != 2 {
-		return i, nil
-	}
-	switch call.Function() {
-	case operators.Equals, operators.NotEquals, operators.In:
-		return &boundedComparison{call}, nil
-	}
-	return i, nil
-}
-
-// boundedComparison is a comparison that counts its work first. It stays
-// a call (its function, overload and arguments are the original's), so
-// that the cost tracker charges it as it charged the original.
-type boundedComparison struct {
-	interpreter.InterpretableCall
-}
-
-func (c *boundedComparison) Eval(a interpreter.Activation) ref.Val {
-	return c.Exec(interpreter.AsFrame(a))
-}
-
-func (c *boundedComparison) Exec(frame *interpreter.ExecutionFrame) ref.Val {
-	args := c.Args()
-	lhs, rhs := args[0].Exec(frame), args[1].Exec(frame)
-	if types.IsUnknownOrError(lhs) {
-		return lhs
-	}
-	if types.IsUnknownOrError(rhs) {
-		return rhs
-	}
-	var walk uint64
-	switch c.Function() {
-	case operators.In:
-		// In a list, each element is compared with lhs: at most the
-		// list's values are walked. A map's keys are looked up.
-		if _, list := rhs.(traits.Lister); list {
-			walk = deepSize(rhs, MaxCost+1)
-		}
-	default:
-		// The smaller operand bounds an equality's walk.
-		walk = deepSize(rhs, deepSize(lhs, MaxCost+1))
-	}
-	if walk > MaxCost {
-		return types.NewErr("%s compares more than %d values, over the rule's bound of work on one object", c.Function(), MaxCost)
-	}
-	switch c.Function() {
-	case operators.Equals:
-		return types.Equal(lhs, rhs)
-	case operators.NotEquals:
-		return types.Bool(types.Equal(lhs, rhs) != types.True)
-	}
-	if container, ok := rhs.(traits.Container); ok {
-		return container.Contains(lhs)
-	}
-	return types.ValOrErr(rhs, "no such overload")
 }
 
 // deadline is a context that ends MaxEvalTime after it is armed, unless

@@ -29,6 +29,8 @@ import (
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"github.com/gantry-dev/gantry/result"
+	celast "github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/common/operators"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -98,12 +100,16 @@ const maxDecided = 100_000
 type compiled struct {
 	rule *Rule
 	eval func() (*evaluator, error)
+	// keys are the fields and keys the rule's expressions name as
+	// written (status.ready, m['ready']), and whether they index with
+	// a key they compute (m[status.x]).
+	keys func() (map[string]bool, bool)
 	// current is the result of every object the rule finds ready.
 	current *status.Result
 }
 
 func newCompiled(r *Rule) *compiled {
-	return &compiled{rule: r, eval: sync1(func() (*evaluator, error) { return newEvaluator(r) }),
+	return &compiled{rule: r, eval: sync1(func() (*evaluator, error) { return newEvaluator(r) }), keys: sync.OnceValues(func() (map[string]bool, bool) { return writtenKeys(r) }),
 		current: &status.Result{Status: status.CurrentStatus, Message: r.Name() + ": current"}}
 }
 
@@ -202,10 +208,13 @@ func (s *Set) Evaluate(ctx context.Context, u *unstructured.Unstructured) (v Ver
 		which, expr := c.which(err)
 		if field, missing := missingField(err); missing {
 			// The key CEL names may have been computed from the
-			// object's values (m[data.x]): it is printed only when the
-			// rule's own text holds it.
-			if !strings.Contains(c.rule.Current+c.rule.InProgress+c.rule.Failed, field) {
+			// object's values (m[data.x]): it is printed only when it
+			// is a field or key written in the rule, and the rule
+			// computes no key that could be named instead.
+			if written, computed := c.keys(); computed {
 				field = "a key computed from the object"
+			} else if !written[field] {
+				field = "a field"
 			}
 			v.Result = &status.Result{Status: status.InProgressStatus,
 				Message: fmt.Sprintf("%s: %s (%s) reads %s, which the object does not have yet", c.rule.Name(), which, expr, field)}
@@ -247,6 +256,42 @@ func (c *compiled) which(err error) (name, expr string) {
 	return "an expression", ""
 }
 
+// writtenKeys are the fields r's expressions select and the keys they
+// index with as literals, and whether any indexes with a key it
+// computes.
+func writtenKeys(r *Rule) (map[string]bool, bool) {
+	keys, computed := map[string]bool{}, false
+	env, err := celEnv()
+	if err != nil {
+		return keys, true
+	}
+	for _, expr := range []string{r.Current, r.InProgress, r.Failed} {
+		if expr == "" {
+			continue
+		}
+		parsed, iss := env.Parse(expr)
+		if iss != nil && iss.Err() != nil {
+			return keys, true
+		}
+		celast.PreOrderVisit(parsed.NativeRep().Expr(), celast.NewExprVisitor(func(e celast.Expr) {
+			switch e.Kind() {
+			case celast.SelectKind:
+				keys[e.AsSelect().FieldName()] = true
+			case celast.CallKind:
+				call := e.AsCall()
+				if f := call.FunctionName(); (f == operators.Index || f == operators.OptIndex) && len(call.Args()) == 2 {
+					if k := call.Args()[1]; k.Kind() == celast.LiteralKind {
+						keys[fmt.Sprint(k.AsLiteral().Value())] = true
+					} else {
+						computed = true
+					}
+				}
+			}
+		}))
+	}
+	return keys, computed
+}
+
 var noSuchKey = regexp.MustCompile(`no such (?:key|attribute)[^:]*: ?(.*)$`)
 
 // missingField says whether err is an expression reading a field the
@@ -272,6 +317,7 @@ func evalError(err error) string {
 	msg := err.Error()
 	for _, k := range []struct{ cel, says string }{
 		{"cost limit exceeded", "it would cost more than the bound of one expression on one object"},
+		{workExceeded, "it would cost more than the bound of one expression on one object"},
 		{"took longer than", "it took longer than the bound of one expression on one object (" + MaxEvalTime.String() + ")"},
 		{"operation interrupted", "it was stopped: the run ended"},
 		{"operation cancelled", "it was stopped: the run ended"},

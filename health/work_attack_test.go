@@ -1,0 +1,225 @@
+package health
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Attacks (from a review): one call of CEL does work that neither the
+// cost limit (charged after the call) nor the deadline (looked at on a
+// comprehension's steps) can stop, on an object of a size the API
+// server takes or with no help from the object at all. Each is now
+// counted before it runs, and fails the object at once.
+
+// widget is a Widget whose status holds the given fields.
+func widget(status map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "example.com/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "x", "namespace": "ns"},
+		"status":   status,
+	}}
+}
+
+// nestedConcat is a list of 2^k ones made in k steps: each joins the
+// list with itself by +, which makes a view of the two, charged one.
+func nestedConcat(k int, one string) string {
+	l := "[" + one + "]"
+	for range k {
+		l = fmt.Sprintf("[%s].map(a, a+a)[0]", l)
+	}
+	return l
+}
+
+// twoMaps is status.m and status.m2, equal maps of n entries, each held
+// under a key "a" (the static estimate reads the size of status.m, one,
+// not of what it holds).
+func twoMaps(n int) map[string]any {
+	in, in2 := map[string]any{}, map[string]any{}
+	for i := range n {
+		in[fmt.Sprint("k", i)] = int64(i)
+		in2[fmt.Sprint("k", i)] = int64(i)
+	}
+	return map[string]any{"m": map[string]any{"a": in}, "m2": map[string]any{"a": in2}}
+}
+
+// twoLists is status.a and status.b, lists of n numbers; b's are all
+// a's last one when same, else none of a's.
+func twoLists(n int, same bool) map[string]any {
+	a, b := make([]any, n), make([]any, n)
+	for i := range n {
+		a[i], b[i] = int64(i), int64(n+i)
+		if same {
+			b[i] = int64(n - 1)
+		}
+	}
+	return map[string]any{"a": a, "b": b}
+}
+
+func TestOneCallsWorkIsCountedBeforeItRuns(t *testing.T) {
+	long := func(c string, n int) string { return strings.Repeat(c, n) }
+	s := func(n int, c string) map[string]any { return map[string]any{"s": long(c, n)} }
+	one := "status.m == status.m2"
+	for _, c := range []struct {
+		name   string
+		expr   string
+		status map[string]any
+	}{
+		// in over a view of 2^k elements: its bound once asked the view
+		// for its elements as one Go slice (2^40: a fatal out of memory).
+		{"in a list of 2^40 made by +", "0 in " + nestedConcat(40, "1"), nil},
+		{"in a list of 2^26 made by +", "0 in " + nestedConcat(26, "1"), nil},
+		// replace() makes its result in one call: 1.5 GB from the
+		// object's 1 MB, or 1.8 GB from the rule alone.
+		{"replace of the object's string", "status.s.replace('x', '" + long("y", 1500) + "') == ''", s(1_000_000, "x")},
+		{"replace of the rule's string", "'" + long("x", 1000) + "'.replace('x', '" + long("x", 900) + "').replace('x', '" + long("y", 2000) + "') == ''", nil},
+		// indexOf compares the substring at each position (5.3 s).
+		{"indexOf", "status.s.indexOf('" + long("a", 3000) + "b') == 0", s(1_000_000, "a")},
+		{"lastIndexOf", "status.s.lastIndexOf('" + long("a", 3000) + "b') == 0", s(1_000_000, "a")},
+		{"indexOf of the rule's string", "'" + long("a", 1000) + "'.replace('a', '" + long("a", 900) + "').indexOf('" + long("a", 2000) + "b') == 0", nil},
+		// join of a list of references to the object's string.
+		{"join", "'" + long("x", 1100) + "'.split('').map(x, status.s).join() == ''", s(1_000_000, "x")},
+		{"format", "'%s'.format(['" + long("x", 1100) + "'.split('').map(x, status.s)]) == ''", s(1_000_000, "x")},
+		// A pattern within the limit of instructions, over 1.4 MB (4.8 s).
+		{"matches", "status.s.matches('[a-z]{0,40}[a-z]{0,40}b')", s(1_400_000, "a")},
+		{"matches, 32 stars", "status.s.matches('(" + long("a*", 32) + ")b')", s(1_400_000, "a")},
+		// sets compare each element with each (24 s, 3 GB).
+		{"sets.contains", "sets.contains(status.a, status.b)", twoLists(20000, false)},
+		{"sets.intersects", "sets.intersects(status.a, status.b)", twoLists(20000, false)},
+		{"sets.equivalent", "sets.equivalent(status.a, status.b)", twoLists(20000, true)},
+		{"sets.contains, the last one", "sets.contains(status.a, status.b)", twoLists(20000, true)},
+		{"sets of lists made by +", "sets.contains(" + nestedConcat(14, "2") + " + [1], " + nestedConcat(14, "1") + ")", nil},
+		// Equalities the estimate takes as small, run uncounted (6.9 s).
+		{"equalities run uncounted", strings.Repeat(one+" && ", (MaxExpressionBytes-len(one))/len(one+" && ")) + one, twoMaps(45000)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.status == nil {
+				c.status = map[string]any{}
+			}
+			rule := &Rule{APIVersion: "example.com/v1", Kind: "Widget", Origin: "rules.yaml:1", Lines: map[string]int{}, Current: c.expr}
+			if _, _, err := Compile([]Rule{*rule}, false); err != nil {
+				t.Fatalf("the rule is refused: %v", err)
+			}
+			e, err := newEvaluator(rule)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			res, err := e.Evaluate(context.Background(), widget(c.status))
+			took := time.Since(start)
+			runtime.ReadMemStats(&after)
+			alloc := after.TotalAlloc - before.TotalAlloc
+			t.Logf("%v %.160v; %s, %d MB", res, err, took, alloc>>20)
+			if err == nil {
+				t.Errorf("the rule gave a verdict (%v); its work is over the bound", res.Status)
+			}
+			// Its deadline, and at most one bounded call past it.
+			if took > 2*MaxEvalTime {
+				t.Errorf("one object's evaluation took %s, deadline %s", took, MaxEvalTime)
+			}
+			if alloc > 256<<20 {
+				t.Errorf("one object's evaluation allocated %d MB", alloc>>20)
+			}
+		})
+	}
+}
+
+// The guarded calls still give CEL's answers on values of ordinary size.
+func TestGuardedCallsGiveCELsAnswers(t *testing.T) {
+	u := widget(map[string]any{"message": "Ready: all 3 replicas are up", "tags": []any{"a", "b"}, "m": map[string]any{"x": int64(1)}})
+	for expr, want := range map[string]bool{
+		"status.message.matches('^Ready')":                                           true,
+		"matches(status.message, 'replicas? are')":                                   true,
+		"status.message.matches('^Failed')":                                          false,
+		"status.message.indexOf('3') == 11":                                          true,
+		"status.message.lastIndexOf('e') == 24":                                      true,
+		"status.message.indexOf('up', 5) == 26":                                      true,
+		"status.message.replace('3', 'three') == 'Ready: all three replicas are up'": true,
+		"status.message.replace('e', 'E', 1) == 'REady: all 3 replicas are up'":      true,
+		"status.tags.join('-') == 'a-b'":                                             true,
+		"status.tags.join() == 'ab'":                                                 true,
+		"'%s=%d'.format(['x', status.m.x]) == 'x=1'":                                 true,
+		"sets.contains(status.tags, ['b'])":                                          true,
+		"sets.contains(status.tags, ['c'])":                                          false,
+		"sets.intersects(status.tags, ['c', 'a'])":                                   true,
+		"sets.equivalent(status.tags, ['b', 'a', 'a'])":                              true,
+		"'x' in status.m && !('y' in status.m)":                                      true,
+		"'a' in status.tags":                                                         true,
+		"status.m == {'x': 1}":                                                       true,
+		"status.m != {'x': 1.0}":                                                     false,
+		"[status.m, status.tags] == [{'x': 1}, ['a', 'b']]":                          true,
+		"status.tags.map(t, t + t) == ['aa', 'bb']":                                  true,
+	} {
+		rule := &Rule{APIVersion: "example.com/v1", Kind: "Widget", Origin: "rules.yaml:1", Lines: map[string]int{}, Current: expr}
+		e, err := newEvaluator(rule)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.Evaluate(context.Background(), u)
+		if err != nil {
+			t.Errorf("%s: %v", expr, err)
+			continue
+		}
+		if got := res.Status == "Current"; got != want {
+			t.Errorf("%s: %v, want current %v", expr, res.Status, want)
+		}
+	}
+}
+
+// A key the rule computes from the object is never printed, whatever
+// the rule's text holds: a rule holding every 3-digit string printed any
+// 3-digit value it indexed with. A field the rule writes is named.
+func TestAMissingKeyIsNamedOnlyAsWritten(t *testing.T) {
+	every := deBruijn(3)
+	u := widget(map[string]any{"pin": "471"})
+	for expr, want := range map[string]string{
+		"{'': 1}[status.pin] == 1 || '" + every + "' == ''": "reads a key computed from the object",
+		"status.ready == true":                              "reads ready,",
+		"status['ready'] == true":                           "reads ready,",
+		"status.conditions.exists(c, c.type == 'Ready')":    "reads conditions,",
+	} {
+		set, _, err := Compile([]Rule{{APIVersion: "example.com/v1", Kind: "Widget", Origin: "rules.yaml:1", Lines: map[string]int{}, Current: expr}}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _ := set.Evaluate(context.Background(), u)
+		msg := strings.ReplaceAll(v.Result.Message, every, "<every 3 digits>")
+		if strings.Contains(msg, "471") || !strings.Contains(msg, want) {
+			t.Errorf("%.60s: %q, want %q and not the value", expr, msg, want)
+		}
+	}
+}
+
+// deBruijn is a string of digits holding every string of n digits.
+func deBruijn(n int) string {
+	const k = 10
+	a := make([]int, k*n)
+	var seq []byte
+	var db func(t, p int)
+	db = func(t, p int) {
+		if t > n {
+			if n%p == 0 {
+				for _, x := range a[1 : p+1] {
+					seq = append(seq, byte('0'+x))
+				}
+			}
+			return
+		}
+		a[t] = a[t-p]
+		db(t+1, p)
+		for j := a[t-p] + 1; j < k; j++ {
+			a[t] = j
+			db(t+1, t)
+		}
+	}
+	db(1, 1)
+	return string(seq) + string(seq[:n-1])
+}
