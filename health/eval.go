@@ -601,6 +601,12 @@ func deepSize(v ref.Val, limit uint64) uint64 {
 			n += uint64(len(v)) + 1
 		case types.Bytes:
 			n += uint64(len(v)) + 1
+		case *types.Optional:
+			// Compared by what it holds.
+			n++
+			if v.HasValue() {
+				walk(v.GetValue())
+			}
 		case traits.Mapper:
 			if nativeBacked[reflect.TypeOf(v)] {
 				if m, ok := v.Value().(map[string]any); ok {

@@ -64,7 +64,11 @@ var guarded = map[string]struct {
 	operators.Equals:    {equalityWork, func(a []ref.Val) ref.Val { return types.Equal(a[0], a[1]) }},
 	operators.NotEquals: {equalityWork, func(a []ref.Val) ref.Val { return types.Bool(types.Equal(a[0], a[1]) != types.True) }},
 	operators.In:        {inWork, inList},
-	"matches":           {matchesWork, matches},
+	// Lists joined by + are made whole (a view of views would make a
+	// list of 2^n elements in n steps, each element reached through
+	// every level), strings and bytes are as long as both.
+	operators.Add: {addWork, nil},
+	"matches":     {matchesWork, matches},
 	// Each position of the string is compared with the substring.
 	"indexOf":     {func(a []ref.Val, _ uint64) uint64 { return satMul(strLen(a, 0), strLen(a, 1)) }, nil},
 	"lastIndexOf": {func(a []ref.Val, _ uint64) uint64 { return satMul(strLen(a, 0), strLen(a, 1)) }, nil},
@@ -96,6 +100,9 @@ func guardWork(i interpreter.InterpretableV2) (interpreter.InterpretableV2, erro
 		if impl, err = dispatch(call.Function(), len(call.Args())); err != nil || impl == nil {
 			return i, err
 		}
+	}
+	if call.Function() == operators.Add {
+		impl = flatAdd(impl)
 	}
 	gc := &guardedCall{InterpretableCall: call, name: call.Function(), work: g.work, impl: impl}
 	if gc.name == "matches" {
@@ -186,7 +193,56 @@ func (c *guardedCall) Exec(frame *interpreter.ExecutionFrame) ref.Val {
 	return c.impl(args)
 }
 
+// addWork is what + copies: both lists, or only the right one added to
+// a comprehension's own list (map() and filter() add one element a
+// step); both strings or bytes.
+func addWork(a []ref.Val, _ uint64) uint64 {
+	if len(a) != 2 {
+		return 0
+	}
+	if la, ok := listLen(a[0]); ok {
+		lb, _ := listLen(a[1])
+		if _, accumulating := a[0].(traits.MutableLister); accumulating {
+			return lb
+		}
+		return satAdd(la, lb)
+	}
+	switch l := a[0].(type) {
+	case types.String:
+		return satAdd(uint64(len(l)), strLen(a, 1))
+	case types.Bytes:
+		if r, ok := a[1].(types.Bytes); ok {
+			return uint64(len(l) + len(r))
+		}
+	}
+	return 0
+}
+
+// flatAdd is CEL's + (add), but two lists make one list of their
+// elements, not a view of the two.
+func flatAdd(add func([]ref.Val) ref.Val) func([]ref.Val) ref.Val {
+	return func(a []ref.Val) ref.Val {
+		l, okl := a[0].(traits.Lister)
+		r, okr := a[1].(traits.Lister)
+		if _, accumulating := a[0].(traits.MutableLister); !okl || !okr || accumulating {
+			return add(a)
+		}
+		la, _ := listLen(l)
+		lb, _ := listLen(r)
+		elems := make([]ref.Val, 0, la+lb)
+		for _, list := range []traits.Lister{l, r} {
+			for it := list.Iterator(); it.HasNext() == types.True; {
+				elems = append(elems, it.Next())
+			}
+		}
+		return types.NewRefValList(types.DefaultTypeAdapter, elems)
+	}
+}
+
 func equalityWork(a []ref.Val, limit uint64) uint64 {
+	if len(a) != 2 {
+		return 0
+	}
 	// The smaller operand bounds an equality's walk.
 	return deepSize(a[1], deepSize(a[0], limit))
 }
@@ -194,6 +250,9 @@ func equalityWork(a []ref.Val, limit uint64) uint64 {
 func inWork(a []ref.Val, limit uint64) uint64 {
 	// In a list, each element is compared with the value looked for:
 	// at most the list's values are walked. A map's keys are looked up.
+	if len(a) != 2 {
+		return 0
+	}
 	if _, list := a[1].(traits.Lister); list {
 		return deepSize(a[1], limit)
 	}
@@ -201,6 +260,9 @@ func inWork(a []ref.Val, limit uint64) uint64 {
 }
 
 func inList(a []ref.Val) ref.Val {
+	if len(a) != 2 {
+		return types.NewErr("no such overload")
+	}
 	if c, ok := a[1].(traits.Container); ok {
 		return c.Contains(a[0])
 	}
@@ -234,6 +296,9 @@ func satAdd(a, b uint64) uint64 {
 // replaceWork is the length of what replace() makes: each replacement
 // (at most n, when given) adds the new text.
 func replaceWork(a []ref.Val, _ uint64) uint64 {
+	if len(a) < 3 {
+		return 0
+	}
 	s, ok0 := a[0].(types.String)
 	old, ok1 := a[1].(types.String)
 	repl, ok2 := a[2].(types.String)
@@ -250,6 +315,9 @@ func replaceWork(a []ref.Val, _ uint64) uint64 {
 }
 
 func joinWork(a []ref.Val, limit uint64) uint64 {
+	if len(a) == 0 {
+		return 0
+	}
 	n := deepSize(a[0], limit)
 	if l, ok := a[0].(traits.Lister); ok {
 		if size, ok := l.Size().(types.Int); ok && size > 0 {
@@ -264,6 +332,9 @@ func joinWork(a []ref.Val, limit uint64) uint64 {
 // ways.
 func setsWork(ways uint64) func([]ref.Val, uint64) uint64 {
 	return func(a []ref.Val, limit uint64) uint64 {
+		if len(a) != 2 {
+			return 0
+		}
 		la, oka := listLen(a[0])
 		lb, okb := listLen(a[1])
 		if !oka || !okb || la == 0 || lb == 0 {
@@ -286,6 +357,9 @@ func listLen(v ref.Val) (uint64, bool) {
 // matchesWork is what RE2 does at most: each byte of the string through
 // each instruction of the pattern's program.
 func matchesWork(a []ref.Val, _ uint64) uint64 {
+	if len(a) != 2 {
+		return 0
+	}
 	s, ok0 := a[0].(types.String)
 	p, ok1 := a[1].(types.String)
 	if !ok0 || !ok1 {
@@ -299,6 +373,9 @@ func matchesWork(a []ref.Val, _ uint64) uint64 {
 }
 
 func matches(a []ref.Val) ref.Val {
+	if len(a) != 2 {
+		return types.NewErr("no such overload")
+	}
 	s, ok0 := a[0].(types.String)
 	p, ok1 := a[1].(types.String)
 	if !ok0 || !ok1 {

@@ -252,7 +252,37 @@ func check(r *Rule, name, expr string) ([]string, error) {
 	if err := checkPatterns(parsed.NativeRep().Expr()); err != nil {
 		return nil, fmt.Errorf("%s: health rule for %s: %s: %w", where, r.what(), name, err)
 	}
+	if err := checkOptionalEntries(parsed.NativeRep().Expr()); err != nil {
+		return nil, fmt.Errorf("%s: health rule for %s: %s: %w", where, r.what(), name, err)
+	}
 	return allTraps(parsed.NativeRep(), where, r, name), nil
+}
+
+// checkOptionalEntries refuses optional entries of list and map literals
+// ([?x], {?k: v}): CEL's error for one given a value that is not optional
+// spells the value out whole, however large, and what it holds of the
+// object. An optional field (status.?ready) and orValue() are kept.
+func checkOptionalEntries(e celast.Expr) error {
+	var err error
+	celast.PreOrderVisit(e, celast.NewExprVisitor(func(e celast.Expr) {
+		if err != nil {
+			return
+		}
+		switch e.Kind() {
+		case celast.ListKind:
+			if len(e.AsList().OptionalIndices()) > 0 {
+				err = errors.New("optional entries of a list ([?x]) are not taken: write the list without them, or use orValue()")
+			}
+		case celast.MapKind:
+			for _, entry := range e.AsMap().Entries() {
+				if entry.Kind() == celast.MapEntryKind && entry.AsMapEntry().IsOptional() {
+					err = errors.New("optional entries of a map ({?k: v}) are not taken: write the map without them, or use orValue()")
+					return
+				}
+			}
+		}
+	}))
+	return err
 }
 
 // MaxPatternInstructions bounds a regular expression of matches(): the

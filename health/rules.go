@@ -205,8 +205,8 @@ func (s *Set) Evaluate(ctx context.Context, u *unstructured.Unstructured) (v Ver
 	outOfTime = errors.Is(err, errTooLong)
 	switch {
 	case err != nil:
-		which, expr := c.which(err)
-		if field, missing := missingField(err); missing {
+		which, expr, raw := c.which(err)
+		if field, missing := missingField(err, raw); missing {
 			// The key CEL names may have been computed from the
 			// object's values (m[data.x]): it is printed only when it
 			// is a field or key written in the rule, and the rule
@@ -244,16 +244,16 @@ func (s *Set) Evaluate(ctx context.Context, u *unstructured.Unstructured) (v Ver
 
 // which names the expression an evaluation error is about, from the
 // expression Flux's error quotes.
-func (c *compiled) which(err error) (name, expr string) {
+func (c *compiled) which(err error) (name, expr, raw string) {
 	msg := err.Error()
 	for _, e := range []struct{ name, expr string }{
 		{"inProgress", c.rule.InProgress}, {"failed", c.rule.Failed}, {"current", c.rule.Current},
 	} {
 		if e.expr != "" && strings.Contains(msg, "'"+e.expr+"'") {
-			return e.name, oneLine(e.expr)
+			return e.name, oneLine(e.expr), e.expr
 		}
 	}
-	return "an expression", ""
+	return "an expression", "", ""
 }
 
 // writtenKeys are the fields r's expressions select and the keys they
@@ -292,20 +292,28 @@ func writtenKeys(r *Rule) (map[string]bool, bool) {
 	return keys, computed
 }
 
-var noSuchKey = regexp.MustCompile(`no such (?:key|attribute)[^:]*: ?(.*)$`)
-
-// missingField says whether err is an expression reading a field the
-// object does not have (CEL's "no such key"), and which.
-func missingField(err error) (string, bool) {
-	m := noSuchKey.FindStringSubmatch(err.Error())
-	if m == nil {
+// missingField says whether err is expr's reading a field the object
+// does not have (CEL's "no such key"), and which. Only CEL's own error of
+// the evaluation counts, whole: the text of another may hold "no such
+// key: " and what follows from the object's values (a string a rule
+// made, quoted in an error of CEL's).
+func missingField(err error, expr string) (string, bool) {
+	if expr == "" {
 		return "", false
 	}
-	field := strings.TrimSpace(m[1])
-	if field == "" {
-		field = "a field"
+	rest, ok := strings.CutPrefix(err.Error(), "failed to evaluate the CEL expression '"+expr+"': ")
+	if !ok {
+		return "", false
 	}
-	return field, true
+	for _, p := range []string{"no such key: ", "no such attribute(s): "} {
+		if field, ok := strings.CutPrefix(rest, p); ok {
+			if field = strings.TrimSpace(field); field == "" {
+				field = "a field"
+			}
+			return field, true
+		}
+	}
+	return "", false
 }
 
 // evalError says what kind of error CEL's is, in words of gantry's:

@@ -61,6 +61,21 @@ func twoLists(n int, same bool) map[string]any {
 	return map[string]any{"a": a, "b": b}
 }
 
+// deepView is nestedConcat(k) joined with one more element d times, each
+// a view of the one before.
+func deepView(k, d int) string {
+	l := nestedConcat(k, "1")
+	for range d {
+		l = fmt.Sprintf("[%s].map(a, a+[1])[0]", l)
+	}
+	return l
+}
+
+// refs is a list literal of n references to status.name.
+func refs(name string, n int) string {
+	return "[" + strings.TrimSuffix(strings.Repeat("status."+name+", ", n), ", ") + "]"
+}
+
 func TestOneCallsWorkIsCountedBeforeItRuns(t *testing.T) {
 	long := func(c string, n int) string { return strings.Repeat(c, n) }
 	s := func(n int, c string) map[string]any { return map[string]any{"s": long(c, n)} }
@@ -94,6 +109,16 @@ func TestOneCallsWorkIsCountedBeforeItRuns(t *testing.T) {
 		{"sets.equivalent", "sets.equivalent(status.a, status.b)", twoLists(20000, true)},
 		{"sets.contains, the last one", "sets.contains(status.a, status.b)", twoLists(20000, true)},
 		{"sets of lists made by +", "sets.contains(" + nestedConcat(14, "2") + " + [1], " + nestedConcat(14, "1") + ")", nil},
+		// An optional is compared by what it holds (a second review).
+		{"optionals of lists made by +", "optional.of(" + nestedConcat(20, "1") + ") == optional.of(" + nestedConcat(20, "1") + ")", nil},
+		{"a list of optionals", "[optional.of(" + nestedConcat(26, "1") + ")] == [optional.of(" + nestedConcat(26, "1") + ")]", nil},
+		{"an optional in a list of them", "optional.of(" + nestedConcat(26, "1") + ") in [optional.of(" + nestedConcat(26, "1") + ")]", nil},
+		{"sets of optionals", "sets.contains([optional.of(" + nestedConcat(26, "1") + ")], [optional.of(" + nestedConcat(26, "1") + ")])", nil},
+		{"optionals of the object's maps", "optional.of(" + refs("m", 150) + ") == optional.of(" + refs("m2", 150) + ")", bigMaps(40000, 1).Object["status"].(map[string]any)},
+		// A view reached through 60 levels of views costs each element
+		// its depth (10 s): lists joined by + are made whole.
+		{"a deep view compared", "[" + deepView(19, 60) + "].map(x, x == x)[0]", nil},
+		{"in a deep view", "[" + deepView(19, 60) + "].map(x, 2 in x)[0]", nil},
 		// Equalities the estimate takes as small, run uncounted (6.9 s).
 		{"equalities run uncounted", strings.Repeat(one+" && ", (MaxExpressionBytes-len(one))/len(one+" && ")) + one, twoMaps(45000)},
 	} {
@@ -157,6 +182,13 @@ func TestGuardedCallsGiveCELsAnswers(t *testing.T) {
 		"status.m != {'x': 1.0}":                                                     false,
 		"[status.m, status.tags] == [{'x': 1}, ['a', 'b']]":                          true,
 		"status.tags.map(t, t + t) == ['aa', 'bb']":                                  true,
+		"status.tags + ['c'] == ['a', 'b', 'c']":                                     true,
+		"size(status.tags + status.tags) == 4":                                       true,
+		"(status.tags + [])[1] == 'b' && ([] + status.tags)[0] == 'a'":               true,
+		"'c' in status.tags + ['c']":                                                 true,
+		"status.message + '!' == 'Ready: all 3 replicas are up!'":                    true,
+		"b'ab' + b'c' == b'abc'":                                                     true,
+		"1 + 2 == 3 && 1.5 + 1.5 == 3.0":                                             true,
 	} {
 		rule := &Rule{APIVersion: "example.com/v1", Kind: "Widget", Origin: "rules.yaml:1", Lines: map[string]int{}, Current: expr}
 		e, err := newEvaluator(rule)
@@ -180,11 +212,24 @@ func TestGuardedCallsGiveCELsAnswers(t *testing.T) {
 func TestAMissingKeyIsNamedOnlyAsWritten(t *testing.T) {
 	every := deBruijn(3)
 	u := widget(map[string]any{"pin": "471"})
+	// Every 3-digit key written as a literal, never evaluated.
+	keys := func(lo, hi int) string {
+		var b strings.Builder
+		for i := lo; i < hi; i++ {
+			fmt.Fprintf(&b, "x['%03d'],", i)
+		}
+		return "false && [" + strings.TrimSuffix(b.String(), ",") + "] == []"
+	}
 	for expr, want := range map[string]string{
 		"{'': 1}[status.pin] == 1 || '" + every + "' == ''": "reads a key computed from the object",
-		"status.ready == true":                              "reads ready,",
-		"status['ready'] == true":                           "reads ready,",
-		"status.conditions.exists(c, c.type == 'Ready')":    "reads conditions,",
+		// An error of CEL's that quotes a string the rule made of the
+		// object's value: not a missing key (a second review).
+		"int('no such k' + 'ey: ' + status.pin) == 0 || " + keys(0, 300):                     "cannot be evaluated on this object: a type conversion error",
+		"timestamp(0).getHours('no such k' + 'ey: ' + status.pin) == 0 || " + keys(300, 600): "cannot be evaluated on this object",
+		"duration('no such k' + 'ey: ' + status.pin) == duration('1s') || " + keys(600, 900): "cannot be evaluated on this object",
+		"status.ready == true":                           "reads ready,",
+		"status['ready'] == true":                        "reads ready,",
+		"status.conditions.exists(c, c.type == 'Ready')": "reads conditions,",
 	} {
 		set, _, err := Compile([]Rule{{APIVersion: "example.com/v1", Kind: "Widget", Origin: "rules.yaml:1", Lines: map[string]int{}, Current: expr}}, false)
 		if err != nil {
@@ -192,6 +237,9 @@ func TestAMissingKeyIsNamedOnlyAsWritten(t *testing.T) {
 		}
 		v, _ := set.Evaluate(context.Background(), u)
 		msg := strings.ReplaceAll(v.Result.Message, every, "<every 3 digits>")
+		if i := strings.LastIndex(msg, ") "); i >= 0 {
+			msg = msg[i:] // what follows the rule's own text
+		}
 		if strings.Contains(msg, "471") || !strings.Contains(msg, want) {
 			t.Errorf("%.60s: %q, want %q and not the value", expr, msg, want)
 		}
@@ -222,4 +270,39 @@ func deBruijn(n int) string {
 	}
 	db(1, 1)
 	return string(seq) + string(seq[:n-1])
+}
+
+// A comprehension adds one element a step to a list of its own: charged
+// the element, not the list, so that map() and filter() of a long list
+// stay within the bound.
+func TestComprehensionsOfALongListStayWithinTheBound(t *testing.T) {
+	// 5000: charged the list each step, map() would cost 12.5 million.
+	l := make([]any, 5000)
+	for i := range l {
+		l[i] = int64(i)
+	}
+	rule := &Rule{APIVersion: "example.com/v1", Kind: "Widget", Origin: "rules.yaml:1", Lines: map[string]int{},
+		Current: "status.l.map(x, x + 1).filter(x, x > 10).size() == 4990 && (status.l + status.l).size() == 10000"}
+	e, err := newEvaluator(rule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Evaluate(context.Background(), widget(map[string]any{"l": l}))
+	if err != nil || res.Status != "Current" {
+		t.Errorf("%v %v", res, err)
+	}
+}
+
+// Optional entries of list and map literals are refused at the rule's
+// line: CEL's error for one that is not optional spells its value out.
+func TestOptionalEntriesAreRefused(t *testing.T) {
+	for _, expr := range []string{"[?status.?x] == []", "{?'a': status.?x} == {}", "[1, ?optional.none()] == [1]"} {
+		_, _, err := Compile([]Rule{{APIVersion: "example.com/v1", Kind: "Widget", Origin: "rules.yaml:3", Lines: map[string]int{"current": 4}, Current: expr}}, false)
+		if err == nil || !strings.Contains(err.Error(), "rules.yaml:4") || !strings.Contains(err.Error(), "optional entries") {
+			t.Errorf("%s: %v", expr, err)
+		}
+	}
+	if _, _, err := Compile([]Rule{{APIVersion: "example.com/v1", Kind: "Widget", Origin: "rules.yaml:3", Current: "status.?ready.orValue(false)"}}, false); err != nil {
+		t.Errorf("an optional field is refused: %v", err)
+	}
 }
