@@ -483,8 +483,11 @@ func (e *evaluator) Evaluate(ctx context.Context, u *unstructured.Unstructured) 
 		d := e.arm(ctx)
 		ctx = d.ctx
 		defer func() {
-			if err != nil && context.Cause(d.ctx) == errTooLong && d.parent.Err() == nil {
-				err = fmt.Errorf("failed to evaluate the CEL expression '%s': %w", expr, errTooLong)
+			// Out of time even where the expression's logic took no
+			// error (an && with a false side absorbs one): a verdict
+			// reached so is not the expression's.
+			if context.Cause(d.ctx) == errTooLong && d.parent.Err() == nil {
+				res, err = nil, fmt.Errorf("failed to evaluate the CEL expression '%s': %w", expr, errTooLong)
 			}
 			e.disarm(d)
 		}()

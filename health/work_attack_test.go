@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -304,5 +305,26 @@ func TestOptionalEntriesAreRefused(t *testing.T) {
 	}
 	if _, _, err := Compile([]Rule{{APIVersion: "example.com/v1", Kind: "Widget", Origin: "rules.yaml:3", Current: "status.?ready.orValue(false)"}}, false); err != nil {
 		t.Errorf("an optional field is refused: %v", err)
+	}
+}
+
+// An expression out of time is out of time even where its logic absorbs
+// the error (an && with a false side): no verdict, so none is kept. A
+// map() of 40,000 elements is within the cost and, in cel-go's tracker
+// whose accumulation grows with the list, far past 500 ms.
+func TestOutOfTimeUnderAnAndIsOutOfTime(t *testing.T) {
+	l := make([]any, 40000)
+	for i := range l {
+		l[i] = int64(i)
+	}
+	rule := &Rule{APIVersion: "example.com/v1", Kind: "Widget", Origin: "rules.yaml:1", Lines: map[string]int{},
+		Current: "status.l.map(x, x + 1).size() > 0 && false"}
+	e, err := newEvaluator(rule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Evaluate(context.Background(), widget(map[string]any{"l": l}))
+	if !errors.Is(err, errTooLong) {
+		t.Errorf("%v, %v; want out of time", res, err)
 	}
 }
