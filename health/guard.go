@@ -104,7 +104,13 @@ func guardWork(i interpreter.InterpretableV2) (interpreter.InterpretableV2, erro
 	if call.Function() == operators.Add {
 		impl = flatAdd(impl)
 	}
-	gc := &guardedCall{InterpretableCall: call, name: call.Function(), work: g.work, impl: impl}
+	gc := &guardedCall{InterpretableCall: call, name: call.Function(), args: call.Args(), work: g.work, impl: impl}
+	switch call.Function() {
+	case operators.Equals:
+		gc.equality = 1
+	case operators.NotEquals:
+		gc.equality = -1
+	}
 	if gc.name == "matches" {
 		// Not one CEL's optimizer would replace by its own matcher
 		// of a constant pattern, unguarded.
@@ -154,8 +160,12 @@ func dispatch(function string, arity int) (func([]ref.Val) ref.Val, error) {
 type guardedCall struct {
 	interpreter.InterpretableCall
 	name string
+	args []interpreter.InterpretableV2
 	work func([]ref.Val, uint64) uint64
 	impl func([]ref.Val) ref.Val
+	// equality is 1 for ==, -1 for !=: decided without counting when
+	// either side is no list, map or optional (most of a rule's).
+	equality int
 }
 
 func (c *guardedCall) Function() string { return c.name }
@@ -165,9 +175,25 @@ func (c *guardedCall) Eval(a interpreter.Activation) ref.Val {
 }
 
 func (c *guardedCall) Exec(frame *interpreter.ExecutionFrame) ref.Val {
-	argNodes := c.Args()
-	args := make([]ref.Val, len(argNodes))
-	for i, n := range argNodes {
+	if c.equality != 0 && len(c.args) == 2 {
+		l, r := c.args[0].Exec(frame), c.args[1].Exec(frame)
+		switch {
+		case types.IsUnknownOrError(l):
+			return l
+		case types.IsUnknownOrError(r):
+			return r
+		case flat(l) || flat(r):
+			// Compared in one step (a string: as long as it is,
+			// already paid for).
+			if c.equality > 0 {
+				return types.Equal(l, r)
+			}
+			return types.Bool(types.Equal(l, r) != types.True)
+		}
+		return c.counted(frame, []ref.Val{l, r})
+	}
+	args := make([]ref.Val, len(c.args))
+	for i, n := range c.args {
 		args[i] = n.Exec(frame)
 	}
 	// Strict, as CEL's calls of these functions are: an error or an
@@ -177,7 +203,14 @@ func (c *guardedCall) Exec(frame *interpreter.ExecutionFrame) ref.Val {
 			return a
 		}
 	}
-	budget := &workActivation{}
+	return c.counted(frame, args)
+}
+
+// counted calls c with args when their work is within what is left of
+// the run's budget.
+func (c *guardedCall) counted(frame *interpreter.ExecutionFrame, args []ref.Val) ref.Val {
+	var own workActivation // a run with no budget of its own: this call's
+	budget := &own
 	if w, ok := frame.ResolveName(workName); ok {
 		if a, ok := w.(*workActivation); ok {
 			budget = a
@@ -237,6 +270,15 @@ func flatAdd(add func([]ref.Val) ref.Val) func([]ref.Val) ref.Val {
 		}
 		return types.NewRefValList(types.DefaultTypeAdapter, elems)
 	}
+}
+
+// flat says v holds no other values: compared in one step.
+func flat(v ref.Val) bool {
+	switch v.(type) {
+	case traits.Lister, traits.Mapper, *types.Optional:
+		return false
+	}
+	return true
 }
 
 func equalityWork(a []ref.Val, limit uint64) uint64 {
