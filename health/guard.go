@@ -19,10 +19,10 @@ import (
 // A user's expression is bounded by MaxCost, charged after each call
 // (sizeCost), and by MaxEvalTime, looked at on the steps of a
 // comprehension. Neither stops one call: CEL compares two lists, finds a
-// substring, matches a pattern or makes a replace()'s result in one step.
-// Lists joined by + are views of their parts, 2^n elements made in n
-// steps, and the object's maps may be referenced from a rule's lists any
-// number of times. So the calls whose work is not bounded by the size of
+// substring, matches a pattern or makes a replace()'s result in one step;
+// CEL's + makes a view of two lists (2^n elements in n steps, which
+// gantry's + does not); and the object's maps may be referenced from a
+// rule's lists any number of times. So the calls whose work is not bounded by the size of
 // what they are given and what they make count their work before they
 // do it, against a budget of MaxCost for the run of one expression on
 // one object, counted on the counted run and the uncounted one alike.
