@@ -697,22 +697,8 @@ func (e *evaluator) disarm(d *deadline) {
 type sizeCost struct{}
 
 func (sizeCost) CallCost(function, overloadID string, args []ref.Val, result ref.Val) *uint64 {
-	// An equality compares its operands whole: a list of maps costs
-	// every entry of every map, where CEL charges the list's length.
-	switch {
-	case (function == operators.Equals || function == operators.NotEquals) && len(args) == 2:
-		// The smaller one bounds the work: the other is counted only
-		// as far as the first's size.
-		n := deepSize(args[1], deepSize(args[0], MaxCost+1)) + 1
-		return &n
-	case function == operators.In && len(args) == 2:
-		if l, ok := args[1].(traits.Lister); ok {
-			if size, ok := l.Size().(types.Int); ok && size > 0 {
-				n := min(uint64(size)*deepSize(args[0], MaxCost+1), MaxCost+1) + uint64(size)
-				return &n
-			}
-		}
-	}
+	// An equality, in, and the other calls whose work is not their
+	// result's size count it themselves, before they run (guardWork).
 	if _, list := result.(traits.Lister); list && (function == operators.Add || overloadID == overloads.AddList) {
 		// Concatenated lists share their elements (and map and filter
 		// accumulate their results so): charging the result's size

@@ -92,7 +92,10 @@ func guardWork(i interpreter.InterpretableV2) (interpreter.InterpretableV2, erro
 	}
 	g, ok := guarded[call.Function()]
 	if !ok {
-		return i, nil
+		// Its work is bounded by what it is given (a string it
+		// parses, copies or counts): many of them in one step of a
+		// comprehension, or with none, stop at the deadline.
+		return &interruptible{call}, nil
 	}
 	impl := g.call
 	if impl == nil {
@@ -141,17 +144,46 @@ func dispatch(function string, arity int) (func([]ref.Val) ref.Val, error) {
 			o = b
 		}
 	}
+	var impl func([]ref.Val) ref.Val
 	switch {
 	case o == nil:
 		return nil, nil
 	case arity == 1 && o.Unary != nil:
-		return func(a []ref.Val) ref.Val { return o.Unary(a[0]) }, nil
+		impl = func(a []ref.Val) ref.Val { return o.Unary(a[0]) }
 	case arity == 2 && o.Binary != nil:
-		return func(a []ref.Val) ref.Val { return o.Binary(a[0], a[1]) }, nil
+		impl = func(a []ref.Val) ref.Val { return o.Binary(a[0], a[1]) }
 	case o.Function != nil:
-		return func(a []ref.Val) ref.Val { return o.Function(a...) }, nil
+		impl = func(a []ref.Val) ref.Val { return o.Function(a...) }
+	default:
+		return nil, nil
 	}
-	return nil, nil
+	if o.OperandTrait == 0 {
+		return impl, nil
+	}
+	// As CEL's call does: a first operand without the trait (a map
+	// given to +) has no such overload.
+	return func(a []ref.Val) ref.Val {
+		if len(a) == 0 || !a[0].Type().HasTrait(o.OperandTrait) {
+			return types.NewErr("no such overload: %s", function)
+		}
+		return impl(a)
+	}, nil
+}
+
+// interruptible is a call that looks at the deadline before it runs.
+type interruptible struct {
+	interpreter.InterpretableCall
+}
+
+func (c *interruptible) Eval(a interpreter.Activation) ref.Val {
+	return c.Exec(interpreter.AsFrame(a))
+}
+
+func (c *interruptible) Exec(frame *interpreter.ExecutionFrame) ref.Val {
+	if frame.CheckInterrupt() {
+		return types.WrapErr(interpreter.InterruptError{})
+	}
+	return c.InterpretableCall.Exec(frame)
 }
 
 // guardedCall is a call that counts its work before it calls. It stays a
@@ -175,6 +207,9 @@ func (c *guardedCall) Eval(a interpreter.Activation) ref.Val {
 }
 
 func (c *guardedCall) Exec(frame *interpreter.ExecutionFrame) ref.Val {
+	if frame.CheckInterrupt() {
+		return types.WrapErr(interpreter.InterruptError{})
+	}
 	if c.equality != 0 && len(c.args) == 2 {
 		l, r := c.args[0].Exec(frame), c.args[1].Exec(frame)
 		switch {
@@ -285,8 +320,10 @@ func equalityWork(a []ref.Val, limit uint64) uint64 {
 	if len(a) != 2 {
 		return 0
 	}
-	// The smaller operand bounds an equality's walk.
-	return deepSize(a[1], deepSize(a[0], limit))
+	// The smaller operand bounds the comparison; what is walked to
+	// know it is charged too.
+	d0 := deepSize(a[0], limit)
+	return satAdd(d0, deepSize(a[1], min(limit, d0+1)))
 }
 
 func inWork(a []ref.Val, limit uint64) uint64 {
@@ -383,7 +420,7 @@ func setsWork(ways uint64) func([]ref.Val, uint64) uint64 {
 			return la + lb
 		}
 		da, db := deepSize(a[0], limit), deepSize(a[1], limit)
-		return satMul(ways, min(satMul(la, db), satMul(lb, da)))
+		return satAdd(da+db, satMul(ways, min(satMul(la, db), satMul(lb, da))))
 	}
 }
 

@@ -328,3 +328,93 @@ func TestOutOfTimeUnderAnAndIsOutOfTime(t *testing.T) {
 		t.Errorf("%v, %v; want out of time", res, err)
 	}
 }
+
+// fill repeats unit, joined by sep, between prefix and suffix, as many
+// times as an expression holds.
+func fill(prefix, unit, sep, suffix string) string {
+	var b strings.Builder
+	b.WriteString(prefix)
+	for i := 0; b.Len()+len(unit)+len(sep)+len(suffix) <= MaxExpressionBytes; i++ {
+		if i > 0 {
+			b.WriteString(sep)
+		}
+		b.WriteString(unit)
+	}
+	b.WriteString(suffix)
+	return b.String()
+}
+
+// Attacks (from a third review): one step of a comprehension, or an
+// expression with none, makes hundreds of calls, each doing work in
+// proportion to a long string or list and charged one: the deadline,
+// looked at on a comprehension's steps only, came after seconds. Now
+// every call of a user's expression looks at the deadline, and an
+// equality or a sets function is charged what it walks.
+func TestManyCallsInOneStepStopAtTheDeadline(t *testing.T) {
+	ints := make([]any, 700000)
+	for i := range ints {
+		ints[i] = int64(i)
+	}
+	maps := make([]any, 460000)
+	for i := range maps {
+		maps[i] = map[string]any{}
+	}
+	str := func(unit string, n int) map[string]any { return map[string]any{"s": strings.Repeat(unit, n)} }
+	made := "'" + strings.Repeat("0h", 10) + "'" + strings.Repeat(".replace('h', 'h"+strings.Repeat("0h", 9)+"')", 4) + ".replace('h', 'h0h0h')"
+	for _, c := range []struct {
+		name   string
+		rule   Rule
+		status map[string]any
+	}{
+		{"equalities of a long list, in one step", Rule{Current: fill("[status.l].all(l, size([", "l == [1]", ",", "]) < 0)")}, map[string]any{"l": maps}},
+		{"equalities of a long list with a number", Rule{Current: fill("[status.l].all(l, size([", "l == 1", ",", "]) < 0)")}, map[string]any{"l": ints}},
+		{"sets of a long list", Rule{Current: fill("[status.l].all(l, size([", "sets.contains([l], [1])", ",", "]) < 0)")}, map[string]any{"l": maps}},
+		{"equalities with no comprehension, three expressions", Rule{
+			InProgress: fill("size([", "status.l == [1]", ",", "]) < 0"),
+			Failed:     fill("size([", "status.l == [1]", ",", "]) < 0"),
+			Current:    fill("size([", "status.l == [1]", ",", "]) < 0")}, map[string]any{"l": ints}},
+		{"duration() of a long string", Rule{Current: fill("[status.s].all(s, size([", "duration(s)", ",", "]) < 0)")}, str("0h", 700000)},
+		{"size() of a long string", Rule{Current: fill("[status.s].all(s, size([", "size(s)", ",", "]) < 0)")}, str("é", 700000)},
+		{"charAt() of a long string", Rule{Current: fill("[status.s].all(s, size([", "s.charAt(0)", ",", "]) < 0)")}, str("a", 1400000)},
+		{"substring() of a long string", Rule{Current: fill("[status.s].all(s, size([", "s.substring(0, 1)", ",", "]) < 0)")}, str("a", 1400000)},
+		{"trim() of a long string", Rule{Current: fill("[status.s].all(s, size([", "s.trim()", ",", "]) < 0)")}, str(" ", 1400000)},
+		{"int() of a long string, failing", Rule{Current: fill("", "int(status.s) == 0", " || ", "")}, str("a", 1400000)},
+		{"duration() of a string the rule made", Rule{Current: fill("["+made+"].all(s, size([", "duration(s)", ",", "]) < 0)")}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.status == nil {
+				c.status = map[string]any{}
+			}
+			rule := c.rule
+			rule.APIVersion, rule.Kind, rule.Origin, rule.Lines = "example.com/v1", "Widget", "rules.yaml:1", map[string]int{}
+			if _, _, err := Compile([]Rule{rule}, false); err != nil {
+				t.Fatalf("the rule is refused: %v", err)
+			}
+			e, err := newEvaluator(&rule)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			res, err := e.Evaluate(context.Background(), widget(c.status))
+			took := time.Since(start)
+			t.Logf("%v %.160v; %s", res, err, took)
+			// Within its deadline, with a verdict or without.
+			if took > 2*MaxEvalTime {
+				t.Errorf("one object's evaluation took %s, deadline %s", took, MaxEvalTime)
+			}
+		})
+	}
+}
+
+// + of two maps has no such overload, as CEL's own + says (the guard
+// once called its list's + on them).
+func TestAddOfMapsHasNoSuchOverload(t *testing.T) {
+	rule := &Rule{APIVersion: "example.com/v1", Kind: "Widget", Origin: "rules.yaml:1", Lines: map[string]int{}, Current: "status.m + status.m == {}"}
+	e, err := newEvaluator(rule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Evaluate(context.Background(), widget(map[string]any{"m": map[string]any{"a": int64(1)}})); err == nil || !strings.HasSuffix(err.Error(), "no such overload: _+_") {
+		t.Errorf("%v, want no such overload", err)
+	}
+}
