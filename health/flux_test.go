@@ -122,8 +122,9 @@ func TestUncountedRunsOnlyWhereTheEstimateAllows(t *testing.T) {
 			t.Errorf("%s: %v %v, want Current", tc.name, res, err)
 		}
 		var n uint64
+		w := sizeWalk{left: maxSizeWalk}
 		for _, path := range e.exprs[0].sized {
-			n = max(n, sizeAt(u.Object, path))
+			n = max(n, w.at(u.Object, path))
 		}
 		b := bits.Len64(n)
 		if got := e.exprs[0].fast[b].Load() == 1; got != tc.uncounted {
