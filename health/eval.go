@@ -726,7 +726,7 @@ func (e *evaluator) arm(parent context.Context) *deadline {
 	for len(e.idle) > 0 {
 		d := e.idle[len(e.idle)-1]
 		e.idle = e.idle[:len(e.idle)-1]
-		if d.parent == parent && d.ctx.Err() == nil {
+		if sameContext(d.parent, parent) && d.ctx.Err() == nil {
 			e.mu.Unlock()
 			d.timer.Reset(MaxEvalTime)
 			return d
@@ -738,6 +738,13 @@ func (e *evaluator) arm(parent context.Context) *deadline {
 	d.ctx, d.cancel = context.WithCancelCause(parent)
 	d.timer = time.AfterFunc(MaxEvalTime, func() { d.cancel(errTooLong) })
 	return d
+}
+
+// sameContext says a and b are one context; a context whose type cannot
+// be compared (a struct holding a slice) is never the same.
+func sameContext(a, b context.Context) bool {
+	t := reflect.TypeOf(a)
+	return t == reflect.TypeOf(b) && t != nil && t.Comparable() && a == b
 }
 
 // disarm stops d, and keeps it for the next object when it did not end.

@@ -88,11 +88,18 @@ type Set struct {
 	// last.
 	mu      sync.Mutex
 	decided map[string]decided
+	// decidedBytes are the bytes of the messages decided holds.
+	decidedBytes int
 }
 
-// maxDecided bounds the objects whose verdicts are kept; past it they
-// are forgotten.
-const maxDecided = 100_000
+// maxDecided bounds the objects whose verdicts are kept, and
+// maxDecidedBytes their messages (an object's own message is quoted
+// whole, and objects may be made anew, each a new UID, on every poll);
+// past either they are forgotten.
+const (
+	maxDecided      = 100_000
+	maxDecidedBytes = 16 << 20
+)
 
 // compiled is a rule and its evaluator, made on first use: a CEL
 // environment per expression costs about a millisecond, which a run pays
@@ -116,6 +123,8 @@ func newCompiled(r *Rule) *compiled {
 // decided is the verdict of an object's resourceVersion.
 type decided struct {
 	resourceVersion string
+	// by is the rule that decided it.
+	by *compiled
 	Verdict
 }
 
@@ -176,7 +185,9 @@ func (s *Set) Evaluate(ctx context.Context, u *unstructured.Unstructured) (v Ver
 		s.mu.Lock()
 		kept, seen := s.decided[uid]
 		s.mu.Unlock()
-		if seen && kept.resourceVersion == rv {
+		// The same rule's: one object may be read as two kinds (an
+		// Event of the core group and of events.k8s.io).
+		if seen && kept.resourceVersion == rv && kept.by == c {
 			return kept.Verdict, true
 		}
 		defer func() {
@@ -185,11 +196,19 @@ func (s *Set) Evaluate(ctx context.Context, u *unstructured.Unstructured) (v Ver
 				// the object: decided again next time.
 				return
 			}
-			s.mu.Lock()
-			if s.decided == nil || len(s.decided) >= maxDecided && !seen {
-				s.decided = map[string]decided{}
+			size := 0
+			if v.Result != nil {
+				size = len(v.Result.Message)
 			}
-			s.decided[uid] = decided{resourceVersion: rv, Verdict: v}
+			s.mu.Lock()
+			if s.decided == nil || len(s.decided) >= maxDecided && !seen || s.decidedBytes+size > maxDecidedBytes {
+				s.decided, s.decidedBytes = map[string]decided{}, 0
+			}
+			if old, ok := s.decided[uid]; ok && old.Result != nil {
+				s.decidedBytes -= len(old.Result.Message)
+			}
+			s.decided[uid] = decided{resourceVersion: rv, by: c, Verdict: v}
+			s.decidedBytes += size
 			s.mu.Unlock()
 		}()
 	}
