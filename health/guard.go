@@ -4,7 +4,6 @@ import (
 	"math"
 	"reflect"
 	"regexp"
-	"regexp/syntax"
 	"strings"
 	"sync"
 
@@ -126,24 +125,11 @@ func guardWork(i interpreter.InterpretableV2) (interpreter.InterpretableV2, erro
 // choosing the overload by the arguments' types as an unchecked
 // expression's call does.
 func dispatch(function string, arity int) (func([]ref.Val) ref.Val, error) {
-	env, err := celEnv()
+	all, err := dispatchers()
 	if err != nil {
 		return nil, err
 	}
-	decl, ok := env.Functions()[function]
-	if !ok {
-		return nil, nil
-	}
-	bindings, err := decl.Bindings()
-	if err != nil {
-		return nil, err
-	}
-	var o *functions.Overload
-	for _, b := range bindings {
-		if b.Operator == function {
-			o = b
-		}
-	}
+	o := all[function]
 	var impl func([]ref.Val) ref.Val
 	switch {
 	case o == nil:
@@ -185,6 +171,34 @@ func (c *interruptible) Exec(frame *interpreter.ExecutionFrame) ref.Val {
 	}
 	return c.InterpretableCall.Exec(frame)
 }
+
+// dispatchers are, by name, the guarded functions' overloads that choose
+// among their own by the arguments' types: read once from the
+// environment, not for each call a rule makes.
+var dispatchers = sync1(func() (map[string]*functions.Overload, error) {
+	env, err := celEnv()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*functions.Overload{}
+	fns := env.Functions()
+	for name := range guarded {
+		decl, ok := fns[name]
+		if !ok {
+			continue
+		}
+		bindings, err := decl.Bindings()
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range bindings {
+			if b.Operator == name {
+				out[name] = b
+			}
+		}
+	}
+	return out, nil
+})
 
 // guardedCall is a call that counts its work before it calls. It stays a
 // call (the function, overload and arguments are the original's), so
@@ -493,14 +507,7 @@ func compiledPattern(p string) *pattern {
 	}
 	c = &pattern{}
 	if c.re, c.err = regexp.Compile(p); c.err == nil {
-		re, err := syntax.Parse(p, syntax.Perl)
-		if err == nil {
-			var prog *syntax.Prog
-			if prog, err = syntax.Compile(re.Simplify()); err == nil {
-				c.insts = len(prog.Inst)
-			}
-		}
-		c.err = err
+		c.insts, c.err = patternInstructions(p)
 	}
 	patterns.Lock()
 	if len(patterns.m) < maxPatterns {

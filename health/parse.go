@@ -258,6 +258,20 @@ func check(r *Rule, name, expr string) ([]string, error) {
 	return allTraps(parsed.NativeRep(), where, r, name), nil
 }
 
+// patternInstructions is the length of the program RE2 runs for
+// pattern p: its work on each character it reads.
+func patternInstructions(p string) (int, error) {
+	re, err := syntax.Parse(p, syntax.Perl)
+	if err != nil {
+		return 0, err
+	}
+	prog, err := syntax.Compile(re.Simplify())
+	if err != nil {
+		return 0, err
+	}
+	return len(prog.Inst), nil
+}
+
 // checkOptionalEntries refuses optional entries of list and map literals
 // ([?x], {?k: v}): CEL's error for one given a value that is not optional
 // spells the value out whole, however large, and what it holds of the
@@ -309,17 +323,12 @@ func checkPatterns(e celast.Expr) error {
 			err = errors.New("matches() takes a pattern written in the rule, not one computed from the object")
 			return
 		}
-		re, perr := syntax.Parse(p, syntax.Perl)
+		n, perr := patternInstructions(p)
 		if perr != nil {
 			err = fmt.Errorf("the pattern %q does not compile: %v", p, perr)
 			return
 		}
-		prog, perr := syntax.Compile(re.Simplify())
-		if perr != nil {
-			err = fmt.Errorf("the pattern %q does not compile: %v", p, perr)
-			return
-		}
-		if n := len(prog.Inst); n > MaxPatternInstructions {
+		if n > MaxPatternInstructions {
 			err = fmt.Errorf("the pattern %q compiles to %d instructions, over the limit of %d (its work grows with them on every character it reads)", p, n, MaxPatternInstructions)
 		}
 	}))

@@ -161,7 +161,7 @@ func TestOneCallsWorkIsCountedBeforeItRuns(t *testing.T) {
 // The guarded calls still give CEL's answers on values of ordinary size.
 func TestGuardedCallsGiveCELsAnswers(t *testing.T) {
 	u := widget(map[string]any{"message": "Ready: all 3 replicas are up", "tags": []any{"a", "b"}, "m": map[string]any{"x": int64(1)}})
-	for expr, want := range map[string]bool{
+	wantCurrent(t, u, map[string]bool{
 		"status.message.matches('^Ready')":                                           true,
 		"matches(status.message, 'replicas? are')":                                   true,
 		"status.message.matches('^Failed')":                                          false,
@@ -190,7 +190,14 @@ func TestGuardedCallsGiveCELsAnswers(t *testing.T) {
 		"status.message + '!' == 'Ready: all 3 replicas are up!'":                    true,
 		"b'ab' + b'c' == b'abc'":                                                     true,
 		"1 + 2 == 3 && 1.5 + 1.5 == 3.0":                                             true,
-	} {
+	})
+}
+
+// wantCurrent evaluates each expression, as a user's rule's current, on
+// u: current or not as want says, with no error.
+func wantCurrent(t *testing.T, u *unstructured.Unstructured, want map[string]bool) {
+	t.Helper()
+	for expr, current := range want {
 		rule := &Rule{APIVersion: "example.com/v1", Kind: "Widget", Origin: "rules.yaml:1", Lines: map[string]int{}, Current: expr}
 		e, err := newEvaluator(rule)
 		if err != nil {
@@ -201,8 +208,8 @@ func TestGuardedCallsGiveCELsAnswers(t *testing.T) {
 			t.Errorf("%s: %v", expr, err)
 			continue
 		}
-		if got := res.Status == "Current"; got != want {
-			t.Errorf("%s: %v, want current %v", expr, res.Status, want)
+		if got := res.Status == "Current"; got != current {
+			t.Errorf("%s: %v, want current %v", expr, res.Status, current)
 		}
 	}
 }
