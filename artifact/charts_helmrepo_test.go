@@ -34,8 +34,7 @@ func TestFetchChartFromARepositoryHelmIndexed(t *testing.T) {
 	run := func(args ...string) {
 		t.Helper()
 		cmd := exec.Command(helm, args...)
-		cmd.Env = []string{"HOME=" + home, "HELM_CACHE_HOME=" + filepath.Join(home, "cache"), "HELM_CONFIG_HOME=" + filepath.Join(home, "config"),
-			"HELM_DATA_HOME=" + filepath.Join(home, "data"), "PATH=" + os.Getenv("PATH")}
+		cmd.Env = cluster.ToolEnv(home)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("helm %s: %v\n%s", args[0], err, out)
 		}

@@ -43,8 +43,7 @@ func TestChartPushedByHelmToARegistry(t *testing.T) {
 	tool := func(bin string, extraEnv []string, args ...string) string {
 		t.Helper()
 		cmd := exec.Command(bin, args...)
-		cmd.Env = append([]string{"HOME=" + home, "HELM_CACHE_HOME=" + filepath.Join(home, "cache"), "HELM_CONFIG_HOME=" + filepath.Join(home, "config"),
-			"HELM_DATA_HOME=" + filepath.Join(home, "data"), "DOCKER_CONFIG=" + filepath.Join(home, "docker"), "PATH=" + os.Getenv("PATH")}, extraEnv...)
+		cmd.Env = append(cluster.ToolEnv(home), extraEnv...)
 		cmd.Dir = home
 		out, err := cmd.CombinedOutput()
 		if err != nil {

@@ -469,8 +469,7 @@ func TestChartTakeOverFromHelm(t *testing.T) {
 	home := t.TempDir()
 	cmd := exec.Command(helm, "install", "edge", filepath.Join(root, "platform-v1"), "--namespace="+ns,
 		"--values="+filepath.Join(root, "values-v1.yaml"), "--kubeconfig="+env.Cluster.Kubeconfig, "--wait", "--timeout=2m")
-	cmd.Env = []string{"HOME=" + home, "HELM_CACHE_HOME=" + filepath.Join(home, "cache"), "HELM_CONFIG_HOME=" + filepath.Join(home, "config"),
-		"HELM_DATA_HOME=" + filepath.Join(home, "data"), "PATH=" + os.Getenv("PATH")}
+	cmd.Env = cluster.ToolEnv(home)
 	// Helm runs the pre-install hook Job and waits for it: its pod is
 	// kwok's, which completes it.
 	if out, err := cmd.CombinedOutput(); err != nil {

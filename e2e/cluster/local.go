@@ -522,6 +522,14 @@ func resolveBinDir(dir string) (string, error) {
 	return dir, nil
 }
 
+// ToolEnv is the environment of a CLI run by a test (helm, cosign)
+// that keeps its configuration, caches and credentials in home, not the
+// user's: HOME, Helm's three homes and DOCKER_CONFIG there, and PATH.
+func ToolEnv(home string) []string {
+	return []string{"HOME=" + home, "HELM_CACHE_HOME=" + filepath.Join(home, "cache"), "HELM_CONFIG_HOME=" + filepath.Join(home, "config"),
+		"HELM_DATA_HOME=" + filepath.Join(home, "data"), "DOCKER_CONFIG=" + filepath.Join(home, "docker"), "PATH=" + os.Getenv("PATH")}
+}
+
 // Tool returns the path of a tool that `make tools` builds into the bin
 // directory ($GANTRY_BIN_DIR, else bin/ at the module root), for tests that
 // run real clients (age, cosign) against what gantry produces.
