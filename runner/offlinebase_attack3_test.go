@@ -109,19 +109,7 @@ func TestAttack3OfflineBaseRunFileValuesReadOutside(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Chdir(repo)
-	cache := t.TempDir()
-	// The chart is cached by a build, as a job before the diff would.
-	flags := map[string]string{"chart": "oci://" + reg + "/charts/shop", "chart-version": "1.2.0", "allow-remote-charts": reg,
-		"chart-cache": cache, "chart-hooks": "leave-out", "release-name": "web"}
-	cfg, err := config.Load(config.Given{Command: "build", CommandOrigin: "the command line", Flags: flags, Env: map[string]string{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &Session{}
-	if _, res := s.Render(context.Background(), cfg, &infos{}); res == nil || res.Reason != "" && res.Reason != result.ReasonSucceeded {
-		t.Fatalf("build: %+v", res)
-	}
-	s.Close()
+	cache := cacheChart(t, reg, "1.2.0")
 	srv.Close()
 	env := map[string]string{"GANTRY_WORKSPACE": repo, "GANTRY_CHART": "oci://" + reg + "/charts/shop", "GANTRY_CHART_VERSION": "1.2.0",
 		"GANTRY_ALLOW_REMOTE_CHARTS": reg, "GANTRY_CHART_CACHE": cache, "GANTRY_CHART_HOOKS": "leave-out",
@@ -130,7 +118,7 @@ func TestAttack3OfflineBaseRunFileValuesReadOutside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s = &Session{}
+	s := &Session{}
 	defer s.Close()
 	res := s.Unit(context.Background(), units[0], &infos{}, false)
 	t.Logf("result: %s: %s", res.Reason, res.Message)

@@ -57,17 +57,7 @@ func newAtkRepo(t *testing.T, baseFiles, headFiles func(reg string) map[string]s
 		os.Remove(filepath.Join(repo, name))
 	}
 	write(headFiles(reg))
-	cache := t.TempDir()
-	cfg, err := config.Load(config.Given{Command: "build", CommandOrigin: "the command line", Env: map[string]string{}, Flags: map[string]string{
-		"chart": "oci://" + reg + "/charts/shop", "chart-version": "1.2.0", "allow-remote-charts": reg, "chart-cache": cache, "chart-hooks": "leave-out"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &Session{}
-	if _, res := s.Render(context.Background(), cfg, &infos{}); res == nil || res.Reason != "" && res.Reason != result.ReasonSucceeded {
-		t.Fatalf("build: %+v", res)
-	}
-	s.Close()
+	cache := cacheChart(t, reg, "1.2.0")
 	srv.Close()
 	t.Chdir(repo)
 	return &atkRepo{repo: repo, base: base, cache: cache, reg: reg}

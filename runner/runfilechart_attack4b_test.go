@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/gantry-dev/gantry/config"
-	"github.com/gantry-dev/gantry/result"
 )
 
 // Held checks: what the base's run file names is fetched from nowhere
@@ -34,17 +33,7 @@ func TestAttack4HeldBaseChartOfflineAndAllowList(t *testing.T) {
 		"values head abs":     fmt.Sprintf("units:\n- name: shop\n  inventory: shop\n  chart: oci://%s/charts/shop\n  chart-version: 1.2.0\n  release-name: web\n  chart-hooks: leave-out\n  values: %s/headonly.yaml\n", reg, repo),
 		"run file link":       "LINK",
 	}
-	cache := t.TempDir()
-	cfg, err := config.Load(config.Given{Command: "build", CommandOrigin: "the command line", Env: map[string]string{}, Flags: map[string]string{
-		"chart": "oci://" + reg + "/charts/shop", "chart-version": "1.2.0", "allow-remote-charts": reg, "chart-cache": cache, "chart-hooks": "leave-out"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s0 := &Session{}
-	if _, res := s0.Render(context.Background(), cfg, &infos{}); res == nil || res.Reason != "" && res.Reason != result.ReasonSucceeded {
-		t.Fatalf("build: %+v", res)
-	}
-	s0.Close()
+	cache := cacheChart(t, reg, "1.2.0")
 	t.Chdir(repo)
 	head := fmt.Sprintf("units:\n- name: shop\n  inventory: shop\n  chart: oci://%s/charts/shop\n  chart-version: 1.2.0\n  release-name: web\n  chart-hooks: leave-out\n", reg)
 	for name, baseRF := range cases {

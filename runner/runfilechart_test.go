@@ -109,19 +109,7 @@ func TestOfflineDiffOfARunFilesChartVersionBump(t *testing.T) {
 	t.Chdir(repo)
 	// Both versions are cached by builds, as jobs before the diff would:
 	// offline, nothing is fetched.
-	cache := t.TempDir()
-	for _, v := range []string{"1.2.0", "1.3.0"} {
-		cfg, err := config.Load(config.Given{Command: "build", CommandOrigin: "the command line", Env: map[string]string{}, Flags: map[string]string{
-			"chart": "oci://" + reg + "/charts/shop", "chart-version": v, "allow-remote-charts": reg, "chart-cache": cache, "chart-hooks": "leave-out"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := &Session{}
-		if _, res := s.Render(context.Background(), cfg, &infos{}); res == nil || res.Reason != "" && res.Reason != result.ReasonSucceeded {
-			t.Fatalf("build of %s: %+v", v, res)
-		}
-		s.Close()
-	}
+	cache := cacheChart(t, reg, "1.2.0", "1.3.0")
 	srv.Close()
 	fetched := requests.Load()
 	g := config.Given{Command: "diff", CommandOrigin: "the command line", Flags: map[string]string{}, Env: map[string]string{
@@ -175,4 +163,24 @@ func gitIn(t *testing.T, repo string) func(args ...string) string {
 		}
 		return strings.TrimSpace(string(out))
 	}
+}
+
+// cacheChart builds oci://reg/charts/shop at each version into a new
+// chart cache, as jobs before an offline diff would, and returns it.
+func cacheChart(t *testing.T, reg string, versions ...string) string {
+	t.Helper()
+	cache := t.TempDir()
+	for _, v := range versions {
+		cfg, err := config.Load(config.Given{Command: "build", CommandOrigin: "the command line", Env: map[string]string{}, Flags: map[string]string{
+			"chart": "oci://" + reg + "/charts/shop", "chart-version": v, "allow-remote-charts": reg, "chart-cache": cache, "chart-hooks": "leave-out"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &Session{}
+		if _, res := s.Render(context.Background(), cfg, &infos{}); res == nil || res.Reason != "" && res.Reason != result.ReasonSucceeded {
+			t.Fatalf("build of %s: %+v", v, res)
+		}
+		s.Close()
+	}
+	return cache
 }
