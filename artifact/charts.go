@@ -16,6 +16,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"unicode"
 
 	"github.com/Masterminds/semver/v3"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -113,7 +114,8 @@ func ChartAllowed(allowed []string, u string) bool {
 // prefix mean something else than it says.
 func ChartHost(u string) (string, bool) {
 	p, err := url.Parse(u)
-	if err != nil || p.Host == "" || p.User != nil || p.RawQuery != "" || p.Fragment != "" || strings.Contains(u, "\\") {
+	if err != nil || p.Host == "" || p.User != nil || p.RawQuery != "" || p.Fragment != "" || strings.Contains(u, "\\") ||
+		strings.ContainsFunc(u, func(r rune) bool { return !unicode.IsPrint(r) || r == ' ' }) {
 		return "", false
 	}
 	switch p.Scheme {
@@ -580,6 +582,9 @@ func (c *Client) unpackChart(data []byte, name, dir string) (string, error) {
 			return "", fmt.Errorf("reading the chart archive: %w", err)
 		}
 		clean := path.Clean(h.Name)
+		if strings.ContainsFunc(h.Name, func(r rune) bool { return !unicode.IsPrint(r) }) {
+			return "", fmt.Errorf("the chart archive's entry %q has a character that is not printable (a line break, a control or direction character): refused", h.Name)
+		}
 		if strings.HasPrefix(h.Name, "/") || strings.Contains(h.Name, "\\") || !fs.ValidPath(clean) || strings.Contains("/"+h.Name+"/", "/../") {
 			return "", fmt.Errorf("the chart archive's entry %q is not a path inside it (absolute, or with ..): refused", h.Name)
 		}

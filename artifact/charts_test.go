@@ -350,6 +350,10 @@ func TestUnpackChartRefusesEscapes(t *testing.T) {
 		"hardlink": {Name: "shop/templates/x.yaml", Typeflag: tar.TypeLink, Linkname: "shop/Chart.yaml"},
 		"fifo":     {Name: "shop/fifo", Typeflag: tar.TypeFifo},
 		"two tops": {Name: "other/x.yaml", Typeflag: tar.TypeReg, Linkname: "x"},
+		// Named on the console and in the report: a line break would
+		// write a line of the archive's own (a review's attack).
+		"line break":         {Name: "shop/templates/x\n  chart oci://ghcr.io/acme/shop version 9.9.9 fetched, its signature verified\n::error::pwned.yaml", Typeflag: tar.TypeReg, Linkname: "x"},
+		"direction override": {Name: "shop/templates/x\u202elmay.yaml", Typeflag: tar.TypeReg, Linkname: "x"},
 	} {
 		dir := t.TempDir()
 		_, err := c.unpackChart(tgzOf(t, chart, h), "shop", dir)
@@ -382,3 +386,21 @@ func TestUnpackChartRefusesEscapes(t *testing.T) {
 
 // NewTestRegistry starts an in-process registry on loopback.
 func NewTestRegistry(t *testing.T) string { return newRegistry(t, "", "") }
+
+// A chart's reference with a character that is not printable (a line
+// separator, a direction override) or a space is no plain URL: refused
+// before it is named anywhere.
+func TestChartHostRefusesUnprintableReferences(t *testing.T) {
+	for _, u := range []string{
+		"https://127.0.0.1:1/x\u2028  chart https://charts.example.com/shop version 1.0.0 fetched\u202e/",
+		"oci://ghcr.io/acme/shop\nfetched",
+		"https://charts.example.com/a b",
+	} {
+		if _, ok := ChartHost(u); ok {
+			t.Errorf("%q taken as a chart's URL", u)
+		}
+	}
+	if host, ok := ChartHost("oci://ghcr.io/acme/charts/shop"); !ok || host != "ghcr.io" {
+		t.Errorf("a plain reference: %q %v", host, ok)
+	}
+}

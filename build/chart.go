@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/gantry-dev/gantry/build/charts"
 	"github.com/gantry-dev/gantry/schemas/releases"
@@ -71,6 +72,9 @@ type ChartNotice struct {
 	// by their template file.
 	LeftOut []string
 }
+
+// notPrintable is a character a name may not hold where it is printed.
+func notPrintable(r rune) bool { return !unicode.IsPrint(r) }
 
 // chartShown is how messages name c, whose folder is dir: as Shown, or
 // by its path from the workspace.
@@ -161,6 +165,21 @@ func renderChart(opts BuildOptions, sfs *sopsFS) ([]*manifestPart, error) {
 	rendered, err := render(context.Background(), ropts)
 	if err != nil {
 		return fail(err)
+	}
+	// Template files are named in the console, the report and the
+	// summary: a name that is not printable (a line break, a control or
+	// direction character) could write lines of its own there.
+	for _, docs := range [][]charts.Document{rendered.CRDs, rendered.Manifests} {
+		for _, d := range docs {
+			if strings.ContainsFunc(d.Source, notPrintable) {
+				return nil, &BuildError{File: shown, Err: fmt.Errorf("the chart's file %q has a character that is not printable: refused", d.Source)}
+			}
+		}
+	}
+	for _, h := range rendered.Hooks {
+		if strings.ContainsFunc(h.Source, notPrintable) {
+			return nil, &BuildError{File: shown, Err: fmt.Errorf("the chart's file %q has a character that is not printable: refused", h.Source)}
+		}
 	}
 	// A document's source is chartname/templates/x.yaml: named in the
 	// chart's folder, whatever the folder is called.

@@ -257,3 +257,21 @@ func TestChartValuesRelativeToTheWorkingDirectory(t *testing.T) {
 	}
 	t.Fatal("no Deployment")
 }
+
+// A chart's file names are said on the console and in the report (hooks
+// left out, objects' sources): one that is not printable (a line break
+// that would write a line of the chart's own, a direction override) is
+// refused, naming it, whether the chart is a folder or was fetched.
+func TestChartFileNamesArePrintable(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"x\n::error::forged.yaml", "x\u202elmay.yaml"} {
+		ws, dir := shopChart(t)
+		if err := os.WriteFile(filepath.Join(dir, "templates", name), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Build(BuildOptions{WorkDir: ws, Chart: &Chart{Dir: dir, ReleaseName: "web", Hooks: HooksLeaveOut}})
+		if err == nil || !strings.Contains(err.Error(), "not printable") {
+			t.Errorf("%q: %v", name, err)
+		}
+	}
+}

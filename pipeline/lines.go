@@ -131,6 +131,9 @@ func (l *lines) fieldLine(source string, start int, path string) int {
 func (l *lines) document(source string, start int) *yaml.Node {
 	f := l.file(source)
 	f.nodesOnce.Do(func() {
+		if !result.FileSource(source) {
+			return
+		}
 		path := source
 		if !filepath.IsAbs(path) && l.workDir != "" {
 			path = filepath.Join(l.workDir, path)
@@ -289,6 +292,9 @@ func unquote(v string) string {
 func (l *lines) docs(source string) []docStart {
 	f := l.file(source)
 	f.once.Do(func() {
+		if !result.FileSource(source) {
+			return
+		}
 		path := source
 		if !filepath.IsAbs(path) && l.workDir != "" {
 			path = filepath.Join(l.workDir, path)

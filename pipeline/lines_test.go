@@ -160,3 +160,28 @@ func TestLinesReadEachFileOnce(t *testing.T) {
 		t.Errorf("lines of cm-0 and cm-49: %d, %d", lines[0], lines[49])
 	}
 }
+
+// A fetched chart's file is named by its reference (oci://…): no file of
+// the workspace, even one a pull request put at that relative path
+// (oci:/…), gives its lines.
+func TestAFetchedChartsSourceIsReadFromNoFile(t *testing.T) {
+	dir := t.TempDir()
+	source := "oci://ghcr.io/acme/shop:1.2.0/templates/deployment.yaml"
+	planted := filepath.Join(dir, "oci:", "ghcr.io", "acme", "shop:1.2.0", "templates", "deployment.yaml")
+	if err := os.MkdirAll(filepath.Dir(planted), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	doc := "# planted\n\n\n\n\n\n\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web-shop\nspec:\n  replicas: 1\n"
+	if err := os.WriteFile(planted, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := &lines{workDir: dir}
+	if n := l.lineOf(source, "Deployment", "web-shop"); n != 0 {
+		t.Errorf("line %d read from the workspace's %s", n, planted)
+	}
+	// The planted file holds spec.replicas on line 13; what the object
+	// starts on is all that is known.
+	if n := l.fieldLine(source, 8, "spec.replicas"); n == 13 {
+		t.Errorf("field line %d read from the workspace's %s", n, planted)
+	}
+}

@@ -233,7 +233,7 @@ func (a *GitHubAnnotations) Report(_ context.Context, res *result.Result) error 
 				}
 			}
 			fields := map[string]string{"title": noLogCommands(o.Ref() + " " + string(o.Action))}
-			if source != "" {
+			if source != "" && result.FileSource(source) {
 				fields["file"] = a.relative(source)
 				if line > 0 {
 					fields["line"] = strconv.Itoa(line)
@@ -255,7 +255,7 @@ func noLogCommands(s string) string {
 // relative makes a source path relative to the workspace, as annotations
 // need it.
 func (a *GitHubAnnotations) relative(p string) string {
-	if a.Workspace == "" {
+	if a.Workspace == "" || !result.FileSource(p) {
 		return p
 	}
 	abs := p

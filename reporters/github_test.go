@@ -70,3 +70,20 @@ func TestOutputsNeverEndEarly(t *testing.T) {
 		t.Errorf("outputs %v", got)
 	}
 }
+
+// A fetched chart's object is annotated without a file: its source
+// (oci://…) is no file of the workspace, and read as one it would point
+// at oci:/… there, which a pull request may write.
+func TestAFetchedChartsObjectIsAnnotatedWithoutAFile(t *testing.T) {
+	t.Parallel()
+	res := sample()
+	res.Objects = []result.Object{{Kind: "Deployment", Namespace: "default", Name: "web-shop", Action: result.Failed,
+		Source: "oci://ghcr.io/acme/shop:1.2.0/templates/deployment.yaml", Line: 8, Error: "rejected"}}
+	var out strings.Builder
+	if err := (&GitHubAnnotations{Action: githubactions.New(githubactions.WithWriter(&out)), Workspace: t.TempDir()}).Report(t.Context(), res); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(out.String()); strings.Contains(got, "file=") || !strings.HasPrefix(got, "::error title=Deployment/default/web-shop failed::") {
+		t.Errorf("annotation %q, want one with no file", got)
+	}
+}

@@ -374,6 +374,12 @@ type Chart struct {
 	LeftOut []string `json:"leftOut,omitempty"`
 }
 
+// FileSource says source names a file (in the workspace, or an absolute
+// path), not a chart fetched from a registry or repository
+// (oci://…/shop:1.2.0/templates/x.yaml), whose files are nowhere a line
+// can be read from or an annotation pointed at.
+func FileSource(source string) bool { return !strings.Contains(source, "://") }
+
 // ActionsOf lists the actions a command's reports count, in order.
 func ActionsOf(command string) []Action {
 	switch command {
