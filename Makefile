@@ -232,7 +232,7 @@ FUZZTIME ?= 30s
 # cores) run their seeds in make test and fuzz here and in make soak.
 FUZZ_QUICK := reporters:FuzzOutputsCannotInject reporters:FuzzDotenvValue reporters:FuzzStickyContentKey reporters:FuzzMarkdownIsText safefile:FuzzSafeWrite logguard:FuzzLogWriter diffs:FuzzSecretValuesNeverInDiffs plan:FuzzPlanIsData
 FUZZ_QUICK_TIME ?= 3s
-FUZZ_TARGETS := $(FUZZ_QUICK) build:FuzzManifestDecoding entrypoint:FuzzLoad entrypoint:FuzzPlanFromRunFile inventory:FuzzEntryID
+FUZZ_TARGETS := $(FUZZ_QUICK) sources:FuzzManifestDecoding entrypoint:FuzzLoad entrypoint:FuzzPlanFromRunFile inventory:FuzzEntryID
 fuzz:
 	hack/fuzz.sh $(FUZZTIME) $(FUZZ_TARGETS)
 

@@ -12,8 +12,8 @@ import (
 	"runtime/pprof"
 	"syscall"
 
-	"github.com/gantry-dev/gantry/build/charts"
 	"github.com/gantry-dev/gantry/entrypoint"
+	"github.com/gantry-dev/gantry/sources/charts"
 )
 
 func main() {

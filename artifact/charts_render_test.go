@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/gantry-dev/gantry/artifact"
-	"github.com/gantry-dev/gantry/build"
-	"github.com/gantry-dev/gantry/build/charts"
+	"github.com/gantry-dev/gantry/sources"
+	"github.com/gantry-dev/gantry/sources/charts"
 )
 
 // A chart fetched from a registry renders as a chart's folder does.
@@ -21,8 +21,8 @@ func TestFetchedOCIChartRenders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objects, err := build.Build(build.BuildOptions{WorkDir: got.Dir, Path: got.Dir,
-		Chart: &build.Chart{Dir: got.Dir, ReleaseName: "web", Hooks: build.HooksLeaveOut, Render: charts.Render}})
+	objects, err := sources.Build(sources.BuildOptions{WorkDir: got.Dir, Path: got.Dir,
+		Chart: &sources.Chart{Dir: got.Dir, ReleaseName: "web", Hooks: sources.HooksLeaveOut, Render: charts.Render}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// ShopChartTgz packs build/charts/testdata/shop as helm package does: every
+// ShopChartTgz packs sources/charts/testdata/shop as helm package does: every
 // file under one top folder named as the chart, its Chart.yaml's version
 // replaced by version.
 func ShopChartTgz(t testing.TB, version string) []byte {

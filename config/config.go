@@ -28,14 +28,15 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/google/go-containerregistry/pkg/name"
+
 	"github.com/gantry-dev/gantry/artifact"
-	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/gitsource"
 	"github.com/gantry-dev/gantry/health"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/schemas/releases"
-	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/gantry-dev/gantry/sources"
 )
 
 // Config is the validated configuration of one run.
@@ -294,7 +295,7 @@ var (
 	envKey        = regexp.MustCompile(`^[_a-zA-Z][_a-zA-Z0-9]*$`)
 	healthCheckRe = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9]*(?:\.[a-z0-9.-]+)?)/(?:([a-z0-9.-]+)/)?([a-z0-9.:-]+)$`)
 	// secretName matches variable names whose values are masked in output.
-	secretName = build.SecretName
+	secretName = sources.SecretName
 )
 
 // Load makes one unit's Config from the resolved inputs: each concern
@@ -1165,7 +1166,7 @@ func (in *inputs) health(c *Config) {
 	case rulesText(raw):
 		rules, err = health.ParseText([]byte(v.raw), v.origin, 1)
 	default:
-		if build.IsCredentialFile(raw, c.CredentialFiles) {
+		if sources.IsCredentialFile(raw, c.CredentialFiles) {
 			in.bad("health-rules", "%s is a file the run holds credentials in: it is never read as rules", raw)
 			return
 		}

@@ -25,11 +25,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/gantry-dev/gantry/build/charts"
 	"github.com/gantry-dev/gantry/e2e/cluster/clustertest"
 	"github.com/gantry-dev/gantry/entrypoint"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/result"
+	"github.com/gantry-dev/gantry/sources/charts"
 )
 
 var env = clustertest.New()

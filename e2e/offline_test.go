@@ -22,11 +22,11 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/entrypoint"
 	"github.com/gantry-dev/gantry/result"
 	"github.com/gantry-dev/gantry/schemas"
 	"github.com/gantry-dev/gantry/schemas/releases"
+	"github.com/gantry-dev/gantry/sources"
 )
 
 // offlineCase is one file of e2e/testdata/offline/cases: an object the API
@@ -290,7 +290,7 @@ func TestOfflineAcceptsWhatTheServerAccepts(t *testing.T) {
 	}
 	total := 0
 	for _, s := range sets {
-		objects, err := build.Build(build.BuildOptions{Path: s.dir, Substitute: s.substitute})
+		objects, err := sources.Build(sources.BuildOptions{Path: s.dir, Substitute: s.substitute})
 		if err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}

@@ -28,7 +28,7 @@ func TestSOPSFluxShapedOverlayApplies(t *testing.T) {
 	env.Require(t)
 	ns := env.Namespace(t)
 	c := sopsfixture.New(t)
-	dir := c.Tree(t, "../build/testdata/sops")
+	dir := c.Tree(t, "../sources/testdata/sops")
 	args := []string{"apply", "--path=" + dir, "--target-namespace=" + ns, "--inventory=sops-flux", "--inventory-namespace=" + ns, "--wait=false"}
 
 	// Refused, naming the file, with nothing written: no key, another

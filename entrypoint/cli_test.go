@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gantry-dev/gantry/reporters"
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -228,7 +228,7 @@ func TestDiffOutputGolden(t *testing.T) {
 	}}
 	for name, color := range map[string]bool{"plain": false, "color": true} {
 		var b strings.Builder
-		if err := writeDiff(&b, res, "text", "", false, color, reporters.NewRedactor("hunter2-substituted")); err != nil {
+		if err := writeDiff(&b, res, "text", "", false, color, redact.New("hunter2-substituted")); err != nil {
 			t.Fatal(err)
 		}
 		if strings.Contains(b.String(), "hunter2") {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/gantry-dev/gantry/logguard"
 	"github.com/gantry-dev/gantry/logguard/logguardtest"
-	"github.com/gantry-dev/gantry/reporters"
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -22,7 +22,7 @@ func TestConsoleOnGitHubPrintsNoInjectedCommand(t *testing.T) {
 	t.Parallel()
 	var log bytes.Buffer
 	guard := logguard.New(&log)
-	c := newConsole(guard, reporters.NewRedactor(), githubActions)
+	c := newConsole(guard, redact.New(), githubActions)
 	c.StageStarted("apply")
 	c.ObjectDone(result.Object{Kind: "ConfigMap", Namespace: "shop", Name: logguardtest.Injected, Action: result.Failed, Error: logguardtest.Injected,
 		Drift: []result.Drift{{Field: logguardtest.Injected, Change: "changed", Manager: logguardtest.Injected}}})

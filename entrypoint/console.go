@@ -20,14 +20,14 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/config"
 	"github.com/gantry-dev/gantry/diffs"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/logguard"
 	"github.com/gantry-dev/gantry/pipeline"
-	"github.com/gantry-dev/gantry/reporters"
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/result"
+	"github.com/gantry-dev/gantry/sources"
 )
 
 // console prints progress for a person: one line per stage (a collapsible
@@ -37,7 +37,7 @@ import (
 type console struct {
 	mu     *sync.Mutex // shared by the consoles of a run's units
 	w      io.Writer
-	redact *reporters.Redactor
+	redact *redact.Redactor
 	p      platform
 	color  bool
 	now    func() time.Time // GitLab sections carry Unix times
@@ -58,7 +58,7 @@ type console struct {
 
 var _ pipeline.Observer = (*console)(nil)
 
-func newConsole(w io.Writer, redact *reporters.Redactor, p platform) *console {
+func newConsole(w io.Writer, redact *redact.Redactor, p platform) *console {
 	color := colorTerminal(w)
 	return &console{mu: &sync.Mutex{}, w: w, redact: redact, p: p, color: color, now: time.Now}
 }
@@ -274,7 +274,7 @@ const msRound = 1e6 // time.Millisecond, untyped for Round
 // stream is fenced with ::stop-commands:: so that no manifest line can act
 // as a workflow command. Every known secret (a secret-named substitution
 // value, a value decrypted from a SOPS file into a ConfigMap) is masked.
-func writeObjects(w io.Writer, objects []*build.Object, fenced bool, redact *reporters.Redactor) error {
+func writeObjects(w io.Writer, objects []*sources.Object, fenced bool, redact *redact.Redactor) error {
 	if fenced {
 		end, err := fence(w)
 		if err != nil {
@@ -299,7 +299,7 @@ func writeObjects(w io.Writer, objects []*build.Object, fenced bool, redact *rep
 				// Each value is masked before it is written: however
 				// YAML then quotes or folds it, no part of a secret is
 				// left.
-				encoded[i], errs[i] = build.EncodeYAML(diffs.MaskStrings(u.DeepCopy().Object, redact.String))
+				encoded[i], errs[i] = sources.EncodeYAML(diffs.MaskStrings(u.DeepCopy().Object, redact.String))
 			}
 		})
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gantry-dev/gantry/reporters"
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -19,7 +19,7 @@ func TestConsoleGolden(t *testing.T) {
 	t.Parallel()
 	for name, p := range map[string]platform{"plain": plainCLI, "github": githubActions, "gitlab": gitlabCI} {
 		var b strings.Builder
-		c := newConsole(&b, reporters.NewRedactor("hunter2-secret"), p)
+		c := newConsole(&b, redact.New("hunter2-secret"), p)
 		c.now = func() time.Time { return time.Unix(1795000000, 0) }
 		c.StageStarted("apply")
 		c.ObjectDone(result.Object{Kind: "ConfigMap", Namespace: "shop", Name: "settings", Action: result.Unchanged})
@@ -55,7 +55,7 @@ func TestConsoleGolden(t *testing.T) {
 func TestConsoleSummaryWithoutObjects(t *testing.T) {
 	t.Parallel()
 	var b strings.Builder
-	c := newConsole(&b, reporters.NewRedactor(), plainCLI)
+	c := newConsole(&b, redact.New(), plainCLI)
 	c.summary(&result.Result{Command: "apply", Reason: result.ReasonBuildFailed, Message: "kustomization.yaml: no such file",
 		Inventory: &result.Inventory{Name: "shop", Namespace: "deploy"}, Objects: []result.Object{}})
 	if want := "gantry apply: BuildFailed (inventory deploy/shop)\n  - kustomization.yaml: no such file\n"; b.String() != want {
@@ -67,7 +67,7 @@ func TestConsoleSummaryWithoutObjects(t *testing.T) {
 func TestConsoleDiffSummarySaysWhatWouldHappen(t *testing.T) {
 	t.Parallel()
 	var b strings.Builder
-	c := newConsole(&b, reporters.NewRedactor(), plainCLI)
+	c := newConsole(&b, redact.New(), plainCLI)
 	c.summary(&result.Result{Command: "diff", Reason: result.ReasonProgressing,
 		Inventory: &result.Inventory{Name: "shop", Namespace: "deploy"},
 		Objects:   []result.Object{{Action: result.Created}, {Action: result.Configured}, {Action: result.Deleted}, {Action: result.Unchanged}}})
@@ -89,7 +89,7 @@ func TestConsoleDiffSummarySaysWhatWouldHappen(t *testing.T) {
 func TestConsoleDiffSaysWhatWouldHappen(t *testing.T) {
 	t.Parallel()
 	var b strings.Builder
-	c := newConsole(&b, reporters.NewRedactor(), plainCLI)
+	c := newConsole(&b, redact.New(), plainCLI)
 	c.verb = "diff"
 	c.ObjectDone(result.Object{Kind: "ConfigMap", Namespace: "shop", Name: "new", Action: result.Created})
 	c.ObjectDone(result.Object{Kind: "Deployment", Namespace: "shop", Name: "web", Action: result.Configured})

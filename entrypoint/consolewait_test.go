@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gantry-dev/gantry/reporters"
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -26,7 +26,7 @@ func TestConsoleWaitGolden(t *testing.T) {
 	}
 	progress, failure := read("wait-progress.txt"), strings.TrimSuffix(read("wait-failure.txt"), "\n")
 	var b strings.Builder
-	c := newConsole(&b, reporters.NewRedactor(), plainCLI)
+	c := newConsole(&b, redact.New(), plainCLI)
 	c.StageStarted("wait")
 	for _, l := range strings.Split(strings.TrimSuffix(progress, "\n"), "\n") {
 		c.Info(l)

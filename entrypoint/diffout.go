@@ -9,6 +9,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/reporters"
 	"github.com/gantry-dev/gantry/result"
 )
@@ -21,7 +22,7 @@ import (
 // diffs already; redact masks the rest (decrypted and substituted values).
 // On GitHub the output is fenced so that no line of it runs as a workflow
 // command.
-func writeDiff(w io.Writer, res *result.Result, format, base string, fenced, color bool, redact *reporters.Redactor) error {
+func writeDiff(w io.Writer, res *result.Result, format, base string, fenced, color bool, redact *redact.Redactor) error {
 	if fenced {
 		end, err := fence(w)
 		if err != nil {
@@ -119,7 +120,7 @@ func marshalAs(format string, v any) (string, error) {
 
 // writeMachine prints validate's or diff's results as JUnit XML or SARIF.
 // Both mask every string they carry before encoding it.
-func writeMachine(w io.Writer, format, base string, suites []reporters.Suite, redact *reporters.Redactor) error {
+func writeMachine(w io.Writer, format, base string, suites []reporters.Suite, redact *redact.Redactor) error {
 	var b []byte
 	var err error
 	if format == "junit" {

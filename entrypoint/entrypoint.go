@@ -19,13 +19,14 @@ import (
 	"github.com/sethvargo/go-githubactions"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/config"
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/logguard"
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/reporters"
 	"github.com/gantry-dev/gantry/result"
 	"github.com/gantry-dev/gantry/runner"
+	"github.com/gantry-dev/gantry/sources"
 )
 
 // Version is stamped at build time (-ldflags -X).
@@ -136,7 +137,7 @@ func runOne(ctx context.Context, inv *config.Given, p platform, stdout, stderr i
 	var res *result.Result
 	switch cfg.Command {
 	case "build":
-		var objects []*build.Object
+		var objects []*sources.Object
 		objects, res = s.run.Render(ctx, cfg, console)
 		if res.Succeeded() {
 			if err := writeObjects(stdout, objects, p == githubActions, redact); err != nil {
@@ -196,7 +197,7 @@ func runOne(ctx context.Context, inv *config.Given, p platform, stdout, stderr i
 type session struct {
 	env      map[string]string
 	platform platform
-	redact   *reporters.Redactor
+	redact   *redact.Redactor
 	gha      *githubactions.Action // on GitHub only
 	console  *console
 	maskMu   sync.Mutex
@@ -206,7 +207,7 @@ type session struct {
 
 // newSession masks every secret, on GitHub too, before anything is printed.
 func newSession(env map[string]string, p platform, secrets []string, stderr io.Writer) *session {
-	s := &session{env: env, platform: p, redact: reporters.NewRedactor(secrets...)}
+	s := &session{env: env, platform: p, redact: redact.New(secrets...)}
 	if p == githubActions {
 		s.gha = githubAction(logguard.Commands(stderr), env)
 		for _, v := range s.redact.Secrets() {

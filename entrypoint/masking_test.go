@@ -13,10 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/diffs"
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/reporters"
 	"github.com/gantry-dev/gantry/result"
+	"github.com/gantry-dev/gantry/sources"
 )
 
 // randomSecret is a value as people's secrets are: quotes, colons, a
@@ -97,7 +98,7 @@ func TestRandomSecretsAreMaskedInEveryOutput(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 34))
 	for i := range 200 {
 		secret := randomSecret(rng)
-		redact := reporters.NewRedactor(secret)
+		redact := redact.New(secret)
 		b64 := base64.StdEncoding.EncodeToString([]byte(secret))
 		cm := func(v string) *unstructured.Unstructured {
 			return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
@@ -107,7 +108,7 @@ func TestRandomSecretsAreMaskedInEveryOutput(t *testing.T) {
 		outputs := map[string]string{}
 
 		var built bytes.Buffer
-		if err := writeObjects(&built, []*build.Object{{Unstructured: cm(secret)}}, false, redact); err != nil {
+		if err := writeObjects(&built, []*sources.Object{{Unstructured: cm(secret)}}, false, redact); err != nil {
 			t.Fatal(err)
 		}
 		outputs["build"] = built.String()

@@ -12,6 +12,7 @@ import (
 	"github.com/sethvargo/go-githubactions"
 
 	"github.com/gantry-dev/gantry/config"
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/reporters"
 )
 
@@ -78,7 +79,7 @@ func pullRequestNumber(env map[string]string) (int, error) {
 // reporterSet assembles the reporters for where gantry runs and what the
 // inputs ask. Problems that only keep a reporter from running are returned
 // as warnings.
-func reporterSet(cfg *config.Config, env map[string]string, p platform, redact *reporters.Redactor, gha *githubactions.Action, stdout io.Writer) (reporters.Multi, []string) {
+func reporterSet(cfg *config.Config, env map[string]string, p platform, redact *redact.Redactor, gha *githubactions.Action, stdout io.Writer) (reporters.Multi, []string) {
 	var set reporters.Multi
 	var warnings []string
 	report := cfg.Report

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/config"
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/reporters"
 	"github.com/gantry-dev/gantry/result"
 )
@@ -130,7 +131,7 @@ func runFile(ctx context.Context, inv *config.Given, file string, p platform, st
 
 // writeRunDiff prints a diff of every unit: as text, each unit's under a
 // line that names it; as JSON or YAML, the whole run.
-func writeRunDiff(w io.Writer, run *result.Run, format, base string, fenced, color bool, redact *reporters.Redactor) error {
+func writeRunDiff(w io.Writer, run *result.Run, format, base string, fenced, color bool, redact *redact.Redactor) error {
 	if format == "junit" || format == "sarif" {
 		if fenced {
 			end, err := fence(w)

@@ -20,10 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/result"
+	"github.com/gantry-dev/gantry/sources"
 )
 
 // validate prepares the set (namespaces, inventory labels), takes the
@@ -190,7 +190,7 @@ func (r *run) prepare() error {
 	}
 	// Only now, with every namespace given, are two objects that name one
 	// object (one without a namespace, one with the default) seen as one.
-	if err := build.RefuseDuplicates(r.objects, func(o *build.Object) string { return r.objectError(o, nil).Source }); err != nil {
+	if err := sources.RefuseDuplicates(r.objects, func(o *sources.Object) string { return r.objectError(o, nil).Source }); err != nil {
 		r.res.Reason = result.ReasonBuildFailed
 		return err
 	}

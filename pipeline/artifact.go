@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 
 	"github.com/gantry-dev/gantry/artifact"
-	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/result"
+	"github.com/gantry-dev/gantry/sources"
 )
 
 // ArtifactOptions say which OCI artifact a run pushes or pulls.
@@ -33,7 +33,7 @@ func (r *run) pushStage() stage {
 		if packed == nil {
 			packed = r.objects
 		}
-		manifests, err := build.ManifestsYAML(packed)
+		manifests, err := sources.ManifestsYAML(packed)
 		if err != nil {
 			return err
 		}

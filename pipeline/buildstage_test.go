@@ -6,9 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gantry-dev/gantry/build"
-	"github.com/gantry-dev/gantry/schemas"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/gantry-dev/gantry/schemas"
+	"github.com/gantry-dev/gantry/sources"
 )
 
 // apply and diff build without origins; a second build, with them, is
@@ -27,7 +28,7 @@ func TestSecondBuildOnlyForKustomizations(t *testing.T) {
 	})
 	for dir, want := range map[string]bool{"plain": false, "app": true, "mixed": true} {
 		for _, command := range []string{"apply", "diff"} {
-			r := newRun(command, Options{Build: build.BuildOptions{Path: filepath.Join(root, dir), WorkDir: root}}, nil, nil)
+			r := newRun(command, Options{Build: sources.BuildOptions{Path: filepath.Join(root, dir), WorkDir: root}}, nil, nil)
 			objects, _, err := r.build()
 			if err != nil {
 				t.Fatal(err)
@@ -42,7 +43,7 @@ func TestSecondBuildOnlyForKustomizations(t *testing.T) {
 	}
 	// A build asked for without origins (build, diff-artifact) never
 	// looks them up.
-	r := newRun("apply", Options{Build: build.BuildOptions{Path: filepath.Join(root, "app"), WorkDir: root, NoOrigins: true}}, nil, nil)
+	r := newRun("apply", Options{Build: sources.BuildOptions{Path: filepath.Join(root, "app"), WorkDir: root, NoOrigins: true}}, nil, nil)
 	if _, _, err := r.build(); err != nil || r.lazyOrigins {
 		t.Errorf("NoOrigins given: lazy %v, %v", r.lazyOrigins, err)
 	}
@@ -53,7 +54,7 @@ func TestSecondBuildOnlyForKustomizations(t *testing.T) {
 // not shown: only that the field is invalid.
 func TestProblemsOfSecretDataAreNotShown(t *testing.T) {
 	t.Parallel()
-	o := &build.Object{Unstructured: &unstructured.Unstructured{Object: map[string]any{
+	o := &sources.Object{Unstructured: &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "gen", "namespace": "shop"},
 		"type": "kubernetes.io/dockerconfigjson", "stringData": map[string]any{".dockerconfigjson": `{"a" 4`},
 	}}}

@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/structured-merge-diff/v6/value"
 
-	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/result"
+	"github.com/gantry-dev/gantry/sources"
 )
 
 // Drift compares what is live with what gantry applied: the inventory's
@@ -183,7 +183,7 @@ func (r *run) correct(ctx context.Context) *result.Result {
 	c := newRun("apply", opts, r.connect, r.obs)
 	c.res.Source, c.res.Revision = r.res.Source, r.res.Revision
 	c.res.Artifact = r.res.Artifact
-	objects := make([]*build.Object, len(r.objects))
+	objects := make([]*sources.Object, len(r.objects))
 	for i, o := range r.objects {
 		objects[i] = o
 		if paths := r.managed[inventory.EntryFor(o.Unstructured).ID]; len(paths) > 0 {

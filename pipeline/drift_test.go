@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gantry-dev/gantry/build"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/gantry-dev/gantry/sources"
 )
 
 func managed(manager, op, subresource, fields string, at *time.Time) metav1.ManagedFieldsEntry {
@@ -69,7 +70,7 @@ status: {replicas: 5}
 		managed("kube-controller-manager", "Update", "status", `{"f:status":{"f:replicas":{}}}`, &when),
 	})
 	hand := (&run{}).hand
-	pl := &plan{obj: &build.Object{Unstructured: desired}, existing: live, dryRun: dryRun}
+	pl := &plan{obj: &sources.Object{Unstructured: desired}, existing: live, dryRun: dryRun}
 	got, _, _ := fieldDrift(live, dryRun, desired, hand, pl.driftValues())
 	var lines []string
 	for _, d := range got {
@@ -189,13 +190,13 @@ func TestDriftValuesMasked(t *testing.T) {
 		return p
 	}
 	secret := decode(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: shop}\nstringData: {password: hunter22}\n")
-	if show := (&plan{obj: &build.Object{Unstructured: secret}, existing: secret, dryRun: secret}).driftValues(); show != nil {
+	if show := (&plan{obj: &sources.Object{Unstructured: secret}, existing: secret, dryRun: secret}).driftValues(); show != nil {
 		t.Errorf("a Secret's drift shows values")
 	}
 	long := strings.Repeat("x", 200)
 	live := decode(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: shop}\ndata: {token: live-value-1234567, mode: fast, note: "+long+", db: shopdb-password-x}\n")
 	applied := decode(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: shop}\ndata: {token: decrypted-99, mode: slow, note: short, db: other}\n")
-	pl := &plan{obj: &build.Object{Unstructured: applied}, existing: live, dryRun: applied,
+	pl := &plan{obj: &sources.Object{Unstructured: applied}, existing: live, dryRun: applied,
 		hidden: func() []string { return []string{"/data/token"} },
 		mask:   func(s string) string { return strings.ReplaceAll(s, "shopdb-password-x", "***") }}
 	show := pl.driftValues()

@@ -4,10 +4,11 @@ import (
 	"testing"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
-	"github.com/gantry-dev/gantry/build"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/gantry-dev/gantry/health"
 	"github.com/gantry-dev/gantry/inventory"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"github.com/gantry-dev/gantry/sources"
 )
 
 // The planner is made before the fields a revision recorded as secret
@@ -26,7 +27,7 @@ func TestPlannerRulesKeepOffFieldsARevisionRecordedAsSecret(t *testing.T) {
 	}}
 	id := object.UnstructuredToObjMetadata(es)
 	r := newRun("apply", Options{Health: rules, Wait: true}, nil, &infos{})
-	r.objects = []*build.Object{{Unstructured: es}}
+	r.objects = []*sources.Object{{Unstructured: es}}
 	r.planner = r.newPlanner()
 	if r.planner.health.ruleFor(id) == nil {
 		t.Fatal("no rule for the ExternalSecret before any field is known to be secret")

@@ -14,8 +14,8 @@ import (
 	"github.com/fluxcd/cli-utils/pkg/object"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/result"
+	"github.com/gantry-dev/gantry/sources"
 )
 
 // lines finds where objects start in their files, for reports that name
@@ -138,7 +138,7 @@ func (l *lines) document(source string, start int) *yaml.Node {
 		if !filepath.IsAbs(path) && l.workDir != "" {
 			path = filepath.Join(l.workDir, path)
 		}
-		if b, err := os.ReadFile(path); err == nil && int64(len(b)) <= build.DefaultMaxFileBytes {
+		if b, err := os.ReadFile(path); err == nil && int64(len(b)) <= sources.DefaultMaxFileBytes {
 			dec := yaml.NewDecoder(bytes.NewReader(b))
 			for {
 				var n yaml.Node
@@ -311,7 +311,7 @@ var readDocs = readDocStarts
 // read (its objects are then named by file alone).
 func readDocStarts(path string) []docStart {
 	b, err := os.ReadFile(path)
-	if err != nil || int64(len(b)) > build.DefaultMaxFileBytes {
+	if err != nil || int64(len(b)) > sources.DefaultMaxFileBytes {
 		return nil
 	}
 	return readDocStartsFrom(b)
@@ -381,29 +381,29 @@ func (r *run) addLines() {
 	// The files are read on every core first: a first apply reports
 	// every object, and reading thousands of files one by one would add
 	// to its time.
-	var sources []string
+	var files []string
 	seen := map[string]bool{}
 	for _, o := range r.res.Objects {
 		switch o.Action {
 		case result.Created, result.Configured, result.Recreated, result.Failed:
 			if o.Line == 0 && o.Source != "" && !seen[o.Source] {
 				seen[o.Source] = true
-				sources = append(sources, o.Source)
+				files = append(files, o.Source)
 			}
 		}
 	}
 	var wg sync.WaitGroup
-	workers := min(runtime.GOMAXPROCS(0), len(sources))
+	workers := min(runtime.GOMAXPROCS(0), len(files))
 	for w := range workers {
 		wg.Go(func() {
-			for i := w; i < len(sources); i += workers {
-				r.lines.docs(sources[i])
+			for i := w; i < len(files); i += workers {
+				r.lines.docs(files[i])
 			}
 		})
 	}
 	wg.Wait()
 
-	var byID map[string]*build.Object
+	var byID map[string]*sources.Object
 	for i := range r.res.Objects {
 		o := &r.res.Objects[i]
 		switch o.Action {
@@ -420,7 +420,7 @@ func (r *run) addLines() {
 			}
 			if o.Patches == nil && o.Source != "" {
 				if byID == nil {
-					byID = make(map[string]*build.Object, len(r.objects))
+					byID = make(map[string]*sources.Object, len(r.objects))
 					for _, obj := range r.objects {
 						byID[object.UnstructuredToObjMetadata(obj.Unstructured).String()] = obj
 					}
@@ -443,7 +443,7 @@ func (r *run) addLines() {
 
 // patchesOf lists the patches of the build's kustomizations that target
 // obj.
-func (r *run) patchesOf(obj *build.Object) []string {
+func (r *run) patchesOf(obj *sources.Object) []string {
 	return r.patches.of(obj.GroupVersionKind().Group, obj.GetKind(), obj.GetNamespace(), obj.GetName(), obj.GetLabels())
 }
 

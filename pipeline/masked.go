@@ -7,8 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/inventory"
+	"github.com/gantry-dev/gantry/sources"
 )
 
 // maskedFields lists, by object id, the fields of objects (JSON pointers)
@@ -30,7 +30,7 @@ func maskedFields(objs []*unstructured.Unstructured, secret func(string) bool, d
 		if i < len(decrypted) {
 			paths = append(paths, decrypted[i]...)
 		}
-		build.WalkStrings(u.Object, "", func(path, v string) {
+		sources.WalkStrings(u.Object, "", func(path, v string) {
 			if secret != nil && secret(v) && !slices.Contains(paths, path) {
 				paths = append(paths, path)
 			}
@@ -214,7 +214,7 @@ func atPointer(v any, pointer string) (any, bool) {
 // hiddenFields are the fields a diff of o hides whatever their values:
 // those it was decrypted into, and those the run masks in its live
 // object (collectMasked).
-func (r *run) hiddenFields(o *build.Object) []string {
+func (r *run) hiddenFields(o *sources.Object) []string {
 	live := r.liveMasked[inventory.EntryFor(o.Unstructured).ID]
 	if len(live) == 0 {
 		return o.DecryptedFields
@@ -232,7 +232,7 @@ func (r *run) maskRecorded(objs []*unstructured.Unstructured, masked map[string]
 	for _, u := range objs {
 		for _, p := range masked[inventory.EntryFor(u).ID] {
 			if v, ok := atPointer(u.Object, p); ok {
-				if s, ok := v.(string); ok && len(strings.TrimSpace(s)) >= build.MinSecretDataMask {
+				if s, ok := v.(string); ok && len(strings.TrimSpace(s)) >= sources.MinSecretDataMask {
 					values = append(values, s)
 				}
 			}
@@ -256,7 +256,7 @@ func (r *run) maskLive(live *unstructured.Unstructured) {
 		// A short value is hidden where it is (MaskFields), not masked
 		// wherever it appears.
 		if v, ok := atPointer(live.Object, p); ok {
-			if s, ok := v.(string); ok && len(strings.TrimSpace(s)) >= build.MinSecretDataMask {
+			if s, ok := v.(string); ok && len(strings.TrimSpace(s)) >= sources.MinSecretDataMask {
 				values = append(values, s)
 			}
 		}
@@ -312,7 +312,7 @@ func (r *run) collectMasked() {
 
 // decryptedValues are the values o holds in the fields SOPS decrypted
 // into (DecryptedFields), longest first.
-func decryptedValues(o *build.Object) []string {
+func decryptedValues(o *sources.Object) []string {
 	var out []string
 	for _, p := range o.DecryptedFields {
 		if v, ok := atPointer(o.Object, p); ok {
@@ -327,7 +327,7 @@ func decryptedValues(o *build.Object) []string {
 
 // isSecretData says whether field (as a check writes it) is in a
 // Secret's data or stringData.
-func isSecretData(o *build.Object, field string) bool {
+func isSecretData(o *sources.Object, field string) bool {
 	if o.GetAPIVersion() != "v1" || o.GetKind() != "Secret" {
 		return false
 	}

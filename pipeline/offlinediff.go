@@ -12,11 +12,11 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/diffs"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/result"
 	"github.com/gantry-dev/gantry/schemas"
+	"github.com/gantry-dev/gantry/sources"
 )
 
 // BaseSource is the other side of an offline diff: the configuration as
@@ -37,7 +37,7 @@ type BaseSource struct {
 	// Build, when set, is how the base builds, as its own run file
 	// gives the unit (its paths in the base's tree); Absent says the
 	// base has no such unit: everything the head builds is new.
-	Build  *build.BuildOptions
+	Build  *sources.BuildOptions
 	Absent bool
 }
 
@@ -56,7 +56,7 @@ func DiffOffline(ctx context.Context, opts Options, base BaseSource, obs Observe
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout+time.Minute)
 	defer cancel()
 	// The base builds beside the head's validation.
-	var before []*build.Object
+	var before []*sources.Object
 	var baseErr error
 	baseBuilt := make(chan struct{})
 	go func() {
@@ -83,7 +83,7 @@ func DiffOffline(ctx context.Context, opts Options, base BaseSource, obs Observe
 			}
 			b.Chart = &c
 		}
-		before, baseErr = build.Build(b)
+		before, baseErr = sources.Build(b)
 	}()
 	var problems []error
 	res := r.execute(ctx, []stage{
@@ -118,7 +118,7 @@ func DiffOffline(ctx context.Context, opts Options, base BaseSource, obs Observe
 
 // diffOffline compares the head's objects with the base's and validates
 // the head.
-func (r *run) diffOffline(ctx context.Context, before []*build.Object, problems []error) error {
+func (r *run) diffOffline(ctx context.Context, before []*sources.Object, problems []error) error {
 	if problems == nil {
 		problems = make([]error, len(r.objects))
 	}
@@ -254,7 +254,7 @@ func withoutSOPS(u *unstructured.Unstructured) *unstructured.Unstructured {
 
 // recordInvalid records obj as failed offline validation in stage, and
 // returns the failure, naming the object's file.
-func (r *run) recordInvalid(obj *build.Object, stage string, err error) error {
+func (r *run) recordInvalid(obj *sources.Object, stage string, err error) error {
 	oe := r.objectError(obj, err)
 	r.record(failedObject(obj, oe, stage), true)
 	return oe

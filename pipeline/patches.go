@@ -7,9 +7,10 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/gantry-dev/gantry/build"
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/gantry-dev/gantry/sources"
 )
 
 // patch is one patch of a kustomization (patches, patchesStrategicMerge,
@@ -76,7 +77,7 @@ func (p *patches) walk(dir string, seen map[string]bool, depth int) []patch {
 		return nil
 	}
 	seen[abs] = true
-	name := build.FindKustomization(abs)
+	name := sources.FindKustomization(abs)
 	if name == "" {
 		return nil
 	}

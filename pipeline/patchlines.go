@@ -7,8 +7,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gantry-dev/gantry/build"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gantry-dev/gantry/sources"
 )
 
 // patchedField finds, among the patch files that target obj (patches, as
@@ -20,7 +21,7 @@ import (
 // patch when one of its operations adds or replaces that path. The last
 // patch that sets it wins, as kustomize applies them in order. Inline
 // patches, inside a kustomization, are not read.
-func (l *lines) patchedField(obj *build.Object, patches []string, path string) (string, int) {
+func (l *lines) patchedField(obj *sources.Object, patches []string, path string) (string, int) {
 	if path == "" {
 		return "", 0
 	}
@@ -38,7 +39,7 @@ func (l *lines) patchedField(obj *build.Object, patches []string, path string) (
 			full = filepath.Join(l.workDir, f)
 		}
 		b, err := os.ReadFile(full)
-		if err != nil || int64(len(b)) > build.DefaultMaxFileBytes {
+		if err != nil || int64(len(b)) > sources.DefaultMaxFileBytes {
 			continue
 		}
 		dec := yaml.NewDecoder(strings.NewReader(string(b)))
@@ -151,7 +152,7 @@ func fieldPointer(obj any, steps []fieldStep) string {
 			if st.index >= 0 && key == "" {
 				key = strconv.Itoa(st.index)
 			}
-			b.WriteString("/" + build.EscapePointer(key))
+			b.WriteString("/" + sources.EscapePointer(key))
 			obj = t[key]
 		case []any:
 			i := st.index

@@ -24,16 +24,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/gantry-dev/gantry/artifact"
-	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/health"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/result"
+	"github.com/gantry-dev/gantry/sources"
 )
 
 // Options configure a run.
 type Options struct {
-	Build build.BuildOptions
+	Build sources.BuildOptions
 
 	// Inventory names the inventory; InventoryNamespace is where it lives.
 	Inventory          string
@@ -226,10 +226,10 @@ type run struct {
 	connecting chan struct{}
 	early      *kube.Clients
 	earlyErr   error
-	objects    []*build.Object
+	objects    []*sources.Object
 	// artifactObjects, when not nil, is what a push packs instead of
 	// objects: the set with SOPS encryption kept.
-	artifactObjects []*build.Object
+	artifactObjects []*sources.Object
 	// pushing says that a push follows the build.
 	pushing bool
 	// lazyOrigins: the set was built without the objects' files, which
@@ -388,7 +388,7 @@ func (r *run) execute(parent context.Context, stages []stage) *result.Result {
 }
 
 // Render runs only the build stage, for the build command.
-func Render(ctx context.Context, opts Options, obs Observer) ([]*build.Object, *result.Result) {
+func Render(ctx context.Context, opts Options, obs Observer) ([]*sources.Object, *result.Result) {
 	// The objects are only printed: their files are needed only to name
 	// one at fault.
 	opts.Build.NoOrigins = true
@@ -521,7 +521,7 @@ func (r *run) buildStage() stage {
 		// cancelled meanwhile (a runner's SIGTERM) ends at once, the
 		// process with it, instead of when a long build returns.
 		type built struct {
-			objects, packed []*build.Object
+			objects, packed []*sources.Object
 			err             error
 		}
 		done := make(chan built, 1)
@@ -537,7 +537,7 @@ func (r *run) buildStage() stage {
 			r.objects, r.artifactObjects = b.objects, b.packed
 			r.obs.Info(fmt.Sprintf("%s from %s", nObjects(len(b.objects)), r.opts.Build.Shown()))
 			if r.opts.Build.Substitute == nil {
-				if w := build.Unsubstituted(b.objects); w != "" {
+				if w := sources.Unsubstituted(b.objects); w != "" {
 					r.obs.Info("warning: " + w)
 				}
 			}
@@ -550,17 +550,17 @@ func (r *run) buildStage() stage {
 
 // build builds the set, and what a push packs when it differs (nil when
 // it does not).
-func (r *run) build() (objects, packed []*build.Object, err error) {
+func (r *run) build() (objects, packed []*sources.Object, err error) {
 	if r.pushing && !r.opts.Build.KeepSOPSEncrypted {
 		// What is pushed keeps SOPS encryption, what is applied is
 		// decrypted: two builds, the second only when the first
 		// met anything encrypted.
 		keep := r.opts.Build
 		keep.KeepSOPSEncrypted, keep.SOPSIdentities = true, nil
-		if packed, err = build.Build(keep); err != nil {
+		if packed, err = sources.Build(keep); err != nil {
 			return nil, nil, err
 		}
-		if !slices.ContainsFunc(packed, func(o *build.Object) bool { return o.Encrypted }) {
+		if !slices.ContainsFunc(packed, func(o *sources.Object) bool { return o.Encrypted }) {
 			return packed, packed, nil
 		}
 	}
@@ -578,7 +578,7 @@ func (r *run) build() (objects, packed []*build.Object, err error) {
 		// kustomize's origin tracking.
 		opts.NoOrigins = true
 	}
-	opts.ChartNotice = func(n build.ChartNotice) {
+	opts.ChartNotice = func(n sources.ChartNotice) {
 		r.res.Charts = append(r.res.Charts, result.Chart{Name: n.Chart, Folder: n.Dir, Lookup: n.Lookup, LeftOut: n.LeftOut})
 		r.obs.Info(fmt.Sprintf("rendered chart %s from %s", n.Chart, n.Dir))
 		if n.Lookup {
@@ -596,11 +596,11 @@ func (r *run) build() (objects, packed []*build.Object, err error) {
 		}
 		r.obs.Info("left out, as hidden or not .yaml, .yml or .json: " + list)
 	}
-	objects, err = build.Build(opts)
+	objects, err = sources.Build(opts)
 	// Manifests read as files name their file without origin tracking;
 	// only what kustomize built needs the second build.
 	r.lazyOrigins = opts.NoOrigins && !r.opts.Build.NoOrigins &&
-		slices.ContainsFunc(objects, func(o *build.Object) bool { return o.Source == "" })
+		slices.ContainsFunc(objects, func(o *sources.Object) bool { return o.Source == "" })
 	if r.lazyOrigins {
 		r.origins.done = make(chan struct{})
 	}
@@ -632,7 +632,7 @@ func (r *run) findSources() {
 			defer close(r.origins.done)
 			opts := r.opts.Build
 			opts.NoOrigins = false
-			objects, err := build.Build(opts)
+			objects, err := sources.Build(opts)
 			if err != nil {
 				return
 			}
@@ -647,7 +647,7 @@ func (r *run) findSources() {
 
 // sourceOf is o's file: known from the build, or found by the second
 // build; empty while that is still running.
-func (r *run) sourceOf(o *build.Object) string {
+func (r *run) sourceOf(o *sources.Object) string {
 	if o.Source != "" || !r.origins.started.Load() {
 		return o.Source
 	}
@@ -661,7 +661,7 @@ func (r *run) sourceOf(o *build.Object) string {
 
 // objectError is err of object o, naming o's file: it starts the second
 // build if it has not started, and waits for it.
-func (r *run) objectError(o *build.Object, err error) *ObjectError {
+func (r *run) objectError(o *sources.Object, err error) *ObjectError {
 	if r.lazyOrigins {
 		r.findSources()
 		<-r.origins.done
@@ -672,7 +672,7 @@ func (r *run) objectError(o *build.Object, err error) *ObjectError {
 		// The API server and the offline checks quote the value they
 		// refuse: one SOPS decrypted is hidden where it is, whatever
 		// its length, in what the error says.
-		err = &build.HiddenError{Err: err, Msg: build.HideValues(err.Error(), hidden)}
+		err = &sources.HiddenError{Err: err, Msg: sources.HideValues(err.Error(), hidden)}
 	}
 	oe := &ObjectError{Ref: o.Ref(), Source: source, Line: r.lines.lineOf(source, o.GetKind(), o.GetName()), Err: err}
 	if source != "" {
@@ -683,7 +683,7 @@ func (r *run) objectError(o *build.Object, err error) *ObjectError {
 		secretData := false
 		for i := range oe.Problems {
 			p := &oe.Problems[i]
-			p.Message = build.HideValues(p.Message, hidden)
+			p.Message = sources.HideValues(p.Message, hidden)
 			if isSecretData(o, p.Field) {
 				// What a check says of a Secret's value is a piece of
 				// it (the character a JSON parser stopped at): only
@@ -692,7 +692,7 @@ func (r *run) objectError(o *build.Object, err error) *ObjectError {
 			}
 		}
 		if secretData {
-			oe.Err = &build.HiddenError{Err: err, Msg: o.Ref() + ": invalid Secret data, not shown"}
+			oe.Err = &sources.HiddenError{Err: err, Msg: o.Ref() + ": invalid Secret data, not shown"}
 		}
 		if oe.Line > 0 {
 			for i := range oe.Problems {
@@ -710,7 +710,7 @@ func (r *run) objectError(o *build.Object, err error) *ObjectError {
 }
 
 // failedObject is the report's entry of an object that failed with oe.
-func failedObject(obj *build.Object, oe *ObjectError, stage string) result.Object {
+func failedObject(obj *sources.Object, oe *ObjectError, stage string) result.Object {
 	o := resultObject(obj.Unstructured, oe.Source, stage, result.Failed)
 	o.Line = oe.Line
 	setError(&o, oe.Err, oe.Err.Error())

@@ -29,12 +29,12 @@ import (
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/diffs"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/result"
 	"github.com/gantry-dev/gantry/schemas"
+	"github.com/gantry-dev/gantry/sources"
 	"github.com/gantry-dev/gantry/suggest"
 )
 
@@ -112,7 +112,7 @@ const (
 
 // plan is the dry-run verdict for one object.
 type plan struct {
-	obj      *build.Object
+	obj      *sources.Object
 	kind     planKind
 	existing *unstructured.Unstructured // for a recreation or a take-over
 	body     []byte                     // the apply request, sent for the dry-run and the write
@@ -160,7 +160,7 @@ type planner struct {
 	// mask masks the secrets a value holds, in diffs.
 	mask func(string) string
 	// hidden are the fields of an object that its diff hides.
-	hidden func(*build.Object) []string
+	hidden func(*sources.Object) []string
 	// crdsWithResources lets force recreate a CRD whose custom
 	// resources exist (prune-crds-with-resources).
 	crdsWithResources bool
@@ -263,14 +263,14 @@ func (r *run) newPlanner() *planner {
 	p.takeOver = r.opts.takeOver
 	p.onDryRun = r.findSources
 	p.mask = r.opts.Mask
-	p.hidden = func(o *build.Object) []string { return r.hiddenFields(o) }
+	p.hidden = func(o *sources.Object) []string { return r.hiddenFields(o) }
 	p.onLive = r.maskLive
 	p.readiness = r.opts.Wait
 	p.health = r.ruleGuard()
 	return p
 }
 
-func newPlanner(c *kube.Clients, objects []*build.Object, force bool) *planner {
+func newPlanner(c *kube.Clients, objects []*sources.Object, force bool) *planner {
 	p := &planner{clients: c, force: force, crdKinds: map[schema.GroupKind]bool{}, namespaces: map[string]bool{},
 		live: map[objectKey]*unstructured.Unstructured{}, listed: map[groupKey]bool{}, ready: make(chan struct{}),
 		onDryRun: func() {}}
@@ -454,7 +454,7 @@ func (p *planner) knowing(inv *inventory.Inventory) {
 
 // planAll dry-runs every object concurrently and returns the plans in the
 // objects' order.
-func (p *planner) planAll(ctx context.Context, objects []*build.Object, concurrency int) []*plan {
+func (p *planner) planAll(ctx context.Context, objects []*sources.Object, concurrency int) []*plan {
 	keys := make([]objectKey, len(objects))
 	for i, o := range objects {
 		keys[i] = keyOf(o.Unstructured)
@@ -508,7 +508,7 @@ func (p *planner) forget(keys []objectKey) {
 }
 
 // plan reads the live object and dry-runs the desired one.
-func (p *planner) plan(ctx context.Context, o *build.Object) *plan {
+func (p *planner) plan(ctx context.Context, o *sources.Object) *plan {
 	pl := &plan{obj: o, mask: p.mask}
 	if p.hidden != nil {
 		pl.hidden = func() []string { return p.hidden(o) }
@@ -701,21 +701,21 @@ func (p *planner) missing(pl *plan, err error) *plan {
 	return pl
 }
 
-func (p *planner) dependsOnSet(o *build.Object, err error) bool {
+func (p *planner) dependsOnSet(o *sources.Object, err error) bool {
 	if meta.IsNoMatchError(err) {
 		return p.crdKinds[o.GroupVersionKind().GroupKind()]
 	}
 	return p.namespaces[o.GetNamespace()]
 }
 
-func dependencyReason(o *build.Object, err error) string {
+func dependencyReason(o *sources.Object, err error) string {
 	if meta.IsNoMatchError(err) {
 		return "its CustomResourceDefinition is applied in an earlier stage"
 	}
 	return "its Namespace " + o.GetNamespace() + " is applied in an earlier stage"
 }
 
-func isNamespaceNotFound(err error, o *build.Object) bool {
+func isNamespaceNotFound(err error, o *sources.Object) bool {
 	if !apierrors.IsNotFound(err) || o.GetNamespace() == "" {
 		return false
 	}
@@ -839,7 +839,7 @@ func valuesAt(v any, steps []fieldStep, anyIndex bool) []string {
 	return valuesAt(m[step.key], rest, anyIndex)
 }
 
-func (p *planner) describe(err error, o *build.Object) error {
+func (p *planner) describe(err error, o *sources.Object) error {
 	if meta.IsNoMatchError(err) {
 		if best := p.closestKind(o); best != "" {
 			return fmt.Errorf("the cluster has no kind %s in %s; did you mean %s?", o.GetKind(), o.GetAPIVersion(), best)
@@ -1165,7 +1165,7 @@ func describeConflicts(conflicts []result.Conflict) string {
 // closestKind is the kind of o's group version the cluster serves that o's
 // kind most likely misspells, "" when none is near (or the cluster cannot
 // say: it is asked only once an object failed).
-func (p *planner) closestKind(o *build.Object) string {
+func (p *planner) closestKind(o *sources.Object) string {
 	if p.clients == nil || p.clients.Kube == nil {
 		return ""
 	}
@@ -1185,7 +1185,7 @@ func (p *planner) closestKind(o *build.Object) string {
 // closestAPIVersion is the apiVersion, of those in which the cluster serves
 // o's kind, nearest to the one o names: a misspelt group or an old version.
 // "" when the cluster serves the kind in none (or cannot say).
-func (p *planner) closestAPIVersion(o *build.Object) string {
+func (p *planner) closestAPIVersion(o *sources.Object) string {
 	if p.clients == nil || p.clients.Kube == nil {
 		return ""
 	}

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gantry-dev/gantry/build"
+	"github.com/gantry-dev/gantry/sources"
 )
 
 // Counts of objects read as English: "1 object", "2 objects".
@@ -22,7 +22,7 @@ func TestObjectCountsInWords(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs := &infos{}
-	if _, res := Render(context.Background(), Options{Build: build.BuildOptions{Path: file, WorkDir: dir}}, obs); !res.Succeeded() {
+	if _, res := Render(context.Background(), Options{Build: sources.BuildOptions{Path: file, WorkDir: dir}}, obs); !res.Succeeded() {
 		t.Fatalf("%s: %s", res.Reason, res.Message)
 	}
 	if want := "1 object from " + file; !slices.Contains(obs.all(), want) {

@@ -20,11 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/result"
 	"github.com/gantry-dev/gantry/schemas"
+	"github.com/gantry-dev/gantry/sources"
 )
 
 // plan dry-runs every object the cluster can check now, defers those whose
@@ -38,7 +38,7 @@ func (r *run) plan(ctx context.Context) error {
 		r.prepareOffline()
 	}
 	r.planner.knowing(r.prev)
-	objects, rest := r.objects, []*build.Object(nil)
+	objects, rest := r.objects, []*sources.Object(nil)
 	if r.opts.only != nil {
 		// A correction writes only what drifted; the rest is as applied.
 		objects = nil
@@ -304,7 +304,7 @@ func (r *run) replanDeferred(ctx context.Context, provisioned []*plan, contended
 		}
 	}
 	var idx []int
-	var objects []*build.Object
+	var objects []*sources.Object
 	for i, pl := range r.plans {
 		if pl.kind == planDeferred {
 			idx = append(idx, i)

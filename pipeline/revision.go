@@ -13,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/gantry-dev/gantry/artifact"
-	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/result"
+	"github.com/gantry-dev/gantry/sources"
 )
 
 // prepareRevision starts making the revision this run records when it has
@@ -335,9 +335,9 @@ func (r *run) revisionStage(rollback bool, pick func([]*inventory.Revision) (*in
 				return &RevisionRefusedError{Err: fmt.Errorf("revision %d: %w", rv.Number, inventory.ErrSealed)}
 			}
 			r.maskRecorded(objs, rv.Masked)
-			r.objects = make([]*build.Object, 0, len(objs))
+			r.objects = make([]*sources.Object, 0, len(objs))
 			for _, u := range objs {
-				r.objects = append(r.objects, &build.Object{Unstructured: u})
+				r.objects = append(r.objects, &sources.Object{Unstructured: u})
 			}
 			if rv.Artifact != "" {
 				r.res.Artifact = &result.Artifact{URL: rv.Artifact, Digest: rv.Digest}

@@ -13,9 +13,6 @@ import (
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling/event"
 	"github.com/fluxcd/cli-utils/pkg/object"
-	"github.com/gantry-dev/gantry/health"
-	"github.com/gantry-dev/gantry/kube"
-	"github.com/gantry-dev/gantry/reporters"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +26,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/gantry-dev/gantry/health"
+	"github.com/gantry-dev/gantry/kube"
+	"github.com/gantry-dev/gantry/redact"
 )
 
 // a rule's verdict message is the object's own condition message
@@ -56,7 +57,7 @@ func TestAttackRuleMessageIsCutBeforeItIsMasked(t *testing.T) {
 	}
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(schema.GroupVersionKind{Group: "external-secrets.io", Version: "v1", Kind: "ExternalSecret"}, meta.RESTScopeNamespace)
-	r := newRun("apply", Options{Health: rules, Mask: reporters.NewRedactor(secret).String}, nil, &infos{})
+	r := newRun("apply", Options{Health: rules, Mask: redact.New(secret).String}, nil, &infos{})
 	r.clients = &kube.Clients{Client: fake.NewClientBuilder().WithRESTMapper(mapper).WithObjects(es.DeepCopy()).Build(), Mapper: mapper}
 	// What the poller computes of it, as newStatusPoller does.
 	v, ok := r.waitGuard().evaluate(context.Background(), es)
@@ -68,7 +69,7 @@ func TestAttackRuleMessageIsCutBeforeItIsMasked(t *testing.T) {
 	causes := r.explain(context.Background(), id, rs)
 	failure := waitFailure([]notReadyObject{{ref: fmtID(id), status: rs.Status.String(), causes: causes}}, 1, 0)
 	// What the console prints: masked again as a whole.
-	printed := reporters.NewRedactor(secret).String(failure)
+	printed := redact.New(secret).String(failure)
 	if strings.Contains(printed, secret[:12]) {
 		t.Errorf("the wait's failure shows a part of the secret past the mask:\n%s", printed)
 	}
@@ -252,7 +253,7 @@ func TestAttackASecretFlattenedAfterTheMaskIsCutPastIt(t *testing.T) {
 		"type": "Ready", "status": "False", "reason": "Failed", "message": msg}}}
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, meta.RESTScopeNamespace)
-	redact := reporters.NewRedactor(secret)
+	redact := redact.New(secret)
 	r := newRun("apply", Options{Mask: redact.String}, nil, &infos{})
 	r.clients = &kube.Clients{Client: fake.NewClientBuilder().WithRESTMapper(mapper).WithObjects(w.DeepCopy()).Build(), Mapper: mapper}
 	id := object.UnstructuredToObjMetadata(w)

@@ -14,10 +14,11 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/gantry-dev/gantry/reporters"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gantry-dev/gantry/redact"
 )
 
 // A container's log is whatever its image prints: a Secret of its
@@ -160,7 +161,7 @@ func (w withheld) Error() string { return string(w) }
 
 // podSecretMask is the mask of p's log: the values of every Secret p is
 // given, read now. A withheld error says why no mask can be made.
-func (r *run) podSecretMask(ctx context.Context, p *corev1.Pod) (*reporters.Redactor, error) {
+func (r *run) podSecretMask(ctx context.Context, p *corev1.Pod) (*redact.Redactor, error) {
 	for _, v := range p.Spec.Volumes {
 		if v.CSI != nil || v.FlexVolume != nil {
 			return nil, withheld(fmt.Sprintf("the pod mounts volume %s through a driver (%s), whose secrets no mask knows", flat(v.Name), volumeDriver(v)))
@@ -197,7 +198,7 @@ func (r *run) podSecretMask(ctx context.Context, p *corev1.Pod) (*reporters.Reda
 			return nil, withheld("the pod's Secrets hold more values than a mask is made of")
 		}
 	}
-	return reporters.NewRedactor(forms...), nil
+	return redact.New(forms...), nil
 }
 
 // lastWritten is when s was last written, as far as the API server

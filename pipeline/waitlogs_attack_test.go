@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gantry-dev/gantry/reporters"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gantry-dev/gantry/redact"
 )
 
 func (s *logServer) set(f func()) {
@@ -201,7 +202,7 @@ func TestAttackClusterSecretDoesNotMaskTheRunsWords(t *testing.T) {
 			"sidecar": secret("sidecar", nil),
 		},
 		logs: map[string]string{"web-0/web/true": "boom\n"}}
-	red := reporters.NewRedactor()
+	red := redact.New()
 	r := logRun(t, srv, 1)
 	r.opts.Mask, r.opts.Secrets, r.opts.Build.SecretValues = red.String, func(v []string) { red.Add(v...) }, func(v []string) { red.Add(v...) }
 	got := strings.Join(r.podReasons(context.Background(), set, true), "\n")

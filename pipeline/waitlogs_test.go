@@ -10,14 +10,15 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/gantry-dev/gantry/build"
-	"github.com/gantry-dev/gantry/kube"
-	"github.com/gantry-dev/gantry/reporters"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/gantry-dev/gantry/kube"
+	"github.com/gantry-dev/gantry/redact"
+	"github.com/gantry-dev/gantry/sources"
 )
 
 // logServer is an API server of one namespace's pods, Secrets and
@@ -108,9 +109,9 @@ func logRun(t *testing.T, srv *logServer, lines int, runSecrets ...string) *run 
 	t.Helper()
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	red := reporters.NewRedactor(runSecrets...)
+	red := redact.New(runSecrets...)
 	add := func(v []string) { red.Add(v...) }
-	r := newRun("apply", Options{PodLogLines: lines, Mask: red.String, Secrets: add, Build: build.BuildOptions{SecretValues: add}}, nil, &infos{})
+	r := newRun("apply", Options{PodLogLines: lines, Mask: red.String, Secrets: add, Build: sources.BuildOptions{SecretValues: add}}, nil, &infos{})
 	r.clients = &kube.Clients{Kube: kubernetes.NewForConfigOrDie(&rest.Config{Host: hs.URL, QPS: 1000, Burst: 1000})}
 	return r
 }

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/gantry-dev/gantry/kube"
-	"github.com/gantry-dev/gantry/reporters"
+	"github.com/gantry-dev/gantry/redact"
 )
 
 // What a kubelet reports, as the wait meets it on a real node (make
@@ -284,7 +284,7 @@ func TestPodCausesAreMaskedBeforeTheyAreCut(t *testing.T) {
 	controlledBy(&p, set)
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}, meta.RESTScopeNamespace)
-	r := newRun("apply", Options{Mask: reporters.NewRedactor(tabbed, long).String}, nil, &infos{})
+	r := newRun("apply", Options{Mask: redact.New(tabbed, long).String}, nil, &infos{})
 	r.clients = &kube.Clients{
 		Client: fake.NewClientBuilder().WithScheme(kube.Scheme()).WithRESTMapper(mapper).Build(),
 		Kube:   kubefake.NewClientset(&p),

@@ -8,8 +8,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/gantry-dev/gantry/result"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gantry-dev/gantry/result"
 )
 
 // defaultProgressEvery is how often the wait says which objects it still

@@ -23,9 +23,9 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/result"
+	"github.com/gantry-dev/gantry/sources"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -268,7 +268,7 @@ func unschedulableRun(t *testing.T, timeout, progressEvery time.Duration) (*run,
 		Mapper: mapper,
 	}
 	r.progressEvery = progressEvery
-	r.objects = []*build.Object{{Unstructured: u}}
+	r.objects = []*sources.Object{{Unstructured: u}}
 	r.res.Objects = []result.Object{{Kind: "Deployment", Namespace: "shop", Name: "web", Action: result.Created}}
 	r.byID[object.UnstructuredToObjMetadata(u).String()] = 0
 	return r, obs

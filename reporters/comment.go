@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-github/v89/github"
 
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -28,7 +29,7 @@ type PullRequestComment struct {
 	Owner, Repo        string
 	Number             int
 	Page               Page // Marker identifies the inventory's comment
-	Redact             *Redactor
+	Redact             *redact.Redactor
 	HTTPClient         *http.Client
 }
 

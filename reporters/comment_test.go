@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/reporters/fakeapi"
 	"github.com/gantry-dev/gantry/result"
 )
@@ -15,7 +16,7 @@ func newCommenter(srv *httptest.Server, token string) *PullRequestComment {
 		APIURL: srv.URL, GraphQLURL: srv.URL + "/graphql", Token: token,
 		Owner: "acme", Repo: "shop", Number: 7,
 		Page:   Page{RunURL: "https://github.com/acme/shop/actions/runs/42"},
-		Redact: NewRedactor(token),
+		Redact: redact.New(token),
 	}
 }
 
@@ -162,20 +163,20 @@ func TestContentKeyIsReadOnlyWhereGantryWritesIt(t *testing.T) {
 	page := Page{Marker: "gantry:comment inventory=prod/shop"}
 	later := sample()
 	later.Objects[1].Diff = deploymentDiff + "+    image: attacker/miner:1\n"
-	laterBody := StickyBody(later, page, CommentLimit, NewRedactor())
+	laterBody := StickyBody(later, page, CommentLimit, redact.New())
 	key := laterBody[strings.LastIndex(laterBody, "<!-- gantry-content "):]
 
 	harmless := sample()
 	harmless.Objects[0].Action, harmless.Objects[0].Diff = result.Configured,
 		"--- live/ConfigMap/shop/settings\n+++ desired/ConfigMap/shop/settings\n@@ -1 +1 @@\n-  note: a\n+  note: \""+strings.TrimSpace(key)+"\"\n"
-	harmlessBody := StickyBody(harmless, page, CommentLimit, NewRedactor())
+	harmlessBody := StickyBody(harmless, page, CommentLimit, redact.New())
 	if !strings.Contains(harmlessBody, strings.TrimSpace(key)) {
 		t.Fatalf("the harmless comment does not quote the later key; the case does not hold")
 	}
 	if Unchanged(harmlessBody, laterBody) {
 		t.Errorf("a comment whose content quotes the later run's key is taken as unchanged: the later diff would never be shown")
 	}
-	if !Unchanged(laterBody, StickyBody(later, page, CommentLimit, NewRedactor())) {
+	if !Unchanged(laterBody, StickyBody(later, page, CommentLimit, redact.New())) {
 		t.Errorf("the same content is taken as changed")
 	}
 }

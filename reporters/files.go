@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -16,7 +17,7 @@ type JSONReport struct {
 	// Path is the file; "-" writes to Out (standard output).
 	Path   string
 	Out    io.Writer
-	Redact *Redactor
+	Redact *redact.Redactor
 }
 
 var _ Reporter = (*JSONReport)(nil)
@@ -51,7 +52,7 @@ func (j *JSONReport) write(v any) error {
 // `diff` output points at it, since diffs do not belong in outputs.
 type DiffFile struct {
 	Path   string
-	Redact *Redactor
+	Redact *redact.Redactor
 }
 
 var _ Reporter = (*DiffFile)(nil)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/gantry-dev/gantry/redact"
 )
 
 // parseGitHubOutputs reads a GITHUB_OUTPUT file as the runner does:
@@ -131,7 +133,7 @@ func FuzzStickyContentKey(f *testing.F) {
 		render := func(s string) string {
 			res := sample()
 			res.Objects[1].Diff = "--- live\n+++ desired\n@@ -1 +1 @@\n-x\n+" + s + "\n"
-			return StickyBody(res, page, CommentLimit, NewRedactor())
+			return StickyBody(res, page, CommentLimit, redact.New())
 		}
 		ba, bb := render(a), render(b)
 		if !carriesMarker(ba, page.Marker) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sethvargo/go-githubactions"
 
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/result"
 	"github.com/gantry-dev/gantry/safefile"
 )
@@ -43,7 +44,7 @@ func safely(f func()) (err error) {
 type GitHubSummary struct {
 	Action *githubactions.Action
 	Page   Page
-	Redact *Redactor
+	Redact *redact.Redactor
 }
 
 var _ Reporter = (*GitHubSummary)(nil)
@@ -114,7 +115,7 @@ var computedOutputs = func() map[string]bool {
 
 // outputValue is the value an output is written with: masked unless
 // gantry computed it (a unit's <unit>-changed and <unit>-reason too).
-func outputValue(name, v string, redact *Redactor) string {
+func outputValue(name, v string, redact *redact.Redactor) string {
 	if computedOutputs[name] || strings.HasSuffix(name, "-changed") || strings.HasSuffix(name, "-reason") {
 		return v
 	}
@@ -137,7 +138,7 @@ type GitHubOutputs struct {
 	Path       string
 	ReportPath string
 	DiffPath   string
-	Redact     *Redactor
+	Redact     *redact.Redactor
 }
 
 var _ Reporter = (*GitHubOutputs)(nil)
@@ -177,7 +178,7 @@ type GitHubAnnotations struct {
 	Action *githubactions.Action
 	// Workspace is what annotation paths are relative to.
 	Workspace string
-	Redact    *Redactor
+	Redact    *redact.Redactor
 }
 
 var _ Reporter = (*GitHubAnnotations)(nil)

@@ -10,6 +10,7 @@ import (
 
 	gitlab "gitlab.com/gitlab-org/api/client-go"
 
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -33,7 +34,7 @@ type MergeRequestNote struct {
 	ProjectID  string // CI_PROJECT_ID
 	IID        int64  // CI_MERGE_REQUEST_IID
 	Page       Page
-	Redact     *Redactor
+	Redact     *redact.Redactor
 	HTTPClient *http.Client
 }
 
@@ -120,7 +121,7 @@ func gitlabAs(ctx context.Context, api, token string, hc *http.Client) (*gitlab.
 type Dotenv struct {
 	Path                 string
 	ReportPath, DiffPath string
-	Redact               *Redactor
+	Redact               *redact.Redactor
 	// Inputs says which variables are gantry's inputs. An output of the
 	// same name (revision, inventory, report) is written as
 	// GANTRY_OUTPUT_<NAME>: a dotenv's variables win over a later job's

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/reporters/fakeapi"
 )
 
@@ -21,7 +22,7 @@ func TestMergeRequestNoteLifecycle(t *testing.T) {
 	gl.Seed(planted)
 	srv := httptest.NewServer(gl)
 	defer srv.Close()
-	n := &MergeRequestNote{APIURL: srv.URL + "/api/v4", Token: gl.Token, ProjectID: "123", IID: 9, Redact: NewRedactor(gl.Token)}
+	n := &MergeRequestNote{APIURL: srv.URL + "/api/v4", Token: gl.Token, ProjectID: "123", IID: 9, Redact: redact.New(gl.Token)}
 	ctx := t.Context()
 	changed := sample()
 	changed.Revision = "main@sha1:feedbeef"

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -98,10 +99,10 @@ func TestHostileTextCannotInjectMarkdown(t *testing.T) {
 	for d := FullDiffs; d <= CountsOnly; d++ {
 		checkMarkdown(t, "summary at "+d.String(), Markdown(res, page, d))
 	}
-	checkMarkdown(t, "comment", StickyBody(res, page, CommentLimit, NewRedactor()))
-	checkMarkdown(t, "note", StickyBody(res, page, NoteLimit, NewRedactor()))
+	checkMarkdown(t, "comment", StickyBody(res, page, CommentLimit, redact.New()))
+	checkMarkdown(t, "note", StickyBody(res, page, NoteLimit, redact.New()))
 	is, _ := driftIssueOf(res, Page{})
-	checkMarkdown(t, "drift issue", is.body(CommentLimit, NewRedactor()))
+	checkMarkdown(t, "drift issue", is.body(CommentLimit, redact.New()))
 	run := sampleRun()
 	run.Message = hostile
 	for i := range run.Units {

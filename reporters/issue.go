@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-github/v89/github"
 	gitlab "gitlab.com/gitlab-org/api/client-go"
 
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -39,7 +40,7 @@ func drifted(res *result.Result) bool { return res.Reason == result.ReasonDriftD
 type driftIssue struct {
 	marker, title string
 	open          bool
-	body          func(limit int, redact *Redactor) string
+	body          func(limit int, redact *redact.Redactor) string
 }
 
 // driftIssueOf is the issue of one inventory's drift; ok is false for a
@@ -52,7 +53,7 @@ func driftIssueOf(res *result.Result, page Page) (is driftIssue, ok bool) {
 	page.Marker = DriftMarker(res)
 	inv := strings.TrimPrefix(page.Marker, "gantry:drift inventory=")
 	return driftIssue{marker: page.Marker, title: driftTitle("inventory " + inv), open: drifted(res),
-		body: func(limit int, redact *Redactor) string { return StickyBody(res, page, limit, redact) }}, true
+		body: func(limit int, redact *redact.Redactor) string { return StickyBody(res, page, limit, redact) }}, true
 }
 
 // runDriftIssueOf is the issue of a run file's drift.
@@ -68,7 +69,7 @@ func runDriftIssueOf(run *result.Run, page Page) (is driftIssue, ok bool) {
 		what += ", " + map[bool]string{true: "unit ", false: "units "}[len(units) == 1] + strings.Join(slices.Compact(units), ", ")
 	}
 	return driftIssue{marker: page.Marker, title: driftTitle(what), open: runDrifted(run),
-		body: func(limit int, redact *Redactor) string { return RunStickyBody(run, page, limit, redact) }}, true
+		body: func(limit int, redact *redact.Redactor) string { return RunStickyBody(run, page, limit, redact) }}, true
 }
 
 func runDrifted(run *result.Run) bool {
@@ -96,7 +97,7 @@ type GitHubDriftIssue struct {
 	Token              string
 	Owner, Repo        string
 	Page               Page
-	Redact             *Redactor
+	Redact             *redact.Redactor
 	HTTPClient         *http.Client
 }
 
@@ -194,7 +195,7 @@ type GitLabDriftIssue struct {
 	Token      string
 	ProjectID  string
 	Page       Page
-	Redact     *Redactor
+	Redact     *redact.Redactor
 	HTTPClient *http.Client
 }
 

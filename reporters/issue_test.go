@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/reporters/fakeapi"
 	"github.com/gantry-dev/gantry/result"
 )
@@ -68,7 +69,7 @@ func TestGitHubDriftIssueLifecycle(t *testing.T) {
 	srv := httptest.NewServer(gh)
 	defer srv.Close()
 	r := &GitHubDriftIssue{APIURL: srv.URL, GraphQLURL: srv.URL + "/graphql", Token: gh.Token, Owner: "acme", Repo: "shop",
-		Page: Page{RunURL: "https://github.com/acme/shop/actions/runs/42"}, Redact: NewRedactor(gh.Token, "hunter2-canary")}
+		Page: Page{RunURL: "https://github.com/acme/shop/actions/runs/42"}, Redact: redact.New(gh.Token, "hunter2-canary")}
 	lifecycle(t, r)
 
 	want := "POST issue 101, PATCH issue 101 open, PATCH issue 101 closed, POST issue 102"
@@ -103,7 +104,7 @@ func TestGitLabDriftIssueLifecycle(t *testing.T) {
 	gl := &fakeapi.GitLab{T: t, Token: "glpat-canary", Me: 77}
 	srv := httptest.NewServer(gl)
 	defer srv.Close()
-	r := &GitLabDriftIssue{APIURL: srv.URL + "/api/v4", Token: gl.Token, ProjectID: "123", Redact: NewRedactor(gl.Token, "hunter2-canary")}
+	r := &GitLabDriftIssue{APIURL: srv.URL + "/api/v4", Token: gl.Token, ProjectID: "123", Redact: redact.New(gl.Token, "hunter2-canary")}
 	lifecycle(t, r)
 	want := "POST issue 1, PUT issue 1 opened, PUT issue 1 closed, POST issue 2"
 	if got := strings.Join(gl.Writes(), ", "); got != want {
@@ -117,7 +118,7 @@ func TestGitLabDriftIssueLifecycle(t *testing.T) {
 		t.Errorf("issue description:\n%s", issues[1].Description)
 	}
 	// Without a token it says what it needs.
-	none := &GitLabDriftIssue{APIURL: srv.URL + "/api/v4", ProjectID: "123", Redact: NewRedactor()}
+	none := &GitLabDriftIssue{APIURL: srv.URL + "/api/v4", ProjectID: "123", Redact: redact.New()}
 	if err := none.Report(context.Background(), driftSample()); err == nil || !strings.Contains(err.Error(), "CI_JOB_TOKEN cannot write issues") {
 		t.Errorf("without a token: %v", err)
 	}
@@ -164,7 +165,7 @@ func TestEachUnitOfAPlanKeepsItsOwnNoteAndDriftIssue(t *testing.T) {
 		run.Conclude()
 		return run
 	}
-	note := &MergeRequestNote{APIURL: srv.URL + "/api/v4", Token: gl.Token, ProjectID: "123", IID: 9, Redact: NewRedactor()}
+	note := &MergeRequestNote{APIURL: srv.URL + "/api/v4", Token: gl.Token, ProjectID: "123", IID: 9, Redact: redact.New()}
 	for round := 0; round < 2; round++ {
 		for _, unit := range []string{"base", "app-a", "app-b"} {
 			res := noDrift()
@@ -192,7 +193,7 @@ func TestEachUnitOfAPlanKeepsItsOwnNoteAndDriftIssue(t *testing.T) {
 		t.Errorf("the marker of a run of every unit: %q", m)
 	}
 
-	issue := &GitLabDriftIssue{APIURL: srv.URL + "/api/v4", Token: gl.Token, ProjectID: "123", Redact: NewRedactor()}
+	issue := &GitLabDriftIssue{APIURL: srv.URL + "/api/v4", Token: gl.Token, ProjectID: "123", Redact: redact.New()}
 	if err := issue.ReportRun(ctx, unitRun("drift", "app-b", driftSample(".spec.replicas"), true)); err != nil {
 		t.Fatal(err)
 	}

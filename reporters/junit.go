@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -23,7 +24,7 @@ type Suite struct {
 // any object (a build error) is one failed case named after its stage.
 // Every string passes through redact before it is escaped, so that a
 // known secret is masked in whatever form XML escaping gives it.
-func JUnit(suites []Suite, redact *Redactor) ([]byte, error) {
+func JUnit(suites []Suite, redact *redact.Redactor) ([]byte, error) {
 	type failure struct {
 		Message string `xml:"message,attr"`
 		Type    string `xml:"type,attr"`

@@ -14,6 +14,7 @@ import (
 	"github.com/owenrumney/go-sarif/v3/pkg/report/v210/sarif"
 	"github.com/xeipuuv/gojsonschema"
 
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -45,7 +46,7 @@ func buildFailed() *result.Result {
 }
 
 func TestJUnitGolden(t *testing.T) {
-	b, err := JUnit([]Suite{{Result: validateSample()}, {Name: "infra", Result: buildFailed()}}, NewRedactor())
+	b, err := JUnit([]Suite{{Result: validateSample()}, {Name: "infra", Result: buildFailed()}}, redact.New())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestJUnitGolden(t *testing.T) {
 // (no field the format does not define), and puts each field at fault at
 // its file and line, relative to the workspace.
 func TestSARIFIsValidAndPointsAtTheField(t *testing.T) {
-	b, err := SARIF([]Suite{{Result: validateSample()}, {Name: "infra", Result: buildFailed()}}, "v1.4.0", "/work/repo", NewRedactor())
+	b, err := SARIF([]Suite{{Result: validateSample()}, {Name: "infra", Result: buildFailed()}}, "v1.4.0", "/work/repo", redact.New())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func TestMachineOutputsMaskSecrets(t *testing.T) {
 	res.Objects[0].Problems[0].Message = "Invalid value: " + secret
 	res.Objects[1].Error = "bad: " + secret
 	res.Message = secret
-	redact := NewRedactor(secret)
+	redact := redact.New(secret)
 	j, err := JUnit([]Suite{{Result: res}}, redact)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/diffs"
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -287,7 +288,7 @@ func Markdown(res *result.Result, page Page, detail Detail) string {
 				}
 			}
 			add, del := diffs.Lines(o.Diff)
-			fmt.Fprintf(&b, "<details><summary><code>%s</code> %s (+%d −%d)</summary>\n\n%s\n</details>\n\n", htmlEscape(oneLine(o.Ref())), o.Action.Label(res.Command), add, del, fence("diff", d))
+			fmt.Fprintf(&b, "<details><summary><code>%s</code> %s (+%d −%d)</summary>\n\n%s\n</details>\n\n", redact.HTMLText(oneLine(o.Ref())), o.Action.Label(res.Command), add, del, fence("diff", d))
 		}
 		if shortened > 0 {
 			omitted = append(omitted, fmt.Sprintf("the tail of %d long %s", shortened, plural(shortened, "diff", "diffs")))
@@ -346,7 +347,7 @@ func fit(limit int, render func(Detail) string) (string, Detail) {
 // rendering, redacted, ending with a hidden key of its content without
 // what changes on every run (stage timings, the link to the run). A
 // comment that already carries the key says the same: Unchanged tells.
-func StickyBody(res *result.Result, page Page, limit int, redact *Redactor) string {
+func StickyBody(res *result.Result, page Page, limit int, redact *redact.Redactor) string {
 	body, detail := Fit(res, page, limit)
 	stable := *res
 	stable.Stages = make([]result.Stage, len(res.Stages))
@@ -391,62 +392,12 @@ func cell(s string) string {
 	if s == "" {
 		return " "
 	}
-	s = strings.ReplaceAll(text(s), "\r", "")
+	s = strings.ReplaceAll(redact.MarkdownText(s), "\r", "")
 	return strings.ReplaceAll(s, "\n", "<br>")
 }
 
-// text makes a value from the configuration or the cluster plain text in
-// Markdown, where it is read as Markdown (a paragraph, a quote, a table
-// cell, a heading): every ASCII punctuation character that may open or
-// close inline markup anywhere (\ ` * _ [ ] ( ) { } < > | ~ $ & # ! @) is
-// escaped, and at a line's start, after its spaces, what may start a
-// block (- + = and the . or ) after digits), so that none starts a link,
-// emphasis, math, a list, a heading, a table's cell, a code span or HTML;
-// an @ cannot mention, nor # or ! reference (see htmlEscape). A bare URL
-// stays a URL that GitHub and GitLab may link, as it shows. Line breaks
-// are kept: callers put lines where they belong.
-func text(s string) string {
-	var b strings.Builder
-	lineStart, digits := true, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '\n' || c == '\r':
-			lineStart, digits = true, false
-			b.WriteByte(c)
-			continue
-		case lineStart && (c == ' ' || c == '\t'):
-			b.WriteByte(c)
-			continue
-		case strings.IndexByte("&<>#!@", c) >= 0:
-			b.WriteString(textEscaper.Replace(string(c)))
-		case strings.IndexByte("\\`*_[](){}|~$", c) >= 0,
-			lineStart && strings.IndexByte("-+=", c) >= 0,
-			digits && c == '.':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		default:
-			b.WriteByte(c)
-		}
-		digits = (lineStart || digits) && c >= '0' && c <= '9'
-		lineStart = false
-	}
-	return b.String()
-}
-
-// htmlEscape makes text from the configuration or the cluster plain text
-// inside HTML that gantry writes (a <summary>, where Markdown is not
-// read): no HTML (a hidden comment, a marker), no @mention that pings a
-// person or team, no #reference or !reference to an issue or merge
-// request that GitLab or GitHub would link and notify.
-func htmlEscape(s string) string {
-	return textEscaper.Replace(s)
-}
-
-var textEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", "@", "@\u200b", "#", "&#35;", "!", "&#33;")
-
 // oneLine keeps a value on one line, as the wait's messages are: the
-// Redactor masks a secret in that form too.
+// redact.Redactor masks a secret in that form too.
 func oneLine(s string) string { return result.OneLine(s) }
 
 // code is a value as an inline code span: on one line, between backtick
@@ -488,7 +439,7 @@ func quote(s string) string {
 		// no-break spaces, which Markdown does not count.
 		body := strings.TrimLeft(l, " \t")
 		indent := strings.Repeat("\u00a0", len(l)-len(body))
-		b.WriteString("> " + indent + text(body) + "\n")
+		b.WriteString("> " + indent + redact.MarkdownText(body) + "\n")
 	}
 	return b.String()
 }

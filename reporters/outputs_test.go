@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gantry-dev/gantry/redact"
 )
 
 // gantry's own outputs (booleans, counts, reasons, revision numbers) are
@@ -14,7 +16,7 @@ import (
 // that carry names, revisions or paths are masked as anything printed.
 func TestComputedOutputsAreNotMasked(t *testing.T) {
 	t.Parallel()
-	redact := NewRedactor("true", "false", "HealthCheckFailed", "main@sha1:0123abcd")
+	redact := redact.New("true", "false", "HealthCheckFailed", "main@sha1:0123abcd")
 	res := sample()
 	dir := t.TempDir()
 	for _, tc := range []struct {

@@ -5,8 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gantry-dev/gantry/health"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/gantry-dev/gantry/health"
+	"github.com/gantry-dev/gantry/redact"
 )
 
 // Attack: ObjectMessage now shows status.phase + ": " + status.phaseReason
@@ -14,11 +16,11 @@ import (
 // carries a secret value (a controller echoing a spec field the PR filled
 // from a secret-named substitution, or anyone who writes status) placed so
 // the cut falls inside the value leaves all but its tail in the message;
-// the Redactor only knows whole values and their encodings, so the
+// the redact.Redactor only knows whole values and their encodings, so the
 // prefix is printed (wait progress lines, failure, summary, report).
 func TestPhaseReasonCutLeaksSecretPrefixAttack(t *testing.T) {
 	secret := "s3cr3t-T0ken-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-	r := NewRedactor(secret)
+	r := redact.New(secret)
 	phase := "Failed"
 	pad := strings.Repeat("x", 4096-len(phase+": ")-len(secret)+4) // cut leaves all but 4 bytes
 	u := &unstructured.Unstructured{Object: map[string]any{
@@ -35,12 +37,12 @@ func TestPhaseReasonCutLeaksSecretPrefixAttack(t *testing.T) {
 // Attack: a secret with a run of spaces (or a tab) and a character JSON
 // escapes for HTML (<, >, &). A message from the cluster is printed on one
 // line (result.OneLine collapses the run) and the JSON report is
-// json.MarshalIndent (HTML-escaping) then masked. The Redactor knows the
+// json.MarshalIndent (HTML-escaping) then masked. The redact.Redactor knows the
 // one-line form and the JSON-escaped form of the raw value, but not the
 // JSON-escaped one-line form, so the value is written unmasked.
 func TestOneLineThenJSONEscapedSecretLeaksAttack(t *testing.T) {
 	secret := "pa<ss  w0rd&Secret"
-	r := NewRedactor(secret)
+	r := redact.New(secret)
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster",
 		"metadata": map[string]any{"name": "db", "namespace": "ns"},
@@ -60,8 +62,8 @@ func TestOneLineThenJSONEscapedSecretLeaksAttack(t *testing.T) {
 func TestOneLineThenMarkdownEscapedSecretIsMasked(t *testing.T) {
 	secret := "p*ss  w0rd_<Secret>"
 	one := "p*ss w0rd_<Secret>"
-	r := NewRedactor(secret)
-	for _, escaped := range []string{text(one), strings.TrimPrefix(text("a"+one), "a"), htmlEscape(one)} {
+	r := redact.New(secret)
+	for _, escaped := range []string{redact.MarkdownText(one), strings.TrimPrefix(redact.MarkdownText("a"+one), "a"), redact.HTMLText(one)} {
 		if out := r.String("probe failed: " + escaped); strings.Contains(out, "w0rd") {
 			t.Errorf("%q escaped as %q: %s", secret, escaped, out)
 		}

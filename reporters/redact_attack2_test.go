@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gantry-dev/gantry/redact"
 )
 
 // A multi-line secret value (here 14 bytes, well above the documented
@@ -15,7 +17,7 @@ import (
 // short lines are printed in clear.
 func TestRedactorMultiLineValueShortLineAttack2(t *testing.T) {
 	secret := "hunter2\nxyz\nQ7"
-	r := NewRedactor(secret)
+	r := redact.New(secret)
 	for _, text := range []string{
 		"password: " + secret + "\n",      // as is
 		`{"password":"hunter2\nxyz\nQ7"}`, // as JSON writes it
@@ -33,7 +35,7 @@ func TestRedactorMultiLineValueShortLineAttack2(t *testing.T) {
 // though the value itself is 11 bytes long.
 func TestRedactorMultiLineAllShortLinesAttack2(t *testing.T) {
 	secret := "abc\ndef\nghi"
-	r := NewRedactor(secret)
+	r := redact.New(secret)
 	if got := r.String("token=" + secret); strings.Contains(got, "def") {
 		t.Errorf("an 11-byte multi-line value printed in clear: %q", got)
 	}
@@ -58,12 +60,12 @@ func TestRedactorRebuildPerAddQuadraticAttack2(t *testing.T) {
 	text := strings.Repeat("hello world, nothing secret here. ", 300)[:10000]
 
 	start := time.Now()
-	once := NewRedactor(vals...)
+	once := redact.New(vals...)
 	once.String(text)
 	batch := time.Since(start)
 
 	start = time.Now()
-	r := NewRedactor()
+	r := redact.New()
 	for _, v := range vals {
 		r.Add(v)
 		r.String(text)
@@ -97,7 +99,7 @@ func TestRedactorManyShortValuesMemoryAttack2(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	start := time.Now()
-	r := NewRedactor(vals...)
+	r := redact.New(vals...)
 	r.String("x")
 	took := time.Since(start)
 	runtime.GC()
@@ -122,7 +124,7 @@ func TestRedactorAddOneAtATimeQuadraticAttack2(t *testing.T) {
 			vals[i] = fmt.Sprintf("value-%08d-abcdefghijklmnop", i)
 		}
 		start := time.Now()
-		r := NewRedactor()
+		r := redact.New()
 		for _, v := range vals {
 			r.Add(v)
 		}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gantry-dev/gantry/redact"
 )
 
 // Attack (reproduced, now fixed): the PR controls a decrypted SOPS value (masked secret) and an
@@ -15,7 +17,7 @@ import (
 // automaton's linear bound is lost before it runs.
 func TestRedactorStringLinearInTextAttack(t *testing.T) {
 	secret := strings.Repeat("a", 100000) + "Z"
-	r := NewRedactor(secret)
+	r := redact.New(secret)
 	text := strings.Repeat("a", 2000000)
 	start := time.Now()
 	_ = r.String(text)
@@ -34,7 +36,7 @@ func TestRedactorStringManyPrefixValuesAttack(t *testing.T) {
 	for k := 4; k <= 1000; k++ {
 		values = append(values, strings.Repeat("a", k)+"Z")
 	}
-	r := NewRedactor(values...)
+	r := redact.New(values...)
 	text := strings.Repeat("a", 1000000)
 	start := time.Now()
 	_ = r.String(text)
@@ -62,7 +64,7 @@ func TestRedactorAddMemoryPerValueAttack(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	start := time.Now()
-	r := NewRedactor(string(b))
+	r := redact.New(string(b))
 	r.String("made on its first use")
 	took := time.Since(start)
 	runtime.ReadMemStats(&after)

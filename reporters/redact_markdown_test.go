@@ -3,6 +3,8 @@ package reporters
 import (
 	"strings"
 	"testing"
+
+	"github.com/gantry-dev/gantry/redact"
 )
 
 // A value is masked in the summary and the comments, which are masked
@@ -10,8 +12,8 @@ import (
 // and after other text), and as HTML text.
 func TestRedactorMasksMarkdownEscapedValues(t *testing.T) {
 	for _, secret := range []string{"p@ss_w0rd!Prod#1", "tok*en[abc](def)", "-lead<b>&x", "12.5 <secret>"} {
-		r := NewRedactor(secret)
-		for _, escaped := range []string{text(secret), strings.TrimPrefix(text("a"+secret), "a"), htmlEscape(secret)} {
+		r := redact.New(secret)
+		for _, escaped := range []string{redact.MarkdownText(secret), strings.TrimPrefix(redact.MarkdownText("a"+secret), "a"), redact.HTMLText(secret)} {
 			rendered := "Readiness probe failed: " + escaped + "\n" + escaped + " at a line's start"
 			got := r.String(rendered)
 			if strings.Contains(got, escaped) || strings.Count(got, "***") != 2 {
@@ -25,7 +27,7 @@ func TestRedactorMasksMarkdownEscapedValues(t *testing.T) {
 // a single pass masks the leftmost and goes on after it, leaving the
 // other's tail.
 func TestRedactorMasksOverlappingValuesWhole(t *testing.T) {
-	r := NewRedactor("abcdXYZ0", "XYZ0-1234", "5678")
+	r := redact.New("abcdXYZ0", "XYZ0-1234", "5678")
 	for in, want := range map[string]string{
 		"key=abcdXYZ0-1234 end":     "key=*** end",
 		"abcdXYZ0-12345678":         "***",
@@ -38,7 +40,7 @@ func TestRedactorMasksOverlappingValuesWhole(t *testing.T) {
 	}
 	// Overlaps at random places: no byte of any value is left.
 	secrets := []string{"S3cr3tPartOne", "PartOne-Two2", "Two2-Three33"}
-	r = NewRedactor(secrets...)
+	r = redact.New(secrets...)
 	for _, in := range []string{"S3cr3tPartOne-Two2-Three33", "xS3cr3tPartOne-Two2y", "PartOne-Two2-Three33!", "S3cr3tPartOne-Two2-Three33S3cr3tPartOne"} {
 		got := r.String(in)
 		for _, s := range secrets {

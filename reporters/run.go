@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -142,7 +143,7 @@ func selectionMarker(run *result.Run) string {
 // RunStickyBody is RunFit's rendering for a comment updated in place,
 // redacted, with a hidden key of its content without what changes on
 // every run (timings, the link to the run), as StickyBody.
-func RunStickyBody(run *result.Run, page Page, limit int, redact *Redactor) string {
+func RunStickyBody(run *result.Run, page Page, limit int, redact *redact.Redactor) string {
 	body, detail := RunFit(run, page, limit)
 	stable := *run
 	stable.Units = make([]result.Unit, len(run.Units))
@@ -214,7 +215,7 @@ func RunMarkdown(run *result.Run, page Page, detail Detail) string {
 	if page.Marker != "" {
 		fmt.Fprintf(&b, "<!-- %s -->\n", page.Marker)
 	}
-	fmt.Fprintf(&b, "### %s gantry %s: %s\n\n", runIcon(run.Reason), run.Command, text(oneLine(run.Message)))
+	fmt.Fprintf(&b, "### %s gantry %s: %s\n\n", runIcon(run.Reason), run.Command, redact.MarkdownText(oneLine(run.Message)))
 
 	actions := result.ActionsOf(run.Command)
 	b.WriteString("| unit | cluster | outcome | " + strings.Join(result.Labels(run.Command, actions), " | ") + " | time |\n|---|---|---|")
@@ -246,10 +247,10 @@ func RunMarkdown(run *result.Run, page Page, detail Detail) string {
 		if result.Severity(u.Reason) >= 3 || u.Reason == result.ReasonProgressing || u.Reason == result.ReasonDriftDetected || (u.Reason.Succeeded() && u.Changed()) {
 			open = " open"
 		}
-		fmt.Fprintf(&b, "<details%s><summary>%s <b>%s</b>: %s</summary>\n\n", open, runIcon(u.Reason), htmlEscape(oneLine(u.Name)), htmlEscape(oneLine(unitOutcome(u))))
+		fmt.Fprintf(&b, "<details%s><summary>%s <b>%s</b>: %s</summary>\n\n", open, runIcon(u.Reason), redact.HTMLText(oneLine(u.Name)), redact.HTMLText(oneLine(unitOutcome(u))))
 		switch u.Reason {
 		case result.ReasonSuspended, result.ReasonDependencyNotReady:
-			b.WriteString(text(oneLine(u.Message)) + "\n")
+			b.WriteString(redact.MarkdownText(oneLine(u.Message)) + "\n")
 		default:
 			body := Markdown(u.Result, Page{}, detail)
 			// The section's summary is the unit's headline.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -97,7 +98,7 @@ func TestRunLevels(t *testing.T) {
 func TestRunCommentAndReportGolden(t *testing.T) {
 	t.Parallel()
 	page := Page{RunURL: "https://github.com/acme/shop/actions/runs/42", Marker: RunMarker(sampleRun())}
-	body := RunStickyBody(sampleRun(), page, CommentLimit, NewRedactor())
+	body := RunStickyBody(sampleRun(), page, CommentLimit, redact.New())
 	golden(t, "run-comment.md", body)
 	if !strings.HasPrefix(body, "<!-- gantry:comment run-file=gantry.yaml -->\n") {
 		t.Errorf("the comment does not start with its run file's marker")
@@ -106,7 +107,7 @@ func TestRunCommentAndReportGolden(t *testing.T) {
 	for i := range later.Units {
 		later.Units[i].Finished = later.Units[i].Finished.Add(time.Minute)
 	}
-	if !Unchanged(body, RunStickyBody(later, page, CommentLimit, NewRedactor())) {
+	if !Unchanged(body, RunStickyBody(later, page, CommentLimit, redact.New())) {
 		t.Errorf("a run that differs only in its timings is taken as changed")
 	}
 
@@ -149,7 +150,7 @@ func TestJSONReportRunToStdout(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
 	var out strings.Builder
-	if err := (&JSONReport{Path: "-", Out: &out, Redact: NewRedactor()}).ReportRun(t.Context(), sampleRun()); err != nil {
+	if err := (&JSONReport{Path: "-", Out: &out, Redact: redact.New()}).ReportRun(t.Context(), sampleRun()); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), `"runFile": "gantry.yaml"`) {
@@ -158,7 +159,7 @@ func TestJSONReportRunToStdout(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(dir, "-")); err == nil {
 		t.Error(`a file named "-" was written`)
 	}
-	if err := (&JSONReport{Path: "-", Redact: NewRedactor()}).ReportRun(t.Context(), sampleRun()); err == nil {
+	if err := (&JSONReport{Path: "-", Redact: redact.New()}).ReportRun(t.Context(), sampleRun()); err == nil {
 		t.Error("no standard output and no error")
 	}
 	if _, err := os.Lstat(filepath.Join(dir, "-")); err == nil {

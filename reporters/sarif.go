@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -56,7 +57,7 @@ type sarifResult struct {
 // its file and line, or per object that failed as a whole, at the line it
 // starts on. Paths are made relative to base (the workspace) when they
 // are inside it. Every string passes through redact first.
-func SARIF(suites []Suite, version, base string, redact *Redactor) ([]byte, error) {
+func SARIF(suites []Suite, version, base string, redact *redact.Redactor) ([]byte, error) {
 	rules := make([]sarifRule, len(sarifRules))
 	copy(rules, sarifRules)
 	for i := range rules {

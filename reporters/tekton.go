@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -13,7 +14,7 @@ import (
 // results of a task together.
 type TektonResults struct {
 	Dir    string
-	Redact *Redactor
+	Redact *redact.Redactor
 }
 
 var _ Reporter = (*TektonResults)(nil)

@@ -26,9 +26,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/gantry-dev/gantry/artifact"
-	"github.com/gantry-dev/gantry/build/charts"
 	"github.com/gantry-dev/gantry/config"
 	"github.com/gantry-dev/gantry/result"
+	"github.com/gantry-dev/gantry/sources/charts"
 )
 
 // The test binary renders charts in a process of its own, as gantry does.
@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// shopTgz packs build/charts/testdata/shop as helm package does.
+// shopTgz packs sources/charts/testdata/shop as helm package does.
 func shopTgz(t *testing.T) []byte {
 	t.Helper()
 	src := filepath.Join("..", "build", "charts", "testdata", "shop")

@@ -10,11 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/gantry-dev/gantry/artifact"
-	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/config"
 	"github.com/gantry-dev/gantry/diffs"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/result"
+	"github.com/gantry-dev/gantry/sources"
 )
 
 // ObjectDiff is one object of diff-artifact's result: changed, only in
@@ -47,7 +47,7 @@ func (s *Session) CompareArtifacts(ctx context.Context, cfg *config.Config, clie
 			}
 			dir = tmp
 		}
-		objs, err := build.Build(build.BuildOptions{Path: dir, WorkDir: dir, SOPSIdentities: cfg.SOPSIdentities, Decrypted: s.Decrypted, NoOrigins: true, Packed: packed, CredentialFiles: cfg.CredentialFiles})
+		objs, err := sources.Build(sources.BuildOptions{Path: dir, WorkDir: dir, SOPSIdentities: cfg.SOPSIdentities, Decrypted: s.Decrypted, NoOrigins: true, Packed: packed, CredentialFiles: cfg.CredentialFiles})
 		if err != nil {
 			return nil, err
 		}

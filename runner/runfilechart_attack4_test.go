@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/config"
-	"github.com/gantry-dev/gantry/reporters"
+	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/result"
 )
 
@@ -87,7 +87,7 @@ func (a *atkRepo) run(t *testing.T, g config.Given) ([]*result.Result, []string)
 	for _, u := range units {
 		secrets = append(secrets, u.Config.Secrets...)
 	}
-	redact := reporters.NewRedactor(secrets...)
+	redact := redact.New(secrets...)
 	s := &Session{BaseRunFile: config.RunFileAt(g, runFile), Mask: redact.String, Secret: func(v string) bool { return redact.String(v) != v },
 		Decrypted: func(v []string) { redact.Add(v...) }}
 	defer s.Close()

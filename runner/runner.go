@@ -20,12 +20,12 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/gantry-dev/gantry/artifact"
-	"github.com/gantry-dev/gantry/build"
 	"github.com/gantry-dev/gantry/config"
 	"github.com/gantry-dev/gantry/gitsource"
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/result"
+	"github.com/gantry-dev/gantry/sources"
 )
 
 // Output is where a unit's progress goes: the pipeline's observer, and a
@@ -152,7 +152,7 @@ func (s *Session) Connect(cfg *config.Config, warnings io.Writer) pipeline.Conne
 // Options are the pipeline's options for one unit's configuration.
 func (s *Session) Options(cfg *config.Config) pipeline.Options {
 	opts := pipeline.Options{
-		Build: build.BuildOptions{
+		Build: sources.BuildOptions{
 			Path:             cfg.Path,
 			TargetNamespace:  cfg.TargetNamespace,
 			Patches:          cfg.Patches,
@@ -206,7 +206,7 @@ func (s *Session) Options(cfg *config.Config) pipeline.Options {
 	}
 	if cfg.Chart != "" {
 		opts.Build.Path = cfg.Chart
-		opts.Build.Chart = &build.Chart{Dir: cfg.Chart, ReleaseName: cfg.ReleaseName, Values: cfg.Values, Set: cfg.Set, Hooks: cfg.ChartHooks}
+		opts.Build.Chart = &sources.Chart{Dir: cfg.Chart, ReleaseName: cfg.ReleaseName, Values: cfg.Values, Set: cfg.Set, Hooks: cfg.ChartHooks}
 		if cfg.Offline && cfg.Release != nil {
 			opts.Build.Chart.KubeVersion = "v" + cfg.Release.Version + ".0"
 		}
@@ -272,7 +272,7 @@ func (s *Session) Command(ctx context.Context, cfg *config.Config, out Output) *
 }
 
 // Render builds cfg's configuration, as build prints it.
-func (s *Session) Render(ctx context.Context, cfg *config.Config, out Output) ([]*build.Object, *result.Result) {
+func (s *Session) Render(ctx context.Context, cfg *config.Config, out Output) ([]*sources.Object, *result.Result) {
 	opts := s.Options(cfg)
 	if failed := s.withChart(ctx, cfg, &opts, out); failed != nil {
 		return nil, failed
@@ -375,7 +375,7 @@ func (s *Session) offlineDiff(ctx context.Context, u *config.Unit, opts pipeline
 // of that name on the same inventory, or no run file is there. Files
 // the workflow names (values, patches) are taken at the base as every
 // unit's files are.
-func (s *Session) baseUnitBuild(ctx context.Context, u *config.Unit, tree *gitsource.Tree, out Output) (*build.BuildOptions, error) {
+func (s *Session) baseUnitBuild(ctx context.Context, u *config.Unit, tree *gitsource.Tree, out Output) (*sources.BuildOptions, error) {
 	units, err := s.baseUnits(tree)
 	if err != nil {
 		return nil, err
@@ -491,7 +491,7 @@ func (s *Session) offlineOptions(ctx context.Context, u *config.Unit, opts pipel
 			b.WorkDir = dir
 		}
 		b.KeepSOPSEncrypted = true
-		objects, err := build.Build(b)
+		objects, err := sources.Build(b)
 		if err != nil {
 			return nil, fmt.Errorf("crds (%s): %w", source, err)
 		}
@@ -568,7 +568,7 @@ func (s *Session) builtCRDs(ctx context.Context, u *config.Unit) []*unstructured
 		}
 		opts.SOPSIdentities, opts.KeepSOPSEncrypted, opts.NoOrigins = nil, true, true
 		opts.Decrypted, opts.SecretValues, opts.Skipped = nil, nil, nil
-		objects, err := build.Build(opts)
+		objects, err := sources.Build(opts)
 		if err != nil {
 			return
 		}

@@ -1,10 +1,10 @@
-package build
+package sources
 
 import (
 	"os"
 	"testing"
 
-	"github.com/gantry-dev/gantry/build/charts"
+	"github.com/gantry-dev/gantry/sources/charts"
 )
 
 // The test binary renders charts in a process of its own, as gantry

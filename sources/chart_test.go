@@ -1,4 +1,4 @@
-package build
+package sources
 
 import (
 	"errors"
@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gantry-dev/gantry/build/charts"
 	"github.com/gantry-dev/gantry/e2e/sopsfixture"
+	"github.com/gantry-dev/gantry/sources/charts"
 )
 
 // shopChart copies the shop chart's fixture into a workspace.

@@ -1,4 +1,4 @@
-package build
+package sources
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/gantry-dev/gantry/build/charts"
 	"github.com/gantry-dev/gantry/schemas/releases"
+	"github.com/gantry-dev/gantry/sources/charts"
 )
 
 // Chart names a Helm chart to build from, instead of a kustomization or

@@ -1,6 +1,6 @@
-package build
+package sources
 
-import "github.com/gantry-dev/gantry/build/yamlenc"
+import "github.com/gantry-dev/gantry/sources/yamlenc"
 
 // EncodeYAML encodes an object's fields (as Unstructured holds them) to
 // the bytes sigs.k8s.io/yaml.Marshal gives, without its round trip

@@ -30,7 +30,7 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/gantry-dev/gantry/build/yamlenc"
+	"github.com/gantry-dev/gantry/sources/yamlenc"
 
 	yaml3 "go.yaml.in/yaml/v3"
 

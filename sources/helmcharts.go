@@ -1,4 +1,4 @@
-package build
+package sources
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gantry-dev/gantry/build/charts"
 	"github.com/gantry-dev/gantry/schemas/releases"
+	"github.com/gantry-dev/gantry/sources/charts"
 )
 
 // helmChartsFS is what kustomize reads, except that a kustomization that

@@ -1,4 +1,4 @@
-package reporters
+package redact
 
 import (
 	"math/rand/v2"
