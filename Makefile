@@ -230,7 +230,7 @@ FUZZTIME ?= 30s
 # fuzzes them for FUZZ_QUICK_TIME each. The others (whose packages link
 # client-go, sops and kustomize, minutes of instrumented build on two
 # cores) run their seeds in make test and fuzz here and in make soak.
-FUZZ_QUICK := reporters:FuzzOutputsCannotInject reporters:FuzzDotenvValue reporters:FuzzStickyContentKey reporters:FuzzMarkdownIsText safefile:FuzzSafeWrite logguard:FuzzLogWriter diffs:FuzzSecretValuesNeverInDiffs plan:FuzzPlanIsData
+FUZZ_QUICK := reporters:FuzzOutputsCannotInject reporters:FuzzDotenvValue reporters:FuzzStickyContentKey reporters:FuzzMarkdownIsText safefile:FuzzSafeWrite logguard:FuzzLogWriter diffs:FuzzSecretValuesNeverInDiffs plan:FuzzPlanIsData sources/reader:FuzzReaderStaysInside
 FUZZ_QUICK_TIME ?= 3s
 FUZZ_TARGETS := $(FUZZ_QUICK) sources:FuzzManifestDecoding entrypoint:FuzzLoad entrypoint:FuzzPlanFromRunFile inventory:FuzzEntryID
 fuzz:
