@@ -226,8 +226,7 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, retErr error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxFileBytes
 	}
-	bounded := &boundedFS{FileSystem: filesys.MakeFsOnDisk(), maxBytes: maxBytes, roots: []string{workspaceRoot(abs, opts.WorkDir)}}
-	bounded.deny(opts.CredentialFiles)
+	bounded := newBoundedFS(workspaceRoot(abs, opts.WorkDir), maxBytes, opts.CredentialFiles)
 	// Values files and extra patches are named by the run's inputs: read
 	// where they are (credential files still refused), each file alone.
 	named := slices.Clone(opts.Patches)
@@ -641,7 +640,7 @@ func buildPlain(dir string, opts BuildOptions, sfs *sopsFS, bounded *boundedFS) 
 					return &BuildError{File: source, Err: fmt.Errorf("a symbolic link that leads nowhere: %w", err)}
 				}
 				if !bounded.inside(real) {
-					return &BuildError{File: source, Err: &LimitError{fmt.Sprintf("resolves to %s, outside the workspace (%s): refused", real, bounded.roots[0])}}
+					return &BuildError{File: source, Err: &LimitError{fmt.Sprintf("resolves to %s, outside the workspace (%s): refused", real, bounded.root())}}
 				}
 				info, err := os.Stat(real)
 				if err != nil {

@@ -112,6 +112,7 @@ func renderChart(opts BuildOptions, sfs *sopsFS) ([]*manifestPart, error) {
 		APIVersions:  c.APIVersions,
 		MaxFileBytes: opts.MaxFileBytes,
 		Deny:         opts.CredentialFiles,
+		Workspace:    sfs.workspace(),
 	}
 	if ropts.Namespace == "" {
 		ropts.Namespace = "default"

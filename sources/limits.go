@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gantry-dev/gantry/sources/reader"
 	yaml3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -30,106 +31,35 @@ type LimitError struct{ msg string }
 
 func (e *LimitError) Error() string { return e.msg }
 
-// boundedFS refuses files over the size limit and YAML whose aliases
-// expand out of proportion (a "billion laughs" bomb: a few lines that
-// kustomize would expand into gigabytes), with the rule of the YAML
-// library kubectl and kustomize use, before kustomize parses them.
+// boundedFS is what kustomize reads files through: the workspace's
+// reader (links resolved and kept in the workspace, .git and the run's
+// credentials refused, sizes bounded), then YAML whose aliases expand out
+// of proportion (a "billion laughs" bomb: a few lines that kustomize
+// would expand into gigabytes) refused, with the rule of the YAML library
+// kubectl and kustomize use, before kustomize parses it.
 type boundedFS struct {
 	filesys.FileSystem
-	maxBytes int64
-	// roots are the folders files may be read from, symbolic links
-	// resolved: the workspace, and the build's own temporary folders.
-	roots []string
-	// credentials are the files the run holds credentials in, and
-	// credentialDirs the folders: never read, whatever path or link
-	// names them.
-	credentials    []os.FileInfo
-	credentialDirs []string
+	// read is the reader every file is read through: kustomize builds as
+	// Flux does, with no load restrictions, so a kustomization may name
+	// files anywhere, and this is the bound.
+	read *reader.Reader
 }
 
-// deny refuses the given files to every read, by identity (device and
-// inode), so that no path or link reaches them; a folder given refuses
-// every file in it, by its real path.
-func (f *boundedFS) deny(files []string) {
-	for _, p := range files {
-		info, err := os.Stat(p)
-		switch {
-		case err != nil:
-		case info.Mode().IsRegular():
-			f.credentials = append(f.credentials, info)
-		case info.IsDir():
-			if real, err := filepath.EvalSymlinks(p); err == nil {
-				f.credentialDirs = append(f.credentialDirs, real)
-			}
-		}
-	}
-}
-
-// credential says whether the file at real (its path, links resolved)
-// is one the run holds credentials in, or lies in such a folder.
-func (f *boundedFS) credential(real string, info os.FileInfo) bool {
-	for _, c := range f.credentials {
-		if os.SameFile(info, c) {
-			return true
-		}
-	}
-	for _, d := range f.credentialDirs {
-		if within(real, d) {
-			return true
-		}
-	}
-	return false
+// newBoundedFS reads the workspace at root, files of at most maxBytes,
+// never those of deny (the run's credential files and folders).
+func newBoundedFS(root string, maxBytes int64, deny []string) *boundedFS {
+	return &boundedFS{FileSystem: filesys.MakeFsOnDisk(), read: reader.New(reader.Options{Root: root, Deny: deny, MaxFileBytes: maxBytes})}
 }
 
 func (f *boundedFS) ReadFile(name string) ([]byte, error) {
-	// kustomize builds as Flux does, with no load restrictions: a
-	// kustomization may name files anywhere, and this is the bound, the
-	// workspace (the repository), links resolved.
-	real, err := filepath.EvalSymlinks(name)
-	if err == nil && !filepath.IsAbs(real) {
-		// A path named relative to the working directory (an extra
-		// patch): the roots are absolute.
-		real, err = filepath.Abs(real)
-	}
+	data, err := f.read.ReadFile(name)
 	if err != nil {
-		if _, lerr := os.Lstat(name); lerr == nil {
-			// It is there, yet its path does not resolve: a link into
-			// /proc to a deleted file still open, a loop. Not read.
-			return nil, &LimitError{"its path cannot be resolved (" + err.Error() + "): refused"}
+		var refused *reader.Error
+		if errors.As(err, &refused) {
+			// Named by the caller, as the build names its files.
+			return nil, &LimitError{refused.Reason}
 		}
-	}
-	if err == nil && !f.inside(real) {
-		what := "is outside"
-		if real != filepath.Clean(name) {
-			what = "resolves to " + real + ", outside"
-		}
-		return nil, &LimitError{fmt.Sprintf("%s the workspace (%s): refused", what, f.roots[0])}
-	} else if err == nil && inGitFolder(real) {
-		// A checkout keeps its credentials there (actions/checkout's
-		// extraheader): no generator or resource reads them.
-		return nil, &LimitError{"is inside a .git folder, where a checkout keeps its credentials: refused"}
-	}
-	resolved := err == nil
-	info, err := os.Stat(name)
-	if resolved && err == nil && f.credential(real, info) {
-		// The workflow's kubeconfig written into the checkout, a key
-		// file a link points to: a generator would print it in a diff.
-		return nil, &LimitError{"holds credentials this run uses (a kubeconfig, a key file, registry or cloud credentials): refused"}
-	}
-	if err == nil && !info.Mode().IsRegular() && !info.IsDir() {
-		// A device or a FIFO would be read without end, or block; a
-		// folder is kustomize's to try as a kustomization.
-		return nil, &LimitError{"not a regular file: refused"}
-	}
-	if err == nil && info.Mode().IsRegular() && info.Size() > f.maxBytes {
-		return nil, &LimitError{fmt.Sprintf("%d bytes, over the limit of %d bytes for one file (max-file-bytes)", info.Size(), f.maxBytes)}
-	}
-	data, err := f.FileSystem.ReadFile(name)
-	if err != nil {
 		return nil, err
-	}
-	if int64(len(data)) > f.maxBytes {
-		return nil, &LimitError{fmt.Sprintf("%d bytes, over the limit of %d bytes for one file (max-file-bytes)", len(data), f.maxBytes)}
 	}
 	if err := checkAliases(data); err != nil {
 		return nil, err
@@ -137,14 +67,11 @@ func (f *boundedFS) ReadFile(name string) ([]byte, error) {
 	return data, nil
 }
 
-func (f *boundedFS) inside(real string) bool {
-	for _, r := range f.roots {
-		if within(real, r) {
-			return true
-		}
-	}
-	return false
-}
+// inside says whether real (links resolved) lies where files may be read.
+func (f *boundedFS) inside(real string) bool { return f.read.Inside(real) }
+
+// root is the workspace, links resolved.
+func (f *boundedFS) root() string { return f.read.Root() }
 
 // allowNamed lets the file at path, named by the run's inputs, be read
 // where it really is: outside the workspace, where the workflow named it;
@@ -165,15 +92,11 @@ func (f *boundedFS) allowNamed(path, workdir, realWorkdir string) {
 	if inWorkspace && !within(real, realWorkdir) && !f.inside(real) {
 		return // read as any file of the workspace: refused, named
 	}
-	f.roots = append(f.roots, real)
+	f.read.AllowFile(real)
 }
 
 // allow adds a folder files may be read from.
-func (f *boundedFS) allow(dir string) {
-	if real, err := filepath.EvalSymlinks(dir); err == nil {
-		f.roots = append(f.roots, real)
-	}
-}
+func (f *boundedFS) allow(dir string) { f.read.Allow(dir) }
 
 // workspaceRoot is the folder a build may read from: the outermost of the
 // git repository that holds the path (overlays read their bases from
@@ -198,16 +121,6 @@ func workspaceRoot(path, workDir string) string {
 		root = wd
 	}
 	return root
-}
-
-// inGitFolder says a path lies in a .git folder.
-func inGitFolder(p string) bool {
-	for _, part := range strings.Split(filepath.ToSlash(p), "/") {
-		if part == ".git" {
-			return true
-		}
-	}
-	return false
 }
 
 func within(p, dir string) bool {
@@ -364,15 +277,5 @@ func looksRemote(e string) bool {
 // run's credential files) or lies in one of their folders, links
 // resolved: the rule the build reads by, for what is read beside it.
 func IsCredentialFile(path string, files []string) bool {
-	var f boundedFS
-	f.deny(files)
-	real, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return false
-	}
-	info, err := os.Stat(real)
-	if err != nil {
-		return false
-	}
-	return f.credential(real, info)
+	return reader.IsCredential(path, files)
 }

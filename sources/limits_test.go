@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
 // billionLaughs is a ConfigMap whose nested aliases expand to 9^9 strings:
@@ -156,7 +154,7 @@ func TestBoundedFSRefusesLinksOut(t *testing.T) {
 	if err := os.Symlink(filepath.Join(outside, "secret"), filepath.Join(ws, "link.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	f := &boundedFS{FileSystem: filesys.MakeFsOnDisk(), maxBytes: DefaultMaxFileBytes, roots: []string{workspaceRoot(ws, ws)}}
+	f := newBoundedFS(workspaceRoot(ws, ws), DefaultMaxFileBytes, nil)
 	if _, err := f.ReadFile(filepath.Join(ws, "in.yaml")); err != nil {
 		t.Errorf("inside: %v", err)
 	}

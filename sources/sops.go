@@ -684,8 +684,8 @@ func decryptBuilt(objects []*Object, fs *sopsFS) error {
 // workspace is the folder the build may read in (the bounded file
 // system's first root).
 func (f *sopsFS) workspace() string {
-	if b, ok := f.FileSystem.(*boundedFS); ok && len(b.roots) > 0 {
-		return b.roots[0]
+	if b, ok := f.FileSystem.(*boundedFS); ok {
+		return b.root()
 	}
 	return ""
 }

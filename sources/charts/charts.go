@@ -5,7 +5,9 @@
 // A chart is code from the pull request that brings it. Rendering gives it
 // no reach beyond the manifests it produces: its files are read through an
 // os.Root of its folder (so .Files sees the chart and nothing else), within
-// bounds of count and size; lookup is answered empty, as helm template
+// bounds of count and size, through the workspace's reader (a link, hard
+// or symbolic, to the repository's .git or to the run's credentials
+// fails the chart, named); lookup is answered empty, as helm template
 // answers it, and its use reported; DNS lookups are answered empty; its
 // values schema is checked with no loader at all (Helm's own would fetch
 // http and file references); no plugin, post-renderer or helm binary runs.
@@ -21,7 +23,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -30,6 +31,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/gantry-dev/gantry/sources/reader"
 	"github.com/gantry-dev/gantry/sources/yamlenc"
 
 	yaml3 "go.yaml.in/yaml/v3"
@@ -77,6 +79,10 @@ type Options struct {
 	// names them in it: those the run holds its credentials in. A chart
 	// that holds one fails, naming its file.
 	Deny []string
+	// Workspace is the repository the chart lies in, whose .git files
+	// no chart reads, whatever names them in it (a hard link); empty,
+	// the chart's folder.
+	Workspace string
 }
 
 // Values is one values file.
@@ -135,7 +141,7 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Render renders the chart in opts.Dir.
 func Render(ctx context.Context, opts Options) (*Rendered, error) {
-	c, err := LoadDenying(opts.Dir, opts.MaxFileBytes, opts.Deny)
+	c, err := load(opts)
 	if err != nil {
 		return nil, &Error{Chart: opts.Dir, Err: err}
 	}
@@ -474,10 +480,10 @@ func (noLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("refers to %s: a chart's values schema may not load other documents", url)
 }
 
-// Load reads the chart in dir through an os.Root of it: a link that
-// leads out of the chart is not followed, a folder that is a link is not
-// walked, and .helmignore is honoured. At most MaxFiles files of at most
-// maxFileBytes each, MaxTotalBytes in all.
+// Load reads the chart in dir through the workspace's reader with dir as
+// its root: a link is followed only where it resolves inside the chart (a
+// folder that is a link is not walked), and .helmignore is honoured. At
+// most MaxFiles files of at most maxFileBytes each, MaxTotalBytes in all.
 func Load(dir string, maxFileBytes int64) (*chart.Chart, error) {
 	return LoadDenying(dir, maxFileBytes, nil)
 }
@@ -486,125 +492,42 @@ func Load(dir string, maxFileBytes int64) (*chart.Chart, error) {
 // or lies in, or holds, any of its folders (by the file itself, not its
 // name: a link or a hard link to one is refused too).
 func LoadDenying(dir string, maxFileBytes int64, deny []string) (*chart.Chart, error) {
-	var denyFiles []fs.FileInfo
-	var denyDirs []string
-	for _, p := range deny {
-		info, err := os.Stat(p)
-		switch {
-		case err != nil:
-		case info.Mode().IsRegular():
-			denyFiles = append(denyFiles, info)
-		case info.IsDir():
-			if real, err := filepath.EvalSymlinks(p); err == nil {
-				denyDirs = append(denyDirs, real)
-			}
-		}
+	return load(Options{Dir: dir, MaxFileBytes: maxFileBytes, Deny: deny})
+}
+
+// load reads the chart of opts.Dir as Load does, the files of
+// opts.Workspace's .git refused too, whatever names them in the chart (a
+// link, a hard link: a chart at the repository's root holds .git). A file
+// of the chart that cannot be read fails the chart, named.
+func load(opts Options) (*chart.Chart, error) {
+	workspace := opts.Workspace
+	if workspace == "" {
+		workspace = opts.Dir
 	}
-	realDir, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return nil, err
-	}
-	denied := func(name string, info fs.FileInfo) bool {
-		for _, f := range denyFiles {
-			if os.SameFile(f, info) {
-				return true
-			}
-		}
-		if len(denyDirs) == 0 {
-			return false
-		}
-		real, err := filepath.EvalSymlinks(filepath.Join(realDir, name))
-		if err != nil {
-			return true
-		}
-		for _, d := range denyDirs {
-			if rel, err := filepath.Rel(d, real); err == nil && filepath.IsLocal(rel) || real == d {
-				return true
-			}
-		}
-		return false
-	}
-	if maxFileBytes <= 0 {
-		maxFileBytes = 32 << 20
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
+	in := reader.New(reader.Options{Root: workspace, Deny: opts.Deny, MaxFileBytes: opts.MaxFileBytes}).Within(opts.Dir)
 	rules := ignore.Empty()
-	if b, err := root.ReadFile(ignore.HelmIgnore); err == nil {
+	if b, err := in.ReadFile(filepath.Join(opts.Dir, ignore.HelmIgnore)); err == nil {
 		if rules, err = ignore.Parse(bytes.NewReader(b)); err != nil {
 			return nil, fmt.Errorf("%s: %w", ignore.HelmIgnore, err)
 		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, chartFileError(ignore.HelmIgnore, err)
 	}
 	rules.AddDefaults()
 	var files []*archive.BufferedFile
-	var total int64
-	err = fs.WalkDir(root.FS(), ".", func(name string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if name == "." {
-			return nil
-		}
-		if d.Name() == ".git" {
-			// A repository's own folder (a chart at the workspace's
-			// root): what git keeps there (the checkout's token in
-			// its config) is never a chart's file.
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if rules.Ignore(name, info) {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if d.IsDir() {
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			// A link: read through the root, so only when it stays in
-			// the chart; a link to a folder is not walked.
-			if d.Type()&fs.ModeSymlink == 0 {
-				return fmt.Errorf("%s: not a regular file", name)
-			}
-			fi, err := root.Stat(name)
-			if err != nil {
-				return fmt.Errorf("%s: a link that leads out of the chart, or nowhere: %w", name, err)
-			}
-			if !fi.Mode().IsRegular() {
-				return nil
-			}
-			info = fi
-		}
-		if len(files) == MaxFiles {
-			return fmt.Errorf("more than %d files", MaxFiles)
-		}
-		if info.Size() > maxFileBytes {
-			return fmt.Errorf("%s: %d bytes, over the limit of %d for one file", name, info.Size(), maxFileBytes)
-		}
-		if total += info.Size(); total > MaxTotalBytes {
-			return fmt.Errorf("over %d bytes in all", MaxTotalBytes)
-		}
-		if denied(name, info) {
-			return fmt.Errorf("%s holds the run's credentials (a kubeconfig, a key, a token), which a chart may never read: keep them out of the chart's folder", name)
-		}
-		b, err := root.ReadFile(name)
-		if err != nil {
-			return err
-		}
-		files = append(files, &archive.BufferedFile{Name: path.Clean(name), Data: b})
+	err := in.Walk(opts.Dir, reader.WalkOptions{
+		MaxFiles:      MaxFiles,
+		MaxTotalBytes: MaxTotalBytes,
+		Skip:          rules.Ignore,
+	}, func(name string, data []byte) error {
+		files = append(files, &archive.BufferedFile{Name: name, Data: data})
 		return nil
 	})
 	if err != nil {
+		var refused *reader.Error
+		if errors.As(err, &refused) {
+			return nil, chartFileError(refused.Path, err)
+		}
 		return nil, err
 	}
 	// Helm gives each archive it loads (a subchart's .tgz, and the .tgz
@@ -620,6 +543,26 @@ func LoadDenying(dir string, maxFileBytes int64, deny []string) (*chart.Chart, e
 		}
 	}
 	return loader.LoadFiles(files)
+}
+
+// chartFileError is a file of the chart that cannot be read, named by
+// its path in the chart, in the words a chart's author acts on.
+func chartFileError(name string, err error) error {
+	var refused *reader.Error
+	if !errors.As(err, &refused) {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	switch refused.Kind {
+	case reader.Credential:
+		return fmt.Errorf("%s holds the run's credentials (a kubeconfig, a key, a token), which a chart may never read: keep them out of the chart's folder", name)
+	case reader.Git:
+		return fmt.Errorf("%s is a file of a .git folder, where a checkout keeps its token, which a chart may never read: refused", name)
+	case reader.Outside:
+		return fmt.Errorf("%s: a link that leads out of the chart: refused", name)
+	case reader.TooMany:
+		return refused
+	}
+	return refused
 }
 
 // MaxExpandedBytes bounds what a chart's archives (its subcharts' .tgz,

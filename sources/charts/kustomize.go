@@ -411,7 +411,7 @@ func inflate(ctx context.Context, dir, root string, globals types.HelmGlobals, e
 		apis = append(apis, strings.Split(a, ",")...)
 	}
 	r, err := render(ctx, Options{Dir: chartDir, ReleaseName: release, Namespace: namespace, Values: values,
-		KubeVersion: entry.KubeVersion, APIVersions: apis, MaxFileBytes: maxFileBytes, Deny: opts.Deny})
+		KubeVersion: entry.KubeVersion, APIVersions: apis, MaxFileBytes: maxFileBytes, Deny: opts.Deny, Workspace: root})
 	if err != nil {
 		return nil, none, err
 	}
