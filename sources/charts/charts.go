@@ -3,11 +3,11 @@
 // build: a chart in, manifests out, no cluster and no release storage.
 //
 // A chart is code from the pull request that brings it. Rendering gives it
-// no reach beyond the manifests it produces: its files are read through an
-// os.Root of its folder (so .Files sees the chart and nothing else), within
-// bounds of count and size, through the workspace's reader (a link, hard
-// or symbolic, to the repository's .git or to the run's credentials
-// fails the chart, named); lookup is answered empty, as helm template
+// no reach beyond the manifests it produces: its files are read through
+// the workspace's reader with its folder as the root (so .Files sees the
+// chart and nothing else; a link, hard or symbolic, to the repository's
+// .git or to the run's credentials fails the chart, named), within bounds
+// of count and size; lookup is answered empty, as helm template
 // answers it, and its use reported; DNS lookups are answered empty; its
 // values schema is checked with no loader at all (Helm's own would fetch
 // http and file references); no plugin, post-renderer or helm binary runs.
@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -510,7 +509,7 @@ func load(opts Options) (*chart.Chart, error) {
 		if rules, err = ignore.Parse(bytes.NewReader(b)); err != nil {
 			return nil, fmt.Errorf("%s: %w", ignore.HelmIgnore, err)
 		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	} else if refused := (*reader.Error)(nil); errors.As(err, &refused) {
 		return nil, chartFileError(ignore.HelmIgnore, err)
 	}
 	rules.AddDefaults()
@@ -559,8 +558,6 @@ func chartFileError(name string, err error) error {
 		return fmt.Errorf("%s is a file of a .git folder, where a checkout keeps its token, which a chart may never read: refused", name)
 	case reader.Outside:
 		return fmt.Errorf("%s: a link that leads out of the chart: refused", name)
-	case reader.TooMany:
-		return refused
 	}
 	return refused
 }

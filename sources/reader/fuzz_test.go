@@ -113,25 +113,25 @@ func FuzzReaderStaysInside(f *testing.F) {
 	// hard link, symbolic link to a raw target, a raw path to read), the
 	// place, the target; raw strings follow as a length and bytes.
 	for _, seed := range [][]byte{
-		{0, 0, 1},                         // gitcfg -> .git/config
-		{0, 0, 0},                         // -> .git
-		{0, 1, 2},                         // dir/x -> ../.git/config
-		{0, 0, 5},                         // -> cred.yaml
-		{0, 3, 5},                         // creds/x -> cred.yaml
-		{0, 0, 9},                         // -> /abs/root/.git/config
-		{0, 0, 12},                        // -> /abs/outside/secret
-		{0, 0, 14},                        // -> ../outside/secret
-		{0, 1, 16, 0, 0, 23},              // dir/l0 -> .., l1 -> dir/l0 (a chain)
-		{0, 0, 22},                        // a loop: l0 -> l0
-		{0, 0, 16, 0, 0, 23, 0, 0, 23},    // chains of links to ..
-		{0, 0, 27},                        // /proc/self/root/...
-		{0, 1, 30},                        // ../.git/../.git/config
-		{0, 1, 31},                        // ../dir/../.git/config
-		{1, 0, 0},                         // a hard link to .git/config
-		{1, 1, 1},                         // dir/: a hard link to .git/HEAD
-		{1, 0, 2},                         // a hard link to cred.yaml
-		{1, 1, 3},                         // a hard link to creds/key
-		{1, 0, 4},                         // a hard link to a file outside
+		{0, 0, 1},                      // gitcfg -> .git/config
+		{0, 0, 0},                      // -> .git
+		{0, 1, 2},                      // dir/x -> ../.git/config
+		{0, 0, 5},                      // -> cred.yaml
+		{0, 3, 5},                      // creds/x -> cred.yaml
+		{0, 0, 9},                      // -> /abs/root/.git/config
+		{0, 0, 12},                     // -> /abs/outside/secret
+		{0, 0, 14},                     // -> ../outside/secret
+		{0, 1, 16, 0, 0, 23},           // dir/l0 -> .., l1 -> dir/l0 (a chain)
+		{0, 0, 22},                     // a loop: l0 -> l0
+		{0, 0, 16, 0, 0, 23, 0, 0, 23}, // chains of links to ..
+		{0, 0, 27},                     // /proc/self/root/...
+		{0, 1, 30},                     // ../.git/../.git/config
+		{0, 1, 31},                     // ../dir/../.git/config
+		{1, 0, 0},                      // a hard link to .git/config
+		{1, 1, 1},                      // dir/: a hard link to .git/HEAD
+		{1, 0, 2},                      // a hard link to cred.yaml
+		{1, 1, 3},                      // a hard link to creds/key
+		{1, 0, 4},                      // a hard link to a file outside
 		{2, 0, 0, 11, '.', 'g', 'i', 't', '/', 'c', 'o', 'n', 'f', 'i', 'g'},
 		{3, 0, 0, 11, '.', 'g', 'i', 't', '/', 'c', 'o', 'n', 'f', 'i', 'g'},
 		{3, 0, 0, 17, 'd', 'i', 'r', '/', '.', '.', '/', '.', 'g', 'i', 't', '/', 'H', 'E', 'A', 'D'},

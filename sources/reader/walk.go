@@ -87,8 +87,11 @@ func (r *Reader) Walk(dir string, opts WalkOptions, fn func(name string, data []
 		var refused *Error
 		if errors.As(err, &refused) {
 			refused.Path = name
-			if refused.Kind == Outside {
+			switch refused.Kind {
+			case Outside:
 				refused.Reason = "a link that leads out of the folder (" + filepath.Base(realDir) + "): refused"
+			case Unresolved:
+				refused.Reason = "a link that leads nowhere, or in a loop: refused"
 			}
 			return refused
 		}
