@@ -178,7 +178,7 @@ func resourceVersions(t *testing.T, r gantryRun) map[string]string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mapping, err := env.Mapper().RESTMapping(gv.WithKind(o.Kind).GroupKind(), gv.Version)
+		mapping, err := env.Mapper(t).RESTMapping(gv.WithKind(o.Kind).GroupKind(), gv.Version)
 		if err != nil {
 			t.Fatalf("%s: %v", o.Ref(), err)
 		}

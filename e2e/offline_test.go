@@ -114,9 +114,9 @@ func serverRelease(t *testing.T) *releases.Release {
 
 // serverVerdict dry-runs a create of u, as kubectl create --dry-run=server
 // does (strict field validation), and returns the API server's refusal.
-func serverVerdict(ctx context.Context, ns string, u *unstructured.Unstructured) error {
+func serverVerdict(ctx context.Context, t *testing.T, ns string, u *unstructured.Unstructured) error {
 	u = u.DeepCopy()
-	mapping, err := env.Mapper().RESTMapping(u.GroupVersionKind().GroupKind(), u.GroupVersionKind().Version)
+	mapping, err := env.Mapper(t).RESTMapping(u.GroupVersionKind().GroupKind(), u.GroupVersionKind().Version)
 	if err != nil {
 		return err // no such kind: the server rejects it as "no matches for kind"
 	}
@@ -154,13 +154,13 @@ func TestOfflineCatchesWhatTheServerCatches(t *testing.T) {
 	serverRejected, caught := 0, 0
 	var misses []string
 	for _, c := range cases {
-		if err := serverVerdict(ctx, ns, c.valid); err != nil {
+		if err := serverVerdict(ctx, t, ns, c.valid); err != nil {
 			t.Errorf("%s: the server rejects the valid twin: %v", c.name, err)
 		}
 		if err := v.Validate(ctx, withNamespace(c.valid)); err != nil {
 			t.Errorf("%s: offline rejects the valid twin, which the server accepts: %v", c.name, err)
 		}
-		serverErr := serverVerdict(ctx, ns, c.invalid)
+		serverErr := serverVerdict(ctx, t, ns, c.invalid)
 		if serverErr == nil {
 			t.Errorf("%s: the server accepts the invalid object: the case is wrong (%s)", c.name, c.why)
 			continue
@@ -228,7 +228,7 @@ func installOfflineCRDs(ctx context.Context, t *testing.T) []*unstructured.Unstr
 // the test and deletes it when the test ends.
 func createForTest(ctx context.Context, t *testing.T, u *unstructured.Unstructured) {
 	t.Helper()
-	mapping, err := env.Mapper().RESTMapping(u.GroupVersionKind().GroupKind(), u.GroupVersionKind().Version)
+	mapping, err := env.Mapper(t).RESTMapping(u.GroupVersionKind().GroupKind(), u.GroupVersionKind().Version)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func TestOfflineAcceptsWhatTheServerAccepts(t *testing.T) {
 		}
 		waitEstablished(ctx, t, crds)
 		for _, u := range rest {
-			if err := serverVerdict(ctx, ns, u); err != nil {
+			if err := serverVerdict(ctx, t, ns, u); err != nil {
 				t.Errorf("%s: the server rejects %s %s: %v (the shape is wrong)", s.name, u.GetKind(), u.GetName(), err)
 			}
 		}

@@ -10,6 +10,10 @@
 //		ns := env.Namespace(t) // skips under -short
 //		...
 //	}
+//
+// Under -short there is no cluster: Client, Dynamic and Cluster are nil.
+// Namespace, Require and Mapper skip the test then; a test that reaches
+// the cluster otherwise calls Require first.
 package clustertest
 
 import (
@@ -137,8 +141,10 @@ func exitCode(s os.Signal) int {
 }
 
 // Mapper returns a REST mapper that knows the cluster's kinds as of now
-// (CRDs included).
-func (e *Env) Mapper() meta.RESTMapper {
+// (CRDs included). It skips t when no cluster is running (under -short).
+func (e *Env) Mapper(t testing.TB) meta.RESTMapper {
+	t.Helper()
+	e.Require(t)
 	dc := discovery.NewDiscoveryClientForConfigOrDie(e.Cluster.RESTConfig)
 	return restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
 }
