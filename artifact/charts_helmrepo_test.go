@@ -39,7 +39,7 @@ func TestFetchChartFromARepositoryHelmIndexed(t *testing.T) {
 			t.Fatalf("helm %s: %v\n%s", args[0], err, out)
 		}
 	}
-	src := filepath.Join("..", "build", "charts", "testdata", "shop")
+	src := filepath.Join("..", "sources", "charts", "testdata", "shop")
 	chartYAML, err := os.ReadFile(filepath.Join(src, "Chart.yaml"))
 	if err != nil {
 		t.Fatal(err)

@@ -32,7 +32,7 @@ import (
 // replaced by version.
 func ShopChartTgz(t testing.TB, version string) []byte {
 	t.Helper()
-	src := filepath.Join("..", "build", "charts", "testdata", "shop")
+	src := filepath.Join("..", "sources", "charts", "testdata", "shop")
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(zw)

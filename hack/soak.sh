@@ -12,7 +12,7 @@ GANTRY_SOAK=1 GANTRY_FIGURES="$figures" go test -count=1 -timeout 60m \
 	-run 'TestAPIServerKilledMidRun|TestTwoRunsNeverInterleave|TestDeadHolderLeaseIsTakenOver|TestPausedRunIsFenced|TestStalledAndSlowAPIServerEndAtTheTimeout|TestRegistryFailures|TestBadInputCorpus|TestSecretsNeverPrintedOnErrorPaths|TestGitHubAction' ./e2e
 
 total=0
-for target in sources:FuzzManifestDecoding entrypoint:FuzzLoad entrypoint:FuzzPlanIsData inventory:FuzzEntryID reporters:FuzzOutputsCannotInject reporters:FuzzDotenvValue reporters:FuzzStickyContentKey reporters:FuzzMarkdownIsText safefile:FuzzSafeWrite logguard:FuzzLogWriter diffs:FuzzSecretValuesNeverInDiffs sources/reader:FuzzReaderStaysInside; do
+for target in sources:FuzzManifestDecoding entrypoint:FuzzLoad plan:FuzzPlanIsData inventory:FuzzEntryID reporters:FuzzOutputsCannotInject reporters:FuzzDotenvValue reporters:FuzzStickyContentKey reporters:FuzzMarkdownIsText safefile:FuzzSafeWrite logguard:FuzzLogWriter diffs:FuzzSecretValuesNeverInDiffs sources/reader:FuzzReaderStaysInside; do
 	pkg=${target%%:*} fuzz=${target#*:}
 	corpus="$pkg/testdata/fuzz/$fuzz"
 	before=$({ ls "$corpus" 2>/dev/null || true; } | wc -l)

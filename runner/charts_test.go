@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 // shopTgz packs sources/charts/testdata/shop as helm package does.
 func shopTgz(t *testing.T) []byte {
 	t.Helper()
-	src := filepath.Join("..", "build", "charts", "testdata", "shop")
+	src := filepath.Join("..", "sources", "charts", "testdata", "shop")
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(zw)

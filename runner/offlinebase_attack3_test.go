@@ -141,7 +141,7 @@ func TestAttack3OfflineBaseWorkspaceChartValuesFolderLinkedOutside(t *testing.T)
 	}
 	git := gitIn(t, repo)
 	git("init", "-q")
-	if out, err := exec.Command("cp", "-r", filepath.Join("..", "build", "charts", "testdata", "shop"), filepath.Join(repo, "shop")).CombinedOutput(); err != nil {
+	if out, err := exec.Command("cp", "-r", filepath.Join("..", "sources", "charts", "testdata", "shop"), filepath.Join(repo, "shop")).CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
 	if err := os.Symlink(outside, filepath.Join(repo, "sub")); err != nil {
@@ -187,7 +187,7 @@ func TestAttack3HeadValuesFolderLinkedOutside(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(outside, "values.yaml"), []byte("replicaCount: 7\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("cp", "-r", filepath.Join("..", "build", "charts", "testdata", "shop"), filepath.Join(repo, "shop")).CombinedOutput(); err != nil {
+	if out, err := exec.Command("cp", "-r", filepath.Join("..", "sources", "charts", "testdata", "shop"), filepath.Join(repo, "shop")).CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
 	if err := os.Symlink(outside, filepath.Join(repo, "sub")); err != nil {

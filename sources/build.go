@@ -132,8 +132,21 @@ type BuildOptions struct {
 	// a kind) builds once more with them, so that it names the file.
 	NoOrigins bool
 
-	// tainted builds with every value SOPS decrypts changed (provenance.go).
-	tainted bool
+	// taint builds with every value SOPS decrypts, and every set line
+	// named as a secret, changed (provenance.go).
+	taint taintVariant
+	// trace, when set, is told what the build was given as secrets, and
+	// whether it got as far as checking where they went.
+	trace *buildTrace
+}
+
+// buildTrace is what a build tells its caller of the secrets it was
+// given: the files (and set lines) they came from, and whether the
+// provenance check ran, after which everything the build says has been
+// proven not to depend on them.
+type buildTrace struct {
+	secrets []string
+	proven  bool
 }
 
 // BuildError is a build failure; File names the file at fault when known.
@@ -165,6 +178,8 @@ func (e *BuildError) Unwrap() error { return e.Err }
 // that references the folder, so they apply after everything the user's
 // kustomization does.
 func Build(opts BuildOptions) ([]*Object, error) {
+	trace := &buildTrace{}
+	opts.trace = trace
 	objects, afterKustomize, err := build(opts)
 	// Files are named from the objects' origins: a failure that needs
 	// them is found again with them.
@@ -172,9 +187,33 @@ func Build(opts BuildOptions) ([]*Object, error) {
 		// A check that needs the files (what a kept SOPS file built to)
 		// may pass with them: then the second build is the set.
 		opts.NoOrigins = false
+		*trace = buildTrace{}
 		objects, _, err = build(opts)
 	}
+	if err != nil && len(trace.secrets) > 0 && !trace.proven {
+		err = sayByProvenance(opts, trace.secrets, err)
+	}
 	return objects, err
+}
+
+// sayByProvenance is err when the build says the same with other values
+// where it was given secrets (both variants), and otherwise a refusal
+// that says nothing the build said. A failure found before the
+// provenance check (two objects of one name, a kustomize error, a limit)
+// may quote what a template or a replacement made of a secret, in any
+// encoding (its hex in a name, its length): its message is checked as
+// output is, by what it depends on, not by matching values.
+func sayByProvenance(opts BuildOptions, secrets []string, err error) error {
+	for _, v := range variants {
+		alt := opts
+		alt.taint, alt.trace = v, nil
+		alt.Decrypted, alt.SecretValues, alt.ChartNotice, alt.Skipped = nil, nil, nil, nil
+		_, _, terr := build(alt)
+		if terr == nil || terr.Error() != err.Error() {
+			return &BuildError{File: opts.Shown(), Err: fmt.Errorf("the build failed, and what it says depends on what it was given as secrets (%s): built with other values there, it %s; so it is not shown. Build with other values (or without the secrets) to see it", strings.Join(secrets, ", "), map[bool]string{true: "succeeds", false: "says something else"}[terr == nil])}
+		}
+	}
+	return err
 }
 
 // build is Build; afterKustomize says an error was found in what kustomize
@@ -256,6 +295,9 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, retErr error) {
 		if r := recover(); r != nil {
 			retErr = &BuildError{File: opts.Path, Err: fmt.Errorf("kustomize build failed: %v", r)}
 		}
+		if opts.trace != nil {
+			opts.trace.secrets = sfs.secretFiles()
+		}
 		// kustomize, and the checks after it, quote values and names
 		// in what they refuse: what SOPS decrypted is hidden there.
 		retErr = sfs.hideIn(retErr)
@@ -317,9 +359,14 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, retErr error) {
 	if err := RefuseDuplicates(objects, func(o *Object) string { return o.Source }); err != nil {
 		return nil, true, err
 	}
-	if opts.tainted {
+	if opts.taint != notTainted {
 		// The build for the provenance check ends here.
 		return objects, false, nil
+	}
+	if opts.trace != nil {
+		// From here on, what the build says is of objects whose
+		// provenance is checked first.
+		opts.trace.proven = true
 	}
 	if sfs.decryptedFiles() {
 		if opts.NoOrigins {

@@ -122,10 +122,6 @@ func renderChart(opts BuildOptions, sfs *sopsFS) ([]*manifestPart, error) {
 		// the newest release gantry knows, as an offline run checks.
 		ropts.KubeVersion = "v" + releases.Newest + ".0"
 	}
-	// sensitive: the chart was given secrets (values SOPS decrypted, a
-	// set line named as a secret), which a template can quote, whole or
-	// changed, in what it fails with.
-	sensitive := false
 	for _, v := range c.Values {
 		if abs, err := filepath.Abs(v); err == nil {
 			v = abs
@@ -139,24 +135,25 @@ func renderChart(opts BuildOptions, sfs *sopsFS) ([]*manifestPart, error) {
 			return nil, &BuildError{File: displayPath(v, nil, opts.WorkDir), Err: fmt.Errorf("reading values: %w", err)}
 		}
 		name := displayPath(v, nil, opts.WorkDir)
-		sensitive = sensitive || sfs.wasDecrypted(name)
 		ropts.Values = append(ropts.Values, charts.Values{Name: name, Content: b})
 	}
 	ropts.Set = nil
 	for _, line := range c.Set {
 		if k, v, ok := strings.Cut(line, "="); ok && v != "" && SecretName.MatchString(k) {
-			sensitive = true
-			sfs.secretInput(shown+" (set "+strings.TrimSpace(k)+")", v)
-			if opts.tainted {
-				line = k + "=" + taintString(v)
+			if opts.taint != notTainted {
+				v = opts.taint.String(v)
+				line = k + "=" + v
 			}
+			// The value this build holds: what its messages are masked of.
+			sfs.secretInput(shown+" (set "+strings.TrimSpace(k)+")", v)
 		}
 		ropts.Set = append(ropts.Set, line)
 	}
+	// A chart given secrets (values SOPS decrypted, set lines named as
+	// secrets) can quote them, whole or changed, in what it fails with:
+	// Build shows what it says only where the builds with other values
+	// say the same (sayByProvenance).
 	fail := func(err error) ([]*manifestPart, error) {
-		if sensitive {
-			return nil, &BuildError{File: shown, Err: errors.New("the chart failed to render; what it says is not shown, as it was given secrets (values SOPS decrypted, or set lines named as secrets) that a template can quote: render it with other values to see it")}
-		}
 		return nil, &BuildError{File: shown, Err: err}
 	}
 	render := c.Render

@@ -40,6 +40,26 @@ func (f *sopsFS) decryptedFiles() bool {
 	return len(f.decrypted) > 0
 }
 
+// taintVariant says how a build changes what was given as a secret.
+// Two builds with other values find what the real one took from a
+// secret: the first keeps each value's shape (its length, and each
+// character's class: a letter stays a letter, a digit a digit), so that
+// a value that must parse still parses; the second changes its shape
+// (every character of another class, the length more than doubled), so
+// that what a template computes from the shape alone (len, a map of
+// character classes, a count) differs too.
+type taintVariant uint8
+
+const (
+	notTainted taintVariant = iota
+	sameShape
+	otherShape
+)
+
+// variants are the builds the provenance check compares with the real
+// one, in order.
+var variants = []taintVariant{sameShape, otherShape}
+
 // taintSOPSTree changes, in place, every value SOPS decrypted (by path)
 // but an object's apiVersion and kind, which kustomize needs to read it
 // at all: a string gets another character at every position, a number
@@ -47,7 +67,7 @@ func (f *sopsFS) decryptedFiles() bool {
 // are changed too: a piece of them is a piece of what was decrypted.
 // Only a document that is an object (it has apiVersion and kind) keeps
 // them; a dotenv's key named kind is a value like any.
-func taintSOPSTree(branches sops.TreeBranches, encrypted map[string]bool) {
+func (tv taintVariant) taintSOPSTree(branches sops.TreeBranches, encrypted map[string]bool) {
 	var object bool
 	var walk func(path string, depth int, v any) any
 	walk = func(path string, depth int, v any) any {
@@ -72,13 +92,13 @@ func taintSOPSTree(branches sops.TreeBranches, encrypted map[string]bool) {
 		}
 		switch t := v.(type) {
 		case string:
-			return taintString(t)
+			return tv.String(t)
 		case int:
-			return int(taintNumber(int64(t)))
+			return int(tv.number(int64(t)))
 		case int64:
-			return taintNumber(t)
+			return tv.number(t)
 		case float64:
-			return t + float64(taintNumber(0))
+			return t + float64(tv.number(0))
 		case bool:
 			return !t
 		}
@@ -94,6 +114,26 @@ func taintSOPSTree(branches sops.TreeBranches, encrypted map[string]bool) {
 		object = keys["apiVersion"] && keys["kind"]
 		branches[i] = walk(strconv.Itoa(i), 0, b).(sops.TreeBranch)
 	}
+}
+
+// String is s as the variant changes it: taintString for sameShape,
+// reshapeString for otherShape.
+func (tv taintVariant) String(s string) string {
+	if tv == otherShape {
+		return reshapeString(s)
+	}
+	return taintString(s)
+}
+
+// number is n as the variant changes it: moved by an amount drawn from
+// n and the key, and for otherShape, of the other sign too (so of
+// another number of digits, most often).
+func (tv taintVariant) number(n int64) int64 {
+	m := taintNumber(n)
+	if tv == otherShape {
+		return -m
+	}
+	return m
 }
 
 // taintString returns s with every character replaced by another of the
@@ -123,6 +163,40 @@ func taintString(s string) string {
 			b.WriteRune('a' + rune(h%26))
 		}
 	}
+	return b.String()
+}
+
+// reshapeString returns s of another shape: every character replaced by
+// one of another class (a lower-case letter by a capital, a capital by a
+// digit, a digit, or anything else, by a lower-case letter), each drawn
+// from the key and its position, and then as many characters again and
+// one more, so that the length is more than doubled. What a template
+// computes from the length or the characters' classes alone (len, a
+// count of digits, a mask of classes) is then another value, as what it
+// computes from the characters is.
+func reshapeString(s string) string {
+	var b strings.Builder
+	n := uint64(0)
+	put := func(r rune) {
+		h := mix(taintKey ^ 0x5bd1e995 ^ (n+1)*0x9e3779b97f4a7c15)
+		n++
+		switch {
+		case r >= 'a' && r <= 'z':
+			b.WriteRune('A' + rune(h%26))
+		case r >= 'A' && r <= 'Z':
+			b.WriteRune('0' + rune(h%10))
+		default:
+			b.WriteRune('a' + rune(h%26))
+		}
+	}
+	runes := []rune(s)
+	for _, r := range runes {
+		put(r)
+	}
+	for i := len(runes) - 1; i >= 0; i-- {
+		put(runes[i])
+	}
+	put('-')
 	return b.String()
 }
 
@@ -171,11 +245,22 @@ func (e *ProvenanceError) Error() string {
 		e.Object, strings.Join(e.Files, ", "), strings.Join(fields, ", "))
 }
 
-// checkProvenance builds again with every decrypted value tainted and
-// refuses an object that changed where a decrypted value may not go.
+// checkProvenance builds again with every decrypted value tainted, once
+// for each variant, and refuses an object that changed where a decrypted
+// value may not go.
 func checkProvenance(objects []*Object, opts BuildOptions, sfs *sopsFS, notices []ChartNotice) error {
+	for _, v := range variants {
+		if err := checkVariant(objects, opts, sfs, notices, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkVariant is checkProvenance against the build of one variant.
+func checkVariant(objects []*Object, opts BuildOptions, sfs *sopsFS, notices []ChartNotice, variant taintVariant) error {
 	alt := opts
-	alt.tainted, alt.Decrypted, alt.SecretValues, alt.NoOrigins = true, nil, nil, false
+	alt.taint, alt.Decrypted, alt.SecretValues, alt.NoOrigins, alt.trace = variant, nil, nil, false, nil
 	var taintedNotices []ChartNotice
 	alt.ChartNotice = func(n ChartNotice) { taintedNotices = append(taintedNotices, n) }
 	files := sfs.encryptedFiles()
@@ -233,7 +318,7 @@ func checkProvenance(objects []*Object, opts BuildOptions, sfs *sopsFS, notices 
 			// namespace that took another decrypted value (a replacement
 			// of a password into metadata.name) is refused, named by its
 			// kind and file, not by the name that would show the value.
-			if !ownIdentity(r, t, identities[r.Source]) {
+			if !ownIdentity(r, t, identities[r.Source], variant) {
 				return &BuildError{File: r.Source, Err: &ProvenanceError{Object: "a " + r.GetKind() + " of " + r.Source, Fields: []string{"its name or namespace"}, Files: files}}
 			}
 			pairs[t] = r
@@ -264,12 +349,12 @@ func checkProvenance(objects []*Object, opts BuildOptions, sfs *sopsFS, notices 
 				return
 			}
 			switch {
-			case mayHold && path == "/metadata/namespace" && ownValue(r.GetNamespace(), t.GetNamespace(), identities[r.Source]):
+			case mayHold && path == "/metadata/namespace" && ownValue(r.GetNamespace(), t.GetNamespace(), identities[r.Source], variant):
 				// Its own encrypted name or namespace: shown as every
 				// object's is.
 			case mayHold && secret && (strings.HasPrefix(path, "/data/") || strings.HasPrefix(path, "/stringData/")):
 			case mayHold && isString && values[s]:
-				if !identityField(path) {
+				if !identityField(path) && !slices.Contains(r.DecryptedFields, path) {
 					r.DecryptedFields = append(r.DecryptedFields, path)
 				}
 			default:
@@ -340,8 +425,8 @@ func ownObject(objects []*Object, pairs map[*Object]*Object, t *Object) *Object 
 // ownIdentity says whether real's name and namespace, where they differ
 // from the tainted build's, each hold a value its file decrypted at an
 // object's identity (kustomize may have added a prefix or suffix).
-func ownIdentity(real, tainted *Object, names map[string]bool) bool {
-	return ownValue(real.GetName(), tainted.GetName(), names) && ownValue(real.GetNamespace(), tainted.GetNamespace(), names)
+func ownIdentity(real, tainted *Object, names map[string]bool, variant taintVariant) bool {
+	return ownValue(real.GetName(), tainted.GetName(), names, variant) && ownValue(real.GetNamespace(), tainted.GetNamespace(), names, variant)
 }
 
 // ownValue says whether a name (or namespace) of the real build and the
@@ -349,12 +434,12 @@ func ownIdentity(real, tainted *Object, names map[string]bool) bool {
 // identity and changed the same way by taint, whatever kustomize put
 // around it (a prefix, a suffix). A name that took any other decrypted
 // value (a password replaced into it) differs otherwise.
-func ownValue(real, tainted string, names map[string]bool) bool {
+func ownValue(real, tainted string, names map[string]bool, variant taintVariant) bool {
 	if real == tainted {
 		return true
 	}
 	for n := range names {
-		if n != "" && strings.Replace(real, n, taintString(n), 1) == tainted {
+		if n != "" && strings.Replace(real, n, variant.String(n), 1) == tainted {
 			return true
 		}
 	}

@@ -270,7 +270,7 @@ type sopsFS struct {
 	display func(string) string
 
 	// taint changes every value decrypted (provenance.go).
-	taint bool
+	taint taintVariant
 
 	mu        sync.Mutex
 	err       error           // the first refusal, clearer than kustomize's wrapping of it
@@ -293,6 +293,12 @@ func (f *sopsFS) hideIn(err error) error {
 	values := make([]string, 0, len(f.values))
 	for v := range f.values {
 		values = append(values, v)
+		if f.taint != notTainted {
+			// A build with other values holds them changed: its
+			// messages are masked of those, so that they compare with
+			// the real build's (a whole value masked in both).
+			values = append(values, f.taint.String(v))
+		}
 	}
 	f.mu.Unlock()
 	if len(values) == 0 {
@@ -333,7 +339,7 @@ func longEnough(reveal func([]string)) func([]string) {
 func newSOPSFS(fs filesys.FileSystem, opts BuildOptions, display func(string) string) *sopsFS {
 	return &sopsFS{FileSystem: fs, ids: opts.SOPSIdentities, keep: opts.KeepSOPSEncrypted && len(opts.SOPSIdentities) == 0, packed: opts.Packed,
 		reveal: longEnough(opts.Decrypted), display: display, encrypted: map[string]bool{},
-		decrypted: map[string]bool{}, values: map[string]bool{}, identities: map[string]map[string]bool{}, taint: opts.tainted}
+		decrypted: map[string]bool{}, values: map[string]bool{}, identities: map[string]map[string]bool{}, taint: opts.taint}
 }
 
 func (f *sopsFS) ReadFile(name string) ([]byte, error) {
@@ -390,8 +396,8 @@ func (f *sopsFS) ReadFile(name string) ([]byte, error) {
 		}
 	}
 	var taint func(sops.TreeBranches, map[string]bool)
-	if f.taint {
-		taint = taintSOPSTree
+	if f.taint != notTainted {
+		taint = f.taint.taintSOPSTree
 	}
 	identity := func(names []string) {
 		f.mu.Lock()
@@ -702,9 +708,16 @@ func (f *sopsFS) secretInput(name, value string) {
 	f.values[value] = true
 }
 
-// wasDecrypted says whether the file shown as name was decrypted.
-func (f *sopsFS) wasDecrypted(name string) bool {
+// secretFiles are the files (and set lines) shown as their names whose
+// values the build was given as secrets, sorted.
+func (f *sopsFS) secretFiles() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.decrypted[name]
+	out := make([]string, 0, len(f.decrypted))
+	for name := range f.decrypted {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
 }
+

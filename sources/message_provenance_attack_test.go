@@ -1,0 +1,153 @@
+package sources
+
+import (
+	"encoding/hex"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The secret a chart is given on a set line in these tests.
+const setSecret = "Hunter2pass9Zq-xkw"
+
+// setSecretChart writes a chart with the given templates, and returns it
+// given setSecret as a secret-named set line.
+func setSecretChart(t *testing.T, templates map[string]string) (ws string, chart *Chart) {
+	t.Helper()
+	ws = t.TempDir()
+	files := map[string]string{"chart/Chart.yaml": "apiVersion: v2\nname: atk\nversion: 0.1.0\n"}
+	for name, content := range templates {
+		files["chart/templates/"+name] = content
+	}
+	write(t, ws, files)
+	return ws, &Chart{Dir: filepath.Join(ws, "chart"), ReleaseName: "v", Set: []string{"password=" + setSecret}}
+}
+
+// setSecretForms are what a message may not hold of setSecret: the value,
+// its encodings, and its shape.
+func setSecretForms() []string {
+	return []string{
+		setSecret,
+		hex.EncodeToString([]byte(setSecret)),
+		hex.EncodeToString([]byte(setSecret))[:12],
+		strings.ToLower(setSecret),
+		classMap(setSecret),
+	}
+}
+
+// classMap is s with digits as 9, capitals as A and the rest as a.
+func classMap(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= '0' && r <= '9':
+			b.WriteByte('9')
+		case r >= 'A' && r <= 'Z':
+			b.WriteByte('A')
+		default:
+			b.WriteByte('a')
+		}
+	}
+	return b.String()
+}
+
+// A check that quotes rendered content before the provenance check (two
+// objects of one name) quoted what a template made of a secret in
+// another encoding: the hex of a set line's value in a name. What a build
+// says when it fails is checked as its output is: it changes with the
+// secret, so it is not shown.
+func TestMessageOfAFailedBuildIsCheckedByProvenance(t *testing.T) {
+	t.Parallel()
+	for name, expr := range map[string]string{
+		"hex":    `{{ printf "%x" .Values.password }}`,
+		"lower":  `{{ lower .Values.password }}`,
+		"sha":    `{{ sha256sum .Values.password | trunc 20 }}`,
+		"length": `n{{ len .Values.password }}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			cm := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: leak-" + expr + "\n"
+			ws, chart := setSecretChart(t, map[string]string{"a.yaml": cm, "b.yaml": cm})
+			_, err := Build(BuildOptions{WorkDir: ws, Chart: chart})
+			if err == nil {
+				t.Fatal("two objects of one name were not refused")
+			}
+			msg := err.Error()
+			t.Logf("error: %s", msg)
+			for _, f := range setSecretForms() {
+				if strings.Contains(msg, f) {
+					t.Errorf("the error shows %q, a form of the secret", f)
+				}
+			}
+			if strings.Contains(msg, "n"+strconv.Itoa(len(setSecret))) {
+				t.Errorf("the error shows the secret's length")
+			}
+			if !strings.Contains(msg, "depends on what it was given as secrets") || !strings.Contains(msg, "set password") {
+				t.Errorf("the refusal does not say why, naming the set line: %s", msg)
+			}
+		})
+	}
+}
+
+// A failure that does not depend on the secret is said as it is, secrets
+// or not.
+func TestMessageOfAFailedBuildIndependentOfSecretsIsShown(t *testing.T) {
+	t.Parallel()
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: same\ndata:\n  p: {{ .Values.password | quote }}\n"
+	ws, chart := setSecretChart(t, map[string]string{"a.yaml": cm, "b.yaml": cm})
+	_, err := Build(BuildOptions{WorkDir: ws, Chart: chart})
+	if err == nil {
+		t.Fatal("two objects of one name were not refused")
+	}
+	if msg := err.Error(); !strings.Contains(msg, "ConfigMap/same") || !strings.Contains(msg, "defined twice") || strings.Contains(msg, setSecret) {
+		t.Errorf("the error does not name the object, or shows the secret: %s", msg)
+	}
+}
+
+// The build with other values kept each character's class and the
+// value's length, so that any function of those (a map of the classes,
+// len) rendered the same in both builds and passed the check unmasked.
+// The second build with other values changes both.
+func TestProvenanceCatchesTheShapeOfASecret(t *testing.T) {
+	t.Parallel()
+	for name, expr := range map[string]string{
+		"classes": `{{ regexReplaceAll "[a-z-]" (regexReplaceAll "[A-Z]" (regexReplaceAll "[0-9]" .Values.password "9") "A") "a" }}`,
+		"length":  `{{ len .Values.password }}`,
+		"digits":  `{{ .Values.password | regexFind "[0-9]+" }}`,
+		"parity":  `{{ mod (len .Values.password) 2 }}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			cm := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shape\ndata:\n  v: \"" + expr + "\"\n"
+			ws, chart := setSecretChart(t, map[string]string{"cm.yaml": cm})
+			objects, err := Build(BuildOptions{WorkDir: ws, Chart: chart})
+			if err == nil {
+				t.Fatalf("a value computed from the secret's shape passed: %v", objects[0].Object["data"])
+			}
+			msg := err.Error()
+			t.Logf("error: %s", msg)
+			if !strings.Contains(msg, "ConfigMap shape") || !strings.Contains(msg, "/data/v") {
+				t.Errorf("the refusal does not name the object and field: %s", msg)
+			}
+			for _, f := range setSecretForms() {
+				if strings.Contains(msg, f) {
+					t.Errorf("the refusal shows %q", f)
+				}
+			}
+		})
+	}
+}
+
+// A chart that takes nothing of the secret's shape builds, and one that
+// puts the value whole into a ConfigMap still does (masked as any).
+func TestProvenanceLetsWholeValuesAndUnrelatedFieldsThrough(t *testing.T) {
+	t.Parallel()
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fine\ndata:\n  whole: {{ .Values.password | quote }}\n  other: \"{{ len .Release.Name }}\"\n"
+	ws, chart := setSecretChart(t, map[string]string{"cm.yaml": cm})
+	objects, err := Build(BuildOptions{WorkDir: ws, Chart: chart})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objects) != 1 || len(objects[0].DecryptedFields) != 1 || objects[0].DecryptedFields[0] != "/data/whole" {
+		t.Errorf("want the whole value's field marked once, got %v", objects[0].DecryptedFields)
+	}
+}
