@@ -92,12 +92,22 @@ type request struct {
 
 // answer is what the renderer writes on its standard output: first the
 // chart's name, as soon as it is known (so that a renderer killed later
-// is still named), then the rendering or its error.
+// is still named), the steps it starts as it starts them (so that a
+// bound that stops it names what was running), then the rendering or its
+// error.
 type answer struct {
 	Chart    string     `json:",omitempty"`
+	Step     string     `json:",omitempty"`
 	Rendered *Rendered  `json:",omitempty"`
 	Error    *wireError `json:",omitempty"`
 }
+
+// The steps a renderer says it starts: the nameTemplate's execution,
+// then the chart's rendering. One that says none renders the chart.
+const (
+	stepNameTemplate = "nameTemplate"
+	stepChart        = "chart"
+)
 
 // wireError is an *Error as the renderer reports it.
 type wireError struct {
@@ -135,7 +145,10 @@ func runChild(in io.Reader, out io.Writer, memory string) int {
 		}
 	}
 	var a answer
-	r, err := Render(context.Background(), req.Options)
+	r, err := render(context.Background(), req.Options, func(step string) {
+		// Lost only with the answer itself, which then says nothing.
+		_ = enc.Encode(answer{Step: step})
+	})
 	if err != nil {
 		we := &wireError{Chart: req.Options.Dir, Message: err.Error()}
 		var ce *Error
@@ -259,9 +272,9 @@ func RenderBounded(ctx context.Context, opts Options, lim Limits) (*Rendered, er
 	wg.Wait()
 	elapsed := time.Since(start)
 
-	// The chart's name, when the renderer got as far as saying it, and
-	// its answer.
-	chart := opts.Dir
+	// The chart's name, when the renderer got as far as saying it, the
+	// last step it started, and its answer.
+	chart, step := opts.Dir, stepChart
 	var result *answer
 	dec := json.NewDecoder(bytes.NewReader(stdout.Bytes()))
 	for {
@@ -272,19 +285,26 @@ func RenderBounded(ctx context.Context, opts Options, lim Limits) (*Rendered, er
 		if a.Chart != "" {
 			chart = a.Chart
 		}
+		if a.Step != "" {
+			step = a.Step
+		}
 		if a.Rendered != nil || a.Error != nil {
 			result = &a
 			break
 		}
 	}
 	crash := stderr.String()
+	doing, expands := "rendering", "tpl, include or repeat"
+	if step == stepNameTemplate {
+		doing, expands = "executing nameTemplate", "repeat, or range in range"
+	}
 	switch {
 	case ctx.Err() != nil:
-		return fail(chart, fmt.Errorf("rendering stopped: %w", context.Cause(ctx)))
+		return fail(chart, fmt.Errorf("%s stopped: %w", doing, context.Cause(ctx)))
 	case overMemory.Load() || strings.Contains(crash, "out of memory") || strings.Contains(crash, "cannot allocate memory"):
-		return fail(chart, fmt.Errorf("rendering used more than %s; a template may expand without end (tpl, include or repeat)", bytesString(lim.MemoryBytes)))
+		return fail(chart, fmt.Errorf("%s used more than %s; a template may expand without end (%s)", doing, bytesString(lim.MemoryBytes), expands))
 	case tctx.Err() != nil:
-		return fail(chart, fmt.Errorf("rendering took longer than %s; a template may loop without end", lim.Time))
+		return fail(chart, fmt.Errorf("%s took longer than %s; a template may loop without end", doing, lim.Time))
 	case strings.Contains(crash, "stack overflow") || strings.Contains(crash, "stack exceeds"):
 		return fail(chart, fmt.Errorf("templates nested deeper than the renderer's stack of %s allows: a tpl or include that calls itself without end", bytesString(min(maxStack, lim.MemoryBytes/4))))
 	case stdout.over:

@@ -63,6 +63,11 @@ type Options struct {
 	// ReleaseName and Namespace are .Release.Name (default: the chart's
 	// name) and .Release.Namespace.
 	ReleaseName, Namespace string
+	// NameTemplate, when ReleaseName is empty, makes the release name, as
+	// helm's --name-template does: a Go template with helm's functions
+	// but those that read the environment or ask DNS. It is executed
+	// where the chart is rendered, within the same bounds.
+	NameTemplate string
 	// Values are the values files' contents, in order (later ones win),
 	// each named for messages; Set are KEY=VALUE lines, as helm's --set,
 	// applied after them.
@@ -109,9 +114,12 @@ type Hook struct {
 type Rendered struct {
 	// Name and Version are the chart's, from its Chart.yaml.
 	Name, Version string
-	CRDs          []Document
-	Manifests     []Document
-	Hooks         []Hook
+	// ReleaseName is the release name rendered with: Options.ReleaseName,
+	// or what its NameTemplate made, or the chart's name.
+	ReleaseName string
+	CRDs        []Document
+	Manifests   []Document
+	Hooks       []Hook
 	// Lookup says a template called lookup, which was answered empty.
 	Lookup bool
 }
@@ -140,6 +148,14 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Render renders the chart in opts.Dir.
 func Render(ctx context.Context, opts Options) (*Rendered, error) {
+	return render(ctx, opts, func(string) {})
+}
+
+// render is Render, saying through step when it starts executing the
+// nameTemplate (stepNameTemplate) and when it is done with it
+// (stepChart): the renderer tells gantry, so that a bound that stops it
+// names what was running.
+func render(ctx context.Context, opts Options, step func(string)) (*Rendered, error) {
 	c, err := load(opts)
 	if err != nil {
 		return nil, &Error{Chart: opts.Dir, Err: err}
@@ -157,6 +173,16 @@ func Render(ctx context.Context, opts Options) (*Rendered, error) {
 	}
 	if len(missing) > 0 {
 		return fail(fmt.Errorf("found in Chart.yaml, but missing in charts/ directory: %s", strings.Join(missing, ", ")))
+	}
+	release := releaseName(opts.ReleaseName, c)
+	if opts.ReleaseName == "" && opts.NameTemplate != "" {
+		step(stepNameTemplate)
+		name, err := executeNameTemplate(opts.NameTemplate)
+		if err != nil {
+			return fail(fmt.Errorf("nameTemplate: %w", err))
+		}
+		step(stepChart)
+		release = name
 	}
 	vals, err := values(opts)
 	if err != nil {
@@ -180,7 +206,7 @@ func Render(ctx context.Context, opts Options) (*Rendered, error) {
 		return fail(fmt.Errorf("needs Kubernetes %s, not %s", c.Metadata.KubeVersion, caps.KubeVersion.String()))
 	}
 	top, err := commonutil.ToRenderValuesWithSchemaValidation(c, vals, common.ReleaseOptions{
-		Name: releaseName(opts.ReleaseName, c), Namespace: opts.Namespace, Revision: 1, IsInstall: true,
+		Name: release, Namespace: opts.Namespace, Revision: 1, IsInstall: true,
 	}, caps, true)
 	if err != nil {
 		return fail(err)
@@ -217,7 +243,7 @@ func Render(ctx context.Context, opts Options) (*Rendered, error) {
 	if dropped := droppedDocuments(files, len(hooks)+len(manifests)); len(dropped) > 0 {
 		return fail(fmt.Errorf("%s: a document's helm.sh/hook names no hook event Helm knows, so Helm would drop it: name known events (pre-install, post-install, pre-upgrade, post-upgrade, pre-delete, post-delete, pre-rollback, post-rollback, test)", strings.Join(dropped, ", ")))
 	}
-	out := &Rendered{Name: c.Name(), Version: c.Metadata.Version, Lookup: lookedUp.Load()}
+	out := &Rendered{Name: c.Name(), Version: c.Metadata.Version, ReleaseName: release, Lookup: lookedUp.Load()}
 	for _, crd := range allCRDs(c) {
 		out.CRDs = append(out.CRDs, Document{Source: crd.Filename, Content: string(crd.File.Data)})
 	}

@@ -375,20 +375,14 @@ func inflate(ctx context.Context, dir, root string, globals types.HelmGlobals, e
 	// The release name: helm template takes the name given, or names it
 	// from --name-template, or, with --generate-name, from the chart's
 	// folder and the clock.
+	// A nameTemplate is the pull request's code as much as a chart's
+	// templates are: the renderer executes it, within its bounds, and
+	// says the name it made.
 	release, generated := entry.ReleaseName, false
 	switch {
 	case release != "" && entry.NameTemplate != "":
 		return nil, none, errors.New("releaseName and nameTemplate both given: helm refuses a name template with a name")
 	case release == "" && entry.NameTemplate != "":
-		t, err := template.New("name-template").Funcs(nameTemplateFuncs()).Parse(entry.NameTemplate)
-		if err != nil {
-			return nil, none, fmt.Errorf("nameTemplate: %w", err)
-		}
-		var b bytes.Buffer
-		if err := t.Execute(&b, nil); err != nil {
-			return nil, none, fmt.Errorf("nameTemplate: %w", err)
-		}
-		release = b.String()
 	case release == "":
 		base := filepath.Base(chartDir)
 		if i := strings.Index(base, "."); i >= 0 {
@@ -396,8 +390,10 @@ func inflate(ctx context.Context, dir, root string, globals types.HelmGlobals, e
 		}
 		release, generated = fmt.Sprintf("%s-%d", base, now().Unix()), true
 	}
-	if err := chartutil.ValidateReleaseName(release); err != nil {
-		return nil, none, fmt.Errorf("release name %q: %w", release, err)
+	if release != "" {
+		if err := chartutil.ValidateReleaseName(release); err != nil {
+			return nil, none, fmt.Errorf("release name %q: %w", release, err)
+		}
 	}
 	namespace := entry.Namespace
 	if namespace == "" {
@@ -410,10 +406,21 @@ func inflate(ctx context.Context, dir, root string, globals types.HelmGlobals, e
 	for _, a := range entry.ApiVersions {
 		apis = append(apis, strings.Split(a, ",")...)
 	}
-	r, err := render(ctx, Options{Dir: chartDir, ReleaseName: release, Namespace: namespace, Values: values,
+	r, err := render(ctx, Options{Dir: chartDir, ReleaseName: release, NameTemplate: entry.NameTemplate, Namespace: namespace, Values: values,
 		KubeVersion: entry.KubeVersion, APIVersions: apis, MaxFileBytes: maxFileBytes, Deny: opts.Deny, Workspace: root})
 	if err != nil {
 		return nil, none, err
+	}
+	if release == "" {
+		// What the nameTemplate made, checked here as well: its length
+		// first, so that nothing longer than a release name is quoted.
+		if len(r.ReleaseName) > maxReleaseName {
+			return nil, none, fmt.Errorf("nameTemplate: the release name it makes is over %d characters", maxReleaseName)
+		}
+		if err := chartutil.ValidateReleaseName(r.ReleaseName); err != nil {
+			return nil, none, fmt.Errorf("nameTemplate: release name %q: %w", r.ReleaseName, err)
+		}
+		release = r.ReleaseName
 	}
 	out, err := kustomizeRead(templateOutput(r, entry.IncludeCRDs, entry.SkipHooks, entry.SkipTests))
 	if err != nil {
@@ -593,4 +600,38 @@ func nameTemplateFuncs() template.FuncMap {
 		delete(funcs, name)
 	}
 	return funcs
+}
+
+// maxReleaseName is the longest release name Helm takes.
+const maxReleaseName = 53
+
+// executeNameTemplate is the release name a nameTemplate makes, as helm's
+// --name-template makes it, and valid. It runs in the renderer (Render),
+// whose bounds stop a template that loops or expands without end; what it
+// writes stops at a release name's length.
+func executeNameTemplate(text string) (string, error) {
+	t, err := template.New("name-template").Funcs(nameTemplateFuncs()).Parse(text)
+	if err != nil {
+		return "", err
+	}
+	w := &nameWriter{}
+	if err := t.Execute(w, nil); err != nil {
+		return "", err
+	}
+	name := w.b.String()
+	if err := chartutil.ValidateReleaseName(name); err != nil {
+		return "", fmt.Errorf("release name %q: %w", name, err)
+	}
+	return name, nil
+}
+
+// nameWriter holds a release name, and fails a write that would make it
+// longer than one can be (the template's execution stops there).
+type nameWriter struct{ b bytes.Buffer }
+
+func (w *nameWriter) Write(p []byte) (int, error) {
+	if w.b.Len()+len(p) > maxReleaseName {
+		return 0, fmt.Errorf("the release name it makes is over %d characters", maxReleaseName)
+	}
+	return w.b.Write(p)
 }
