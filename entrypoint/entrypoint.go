@@ -20,7 +20,6 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/gantry-dev/gantry/config"
-	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/logguard"
 	"github.com/gantry-dev/gantry/redact"
 	"github.com/gantry-dev/gantry/reporters"
@@ -223,10 +222,10 @@ func newSession(env map[string]string, p platform, secrets []string, stderr io.W
 // startTrace records every request sent to a cluster from now on; the
 // function it returns prints them.
 func (s *session) startTrace() func() {
-	s.run.Trace = kube.NewTrace()
+	write := s.run.StartTrace()
 	return func() {
 		var b strings.Builder
-		s.run.Trace.Write(&b)
+		write(&b)
 		s.console.printf("%s", b.String())
 	}
 }

@@ -56,8 +56,9 @@ type Session struct {
 	trees     gitsource.Trees
 	treesOnce sync.Once
 
-	// Trace, when not nil, records every request sent to a cluster.
-	Trace *kube.Trace
+	// trace, when not nil, records every request sent to a cluster
+	// (StartTrace).
+	trace *kube.Trace
 
 	// RunFile is every unit of the run file, those a selection of units
 	// leaves out too: offline, a unit sees the CRDs of the units it
@@ -89,6 +90,14 @@ type Session struct {
 }
 
 // cluster is what the units connecting with opts share (their concurrency
+// StartTrace records every request the session sends to a cluster from
+// now on; the function it returns writes them to w.
+func (s *Session) StartTrace() (write func(w io.Writer)) {
+	t := kube.NewTrace()
+	s.trace = t
+	return t.Write
+}
+
 // aside).
 func (s *Session) cluster(opts kube.Options) *kube.Cluster {
 	opts.Concurrency, opts.MaxConcurrency, opts.Bound = 0, 0, nil
@@ -129,7 +138,7 @@ func kubeOptions(cfg *config.Config) kube.Options {
 // kubeOptions are cfg's, with the session's trace.
 func (s *Session) kubeOptions(cfg *config.Config) kube.Options {
 	o := kubeOptions(cfg)
-	o.Trace = s.Trace
+	o.Trace = s.trace
 	return o
 }
 
