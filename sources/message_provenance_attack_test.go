@@ -151,3 +151,103 @@ func TestProvenanceLetsWholeValuesAndUnrelatedFieldsThrough(t *testing.T) {
 		t.Errorf("want the whole value's field marked once, got %v", objects[0].DecryptedFields)
 	}
 }
+
+// Which objects a set holds, and their order, are printed: a template
+// that decides by a secret what to make, or in what order, spelled it
+// with no field of any object taking a piece of it. The build with
+// other values was compared only where it had an object, never for one
+// the real build alone made, nor for the order.
+func TestProvenanceCatchesObjectsMadeByASecret(t *testing.T) {
+	t.Parallel()
+	for name, tmpl := range map[string]string{
+		// One object per character, made only when a known value (a
+		// second secret-named set line, changed too in the other
+		// builds) is what the pull request wrote: the real build alone
+		// makes them.
+		"anchor": `{{- if eq .Values.anchorpass "ANCHOR-known" }}{{ range $i, $c := splitList "" .Values.password }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: c{{ $i }}-{{ printf "%x" $c }}}
+{{- end }}{{ end }}`,
+		// Made only when the length is one number: the build with the
+		// same shape makes it too.
+		"length": `{{- range $l := until 65 }}{{ if eq (len $.Values.password) $l }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: len-{{ $l }}}
+{{- end }}{{ end }}`,
+		// Made only when a guess is right.
+		"guess": `{{- range $i, $g := list "password123" "` + setSecret + `" }}{{ if eq (sha256sum $.Values.password) (sha256sum $g) }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: guess-{{ $i }}}
+{{- end }}{{ end }}`,
+		// The same objects in both builds, the one of each position
+		// that is the secret's hex digit made last.
+		"order": `{{- $h := splitList "" (printf "%x" .Values.password) }}
+{{- range $i := until 8 }}{{ $c := index $h $i }}
+{{- range $v := list "0" "1" "2" "3" "4" "5" "6" "7" "8" "9" "a" "b" "c" "d" "e" "f" }}{{ if ne $v $c }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: p{{ $i }}-{{ $v }}}
+{{- end }}{{ end }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: p{{ $i }}-{{ $c }}}
+{{- end }}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			ws, chart := setSecretChart(t, map[string]string{"o.yaml": tmpl})
+			chart.Set = append(chart.Set, "anchorpass=ANCHOR-known")
+			objects, err := Build(BuildOptions{WorkDir: ws, Chart: chart})
+			if err == nil {
+				var names []string
+				for _, o := range objects {
+					names = append(names, o.GetName())
+				}
+				t.Fatalf("a set whose objects depend on the secret passed: %v", names)
+			}
+			msg := err.Error()
+			t.Logf("error: %s", msg)
+			if !strings.Contains(msg, "chart/templates/o.yaml") {
+				t.Errorf("the refusal does not name the template: %s", msg)
+			}
+			for _, f := range setSecretForms() {
+				if strings.Contains(msg, f) {
+					t.Errorf("the refusal shows %q", f)
+				}
+			}
+		})
+	}
+}
+
+// A template that makes the same objects whatever the secret, in the
+// same order, builds.
+func TestProvenanceLetsObjectsMadeWhateverTheSecretThrough(t *testing.T) {
+	t.Parallel()
+	tmpl := `{{- range $i := until 3 }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cm-{{ $i }}}
+data: {n: "{{ $i }}"}
+{{- end }}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: s}
+stringData: {password: {{ .Values.password | quote }}}`
+	ws, chart := setSecretChart(t, map[string]string{"o.yaml": tmpl})
+	objects, err := Build(BuildOptions{WorkDir: ws, Chart: chart})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objects) != 4 {
+		t.Errorf("want 4 objects, got %d", len(objects))
+	}
+}

@@ -230,9 +230,17 @@ type ProvenanceError struct {
 	Files  []string
 	// Chart: the object is a chart's.
 	Chart bool
+	// Made, when set, says what of the set depends on a secret other
+	// than a field (whether an object is made, the order objects come
+	// in), instead of Fields.
+	Made string
 }
 
 func (e *ProvenanceError) Error() string {
+	if e.Made != "" {
+		return fmt.Sprintf("%s: %s depends on what was decrypted or given as a secret (%s): built with other values there, it differs; which objects a set holds, and their order, are printed, so they may not depend on a secret (a template may put a secret into a value, not decide by it what to make)",
+			e.Object, e.Made, strings.Join(e.Files, ", "))
+	}
 	fields := e.Fields
 	if len(fields) > 5 {
 		fields = append(slices.Clone(fields[:5]), fmt.Sprintf("and %d more", len(e.Fields)-5))
@@ -329,6 +337,9 @@ func checkVariant(objects []*Object, opts BuildOptions, sfs *sopsFS, notices []C
 		// other values undo to a decrypted value.
 		return &BuildError{File: t.Source, Err: &ProvenanceError{Object: "an object of " + t.Source, Fields: []string{"its kind, name or namespace"}, Files: files}}
 	}
+	if err := sameObjects(objects, tainted, pairs, renamed, files); err != nil {
+		return err
+	}
 	for t, r := range pairs {
 		// What an encrypted file defines, or a generator made, may hold a
 		// decrypted value: a Secret in its data, anything as a whole
@@ -364,6 +375,57 @@ func checkVariant(objects []*Object, opts BuildOptions, sfs *sopsFS, notices []C
 		if len(fields) > 0 {
 			slices.Sort(fields)
 			return &BuildError{File: r.Source, Err: &ProvenanceError{Object: objectRef(r), Fields: fields, Files: files, Chart: r.Rendered}}
+		}
+	}
+	return nil
+}
+
+// sameObjects refuses a build whose objects, or their order, depend on
+// a secret: every object of the real build must have its pair in the
+// build with other values, once, and they must come in the same order.
+// Which objects a set holds and in what order are printed (the set's
+// list, the report's objects), so that a template could spell a secret
+// by making an object only when a character of it is one value, or by
+// the order it makes the same objects in, with no field of theirs taking
+// anything of it. An object renamed in the other build (by its own
+// encrypted name, or a generator's content hash) is left out of the
+// order: its name is its own, shown as every object's is.
+func sameObjects(objects, tainted []*Object, pairs map[*Object]*Object, renamed map[string]string, files []string) error {
+	paired := map[*Object]bool{}
+	for _, t := range tainted {
+		r := pairs[t]
+		if paired[r] {
+			return &BuildError{File: r.Source, Err: &ProvenanceError{Object: "an object of " + r.Source, Made: "whether it is made", Files: files}}
+		}
+		paired[r] = true
+	}
+	for _, r := range objects {
+		if !paired[r] {
+			// Named by its file only: it exists only with the secret's
+			// value, and its name may spell it.
+			return &BuildError{File: r.Source, Err: &ProvenanceError{Object: "an object of " + r.Source, Made: "whether it is made", Files: files}}
+		}
+	}
+	movedByName := map[*Object]bool{}
+	for _, t := range tainted {
+		if _, ok := renamed[t.GetName()]; ok {
+			movedByName[pairs[t]] = true
+		}
+	}
+	var inReal, inTainted []*Object
+	for _, r := range objects {
+		if !movedByName[r] {
+			inReal = append(inReal, r)
+		}
+	}
+	for _, t := range tainted {
+		if r := pairs[t]; !movedByName[r] {
+			inTainted = append(inTainted, r)
+		}
+	}
+	for i := range inReal {
+		if inReal[i] != inTainted[i] {
+			return &BuildError{File: inReal[i].Source, Err: &ProvenanceError{Object: "the objects of " + inReal[i].Source, Made: "the order they are made in", Files: files}}
 		}
 	}
 	return nil
