@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -16,14 +15,17 @@ import (
 
 	"github.com/gantry-dev/gantry/result"
 	"github.com/gantry-dev/gantry/sources"
+	"github.com/gantry-dev/gantry/sources/reader"
 )
 
 // lines finds where objects start in their files, for reports that name
 // file:line. A file is read once, when an object of it is first reported.
 type lines struct {
 	workDir string
-	mu      sync.Mutex
-	files   map[string]*indexed
+	// read reads a file as the build read it (sourceReader).
+	read  func(string) ([]byte, error)
+	mu    sync.Mutex
+	files map[string]*indexed
 }
 
 // indexed is one file's documents, read once however many objects ask
@@ -138,7 +140,7 @@ func (l *lines) document(source string, start int) *yaml.Node {
 		if !filepath.IsAbs(path) && l.workDir != "" {
 			path = filepath.Join(l.workDir, path)
 		}
-		if b, err := os.ReadFile(path); err == nil && int64(len(b)) <= sources.DefaultMaxFileBytes {
+		if b, err := l.readFile(path); err == nil {
 			dec := yaml.NewDecoder(bytes.NewReader(b))
 			for {
 				var n yaml.Node
@@ -299,7 +301,7 @@ func (l *lines) docs(source string) []docStart {
 		if !filepath.IsAbs(path) && l.workDir != "" {
 			path = filepath.Join(l.workDir, path)
 		}
-		f.docs = readDocs(path)
+		f.docs = readDocs(l.readFile, path)
 	})
 	return f.docs
 }
@@ -309,12 +311,32 @@ var readDocs = readDocStarts
 
 // readDocStarts indexes a YAML file's documents; nil when it cannot be
 // read (its objects are then named by file alone).
-func readDocStarts(path string) []docStart {
-	b, err := os.ReadFile(path)
-	if err != nil || int64(len(b)) > sources.DefaultMaxFileBytes {
+func readDocStarts(read func(string) ([]byte, error), path string) []docStart {
+	b, err := read(path)
+	if err != nil {
 		return nil
 	}
 	return readDocStartsFrom(b)
+}
+
+// readFile reads a file of the build again, through the reader the build
+// read it with: what the build would refuse (a link into .git, a file out
+// of the workspace, a device) is not read here either.
+func (l *lines) readFile(path string) ([]byte, error) {
+	if l.read == nil {
+		return reader.New(reader.Options{Root: l.workDir, MaxFileBytes: sources.DefaultMaxFileBytes}).ReadFile(path)
+	}
+	return l.read(path)
+}
+
+// sourceReader reads as the build of opts reads (sources.BuildOptions.Reader).
+func sourceReader(opts sources.BuildOptions) func(string) ([]byte, error) {
+	var once sync.Once
+	var r *reader.Reader
+	return func(path string) ([]byte, error) {
+		once.Do(func() { r = opts.Reader() })
+		return r.ReadFile(path)
+	}
 }
 
 // readDocStartsFrom indexes the YAML documents of b.

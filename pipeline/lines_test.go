@@ -140,11 +140,11 @@ func TestLinesReadEachFileOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var reads atomic.Int32
-	defer func(orig func(string) []docStart) { readDocs = orig }(readDocs)
-	readDocs = func(path string) []docStart {
+	defer func(orig func(func(string) ([]byte, error), string) []docStart) { readDocs = orig }(readDocs)
+	readDocs = func(read func(string) ([]byte, error), path string) []docStart {
 		reads.Add(1)
 		time.Sleep(20 * time.Millisecond) // a large file's parse
-		return readDocStarts(path)
+		return readDocStarts(read, path)
 	}
 	l := &lines{workDir: dir}
 	var wg sync.WaitGroup

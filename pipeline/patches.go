@@ -31,7 +31,9 @@ type patches struct {
 	once    sync.Once
 	path    string
 	workDir string
-	found   []patch
+	// read reads a file as the build read it (sourceReader).
+	read  func(string) ([]byte, error)
+	found []patch
 }
 
 // of lists where the patches are that target the object.
@@ -82,7 +84,7 @@ func (p *patches) walk(dir string, seen map[string]bool, depth int) []patch {
 		return nil
 	}
 	file := filepath.Join(abs, name)
-	b, err := os.ReadFile(file)
+	b, err := p.readFile(file)
 	if err != nil {
 		return nil
 	}
@@ -153,7 +155,7 @@ func (p *patches) entry(dir, file string, e *yaml.Node) []patch {
 	// A strategic merge patch without a target names its object itself.
 	content := []byte(inline)
 	if path != "" {
-		b, err := os.ReadFile(filepath.Join(dir, path))
+		b, err := p.readFile(filepath.Join(dir, path))
 		if err != nil {
 			return nil
 		}
@@ -181,4 +183,12 @@ func (p *patches) display(path string) string {
 		}
 	}
 	return path
+}
+
+// readFile reads a file of the build again, as the build read it.
+func (p *patches) readFile(path string) ([]byte, error) {
+	if p.read == nil {
+		return (&lines{workDir: p.workDir}).readFile(path)
+	}
+	return p.read(path)
 }

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -38,8 +37,8 @@ func (l *lines) patchedField(obj *sources.Object, patches []string, path string)
 		if !filepath.IsAbs(full) && l.workDir != "" {
 			full = filepath.Join(l.workDir, f)
 		}
-		b, err := os.ReadFile(full)
-		if err != nil || int64(len(b)) > sources.DefaultMaxFileBytes {
+		b, err := l.readFile(full)
+		if err != nil {
 			continue
 		}
 		dec := yaml.NewDecoder(strings.NewReader(string(b)))

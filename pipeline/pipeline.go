@@ -299,8 +299,8 @@ func newRun(command string, opts Options, connect Connector, obs Observer) *run 
 		connect: connect,
 		obs:     obs,
 		byID:    map[string]int{},
-		lines:   lines{workDir: opts.Build.WorkDir},
-		patches: &patches{path: opts.Build.Path, workDir: opts.Build.WorkDir},
+		lines:   lines{workDir: opts.Build.WorkDir, read: sourceReader(opts.Build)},
+		patches: &patches{path: opts.Build.Path, workDir: opts.Build.WorkDir, read: sourceReader(opts.Build)},
 		res: &result.Result{
 			Schema:   result.SchemaVersion,
 			Command:  command,

@@ -2,6 +2,7 @@ package sources
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -278,4 +279,32 @@ func looksRemote(e string) bool {
 // resolved: the rule the build reads by, for what is read beside it.
 func IsCredentialFile(path string, files []string) bool {
 	return reader.IsCredential(path, files)
+}
+
+// Reader is the reader a build of opts reads through: rooted at the
+// workspace that holds what it builds, the credential files refused,
+// each file bounded. What reads a build's files again (a report finding
+// the lines its objects and patches start on) reads through it, so that
+// no second door reads what the build would refuse.
+func (opts BuildOptions) Reader() *reader.Reader {
+	workDir := opts.WorkDir
+	if workDir == "" {
+		workDir, _ = os.Getwd()
+	}
+	path := cmp.Or(opts.Path, workDir)
+	if opts.Chart != nil {
+		path = opts.Chart.Dir
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	if real, err := filepath.EvalSymlinks(workDir); err == nil {
+		workDir = real
+	}
+	maxBytes := opts.MaxFileBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxFileBytes
+	}
+	return reader.New(reader.Options{Root: workspaceRoot(abs, workDir), Deny: opts.CredentialFiles, MaxFileBytes: maxBytes})
 }
