@@ -251,3 +251,14 @@ stringData: {password: {{ .Values.password | quote }}}`
 		t.Errorf("want 4 objects, got %d", len(objects))
 	}
 }
+
+// A build that keeps SOPS files encrypted (an offline validation, a
+// push) took a chart's secret-named set line for an encrypted file that
+// no object packs, and refused it as a patch or generator source.
+func TestSetSecretWithKeepEncryptedBuilds(t *testing.T) {
+	t.Parallel()
+	ws, chart := setSecretChart(t, map[string]string{"s.yaml": "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {p: {{ .Values.password | quote }}}\n"})
+	if _, err := Build(BuildOptions{WorkDir: ws, Chart: chart, KeepSOPSEncrypted: true}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -277,6 +277,7 @@ type sopsFS struct {
 	encrypted map[string]bool // display names of the encrypted files read
 	decrypted map[string]bool // those of them decrypted
 	values    map[string]bool // the values decrypted
+	inputs    map[string]bool // display names of secrets given other than by a file (secretInput)
 	// identities are, by display name of the file, the values decrypted
 	// at its objects' identities (apiVersion, kind, name, namespace).
 	identities map[string]map[string]bool
@@ -671,7 +672,7 @@ func decryptBuilt(objects []*Object, fs *sopsFS) error {
 			}
 		}
 		for _, f := range fs.encryptedFiles() {
-			if !packed[f] {
+			if !packed[f] && !fs.isInput(f) {
 				return &BuildError{File: f, Err: errors.New("this SOPS-encrypted file is a patch or a generator source, and a pushed artifact holds built objects: it could be packed only decrypted, which gantry never does; give sops-age-key to apply it from the folder, or keep it out of the pushed folder")}
 			}
 		}
@@ -703,9 +704,21 @@ func (f *sopsFS) workspace() string {
 func (f *sopsFS) secretInput(name, value string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.inputs == nil {
+		f.inputs = map[string]bool{}
+	}
+	f.inputs[name] = true
 	f.encrypted[name] = true
 	f.decrypted[name] = true
 	f.values[value] = true
+}
+
+// isInput says whether name stands for a secret given other than by a
+// file (a set line), which no artifact packs.
+func (f *sopsFS) isInput(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.inputs[name]
 }
 
 // secretFiles are the files (and set lines) shown as their names whose
