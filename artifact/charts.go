@@ -22,7 +22,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"sigs.k8s.io/yaml"
+
+	"github.com/gantry-dev/gantry/sources/yamlbound"
 )
 
 // Media types of a Helm chart in an OCI registry, as helm push writes it.
@@ -455,7 +456,7 @@ func (c *Client) resolveRepoChart(ctx context.Context, req ChartRequest, constra
 		return nil, err
 	}
 	var idx repoIndex
-	if err := yaml.Unmarshal(data, &idx); err != nil {
+	if err := yamlbound.Unmarshal(data, &idx); err != nil {
 		return nil, fmt.Errorf("the repository's index.yaml: %w", err)
 	}
 	entries := idx.Entries[req.Ref]

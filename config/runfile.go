@@ -15,6 +15,7 @@ import (
 
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/result"
+	"github.com/gantry-dev/gantry/sources/yamlbound"
 	"github.com/gantry-dev/gantry/suggest"
 	"go.yaml.in/yaml/v3"
 	"k8s.io/client-go/tools/clientcmd"
@@ -93,8 +94,14 @@ func loadRunFile(path string, env map[string]string, pol *policy, refsOnly bool)
 	if err != nil {
 		return nil, fmt.Errorf("run-file: %w", err)
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	// A run file is the pull request's, read by the bounded parser as
+	// every source is: a document whose aliases expand out of
+	// proportion is refused whole, before any unit is read.
+	doc, err := yamlbound.Node(data)
+	if refused := (*yamlbound.Error)(nil); errors.As(err, &refused) {
+		return nil, fmt.Errorf("run-file %s: %w", path, err)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("%s:%d: %s", path, problemLine(data, err), strings.TrimPrefix(yamlLine.ReplaceAllString(err.Error(), ""), "yaml: "))
 	}
 	r := &runFileReader{path: path, dir: filepath.Dir(path), env: env, policy: pol, refsOnly: refsOnly}
@@ -797,8 +804,7 @@ func problemLine(data []byte, err error) int {
 	var prefix []byte
 	for i, l := range lines {
 		prefix = append(prefix, l...)
-		var n yaml.Node
-		if yaml.Unmarshal(prefix, &n) == nil {
+		if _, err := yamlbound.Node(prefix); err == nil {
 			lastGood = i + 1
 		}
 	}

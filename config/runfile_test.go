@@ -171,6 +171,9 @@ func TestRunFileRefusals(t *testing.T) {
 		{"not yaml", "units: [\n", []string{"gantry.yaml:1", "did not find expected node content"}},
 		{"indentation", "units:\n  - name: a\n    path: x\n   inventory: a\n", []string{"gantry.yaml:4: did not find expected '-' indicator"}},
 		{"flow mapping over lines, then a bad line", "units:\n  - {name: a,\n     path: x}\n  - name: b\n    path: x\n   inventory: y\n", []string{"gantry.yaml:6:"}},
+		// A YAML bomb, refused by the bounded parser before any unit is
+		// read.
+		{"alias bomb", "units:\n- name: a\n  path: x\nx:\n" + runFileBomb, []string{"run-file ", "gantry.yaml: its YAML aliases expand out of proportion"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -190,6 +193,18 @@ func TestRunFileRefusals(t *testing.T) {
 		})
 	}
 }
+
+// runFileBomb is nine levels of nine aliases: 9^9 strings once expanded.
+const runFileBomb = `  a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+  b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+  c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+  d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+  e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+  f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+  g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+  h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+  i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
+`
 
 // The graph is checked before anything is built or sent: unknown names,
 // cycles named as a chain, a unit with no source, two units on one

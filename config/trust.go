@@ -17,6 +17,8 @@ import (
 	"syscall"
 
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/gantry-dev/gantry/sources/yamlbound"
 )
 
 // The rule, in one place: the workflow (flags, INPUT_*, GANTRY_*) decides
@@ -338,6 +340,9 @@ func (p *policy) checkKubeconfig(file string) error {
 	data, err := readBounded(file, p.maxFileBytes)
 	if err != nil {
 		return err
+	}
+	if err := yamlbound.Check(data); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
 	}
 	kc, err := clientcmd.Load(data)
 	if err != nil {

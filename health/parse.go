@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/gantry-dev/gantry/sources/yamlbound"
 	"github.com/gantry-dev/gantry/suggest"
 )
 
@@ -40,8 +41,8 @@ const (
 // healthCheckExprs). file names the text in messages (a file's path, or
 // the input that gave it); its lines are counted from firstLine.
 func ParseText(data []byte, file string, firstLine int) ([]Rule, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	doc, err := yamlbound.Node(data)
+	if err != nil {
 		return nil, fmt.Errorf("%s: health rules: %s", file, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	if len(doc.Content) == 0 {

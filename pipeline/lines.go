@@ -1,9 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
-	"errors"
-	"io"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -16,6 +13,7 @@ import (
 	"github.com/gantry-dev/gantry/result"
 	"github.com/gantry-dev/gantry/sources"
 	"github.com/gantry-dev/gantry/sources/reader"
+	"github.com/gantry-dev/gantry/sources/yamlbound"
 )
 
 // lines finds where objects start in their files, for reports that name
@@ -141,12 +139,8 @@ func (l *lines) document(source string, start int) *yaml.Node {
 			path = filepath.Join(l.workDir, path)
 		}
 		if b, err := l.readFile(path); err == nil {
-			dec := yaml.NewDecoder(bytes.NewReader(b))
-			for {
-				var n yaml.Node
-				if dec.Decode(&n) != nil {
-					break
-				}
+			docs, _ := yamlbound.Documents(b) // those before one it cannot read
+			for _, n := range docs {
 				if n.Kind == yaml.DocumentNode && len(n.Content) > 0 && n.Content[0].Kind == yaml.MappingNode {
 					f.nodes = append(f.nodes, n.Content[0])
 				}
@@ -342,15 +336,8 @@ func sourceReader(opts sources.BuildOptions) func(string) ([]byte, error) {
 // readDocStartsFrom indexes the YAML documents of b.
 func readDocStartsFrom(b []byte) []docStart {
 	var docs []docStart
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	for {
-		var n yaml.Node
-		if err := dec.Decode(&n); err != nil {
-			if !errors.Is(err, io.EOF) {
-				return docs // what was read before a document it cannot read
-			}
-			return docs
-		}
+	nodes, _ := yamlbound.Documents(b) // what was read before a document it cannot read
+	for _, n := range nodes {
 		if n.Kind != yaml.DocumentNode || len(n.Content) == 0 || n.Content[0].Kind != yaml.MappingNode {
 			continue
 		}
@@ -376,6 +363,7 @@ func readDocStartsFrom(b []byte) []docStart {
 			}
 		}
 	}
+	return docs
 }
 
 func child(m *yaml.Node, key string) *yaml.Node {

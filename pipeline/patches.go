@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/gantry-dev/gantry/sources"
+	"github.com/gantry-dev/gantry/sources/yamlbound"
 )
 
 // patch is one patch of a kustomization (patches, patchesStrategicMerge,
@@ -88,8 +89,8 @@ func (p *patches) walk(dir string, seen map[string]bool, depth int) []patch {
 	if err != nil {
 		return nil
 	}
-	var doc yaml.Node
-	if yaml.Unmarshal(b, &doc) != nil || len(doc.Content) == 0 {
+	doc, err := yamlbound.Node(b)
+	if err != nil || len(doc.Content) == 0 {
 		return nil
 	}
 	k := doc.Content[0]

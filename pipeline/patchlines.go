@@ -9,6 +9,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gantry-dev/gantry/sources"
+	"github.com/gantry-dev/gantry/sources/yamlbound"
 )
 
 // patchedField finds, among the patch files that target obj (patches, as
@@ -41,12 +42,8 @@ func (l *lines) patchedField(obj *sources.Object, patches []string, path string)
 		if err != nil {
 			continue
 		}
-		dec := yaml.NewDecoder(strings.NewReader(string(b)))
-		for {
-			var doc yaml.Node
-			if dec.Decode(&doc) != nil {
-				break
-			}
+		docs, _ := yamlbound.Documents(b) // those before one it cannot read
+		for _, doc := range docs {
 			if len(doc.Content) == 0 {
 				continue
 			}

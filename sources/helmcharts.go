@@ -10,10 +10,10 @@ import (
 
 	"sigs.k8s.io/kustomize/api/konfig"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
-	"sigs.k8s.io/yaml"
 
 	"github.com/gantry-dev/gantry/schemas/releases"
 	"github.com/gantry-dev/gantry/sources/charts"
+	"github.com/gantry-dev/gantry/sources/yamlbound"
 )
 
 // helmChartsFS is what kustomize reads, except that a kustomization that
@@ -130,7 +130,7 @@ func (f *helmChartsFS) handDown(dir string, content []byte, inherited string) {
 		Components []string `json:"components"`
 		Bases      []string `json:"bases"`
 	}
-	if yaml.Unmarshal(content, &k) != nil {
+	if yamlbound.Unmarshal(content, &k) != nil {
 		return
 	}
 	ns := k.Namespace

@@ -1,20 +1,17 @@
 package sources
 
 import (
-	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/gantry-dev/gantry/sources/reader"
-	yaml3 "go.yaml.in/yaml/v3"
+	"github.com/gantry-dev/gantry/sources/yamlbound"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
-	"sigs.k8s.io/yaml"
 )
 
 // What one build may read: limits that real configuration never reaches,
@@ -128,95 +125,21 @@ func within(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, dir+string(filepath.Separator))
 }
 
-// checkAliases reads every YAML document of data that could hold aliases
-// as a node tree, without expanding anything, and refuses a document
-// whose aliases would expand out of proportion (a "billion laughs" bomb)
-// or whose anchor contains an alias of itself (kustomize would expand it
-// without end). Only that is judged here: other YAML errors are
-// kustomize's to report, in its words.
-func checkAliases(data []byte) (err error) {
-	if !bytes.Contains(data, []byte("&")) || !bytes.Contains(data, []byte("*")) {
-		return nil // no anchor and alias, nothing to expand
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = nil // a parser panic is a malformed file, for kustomize to report
-		}
-	}()
-	dec := yaml3.NewDecoder(bytes.NewReader(data))
-	for {
-		var doc yaml3.Node
-		err := dec.Decode(&doc)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return nil //nolint:nilerr // malformed: kustomize reports it
-		}
-		if err := (&aliasCheck{size: map[*yaml3.Node]int{}, open: map[*yaml3.Node]bool{}}).document(&doc); err != nil {
-			return err
-		}
-	}
+// checkAliases is the bounded parser's check of data the build reads
+// (yamlbound.Check), its refusal a LimitError as the build's other
+// limits are: other YAML errors are kustomize's to report, in its words.
+func checkAliases(data []byte) error {
+	return asLimit(yamlbound.Check(data))
 }
 
-// maxExpansion bounds how many nodes one document may expand to through
-// its aliases, beyond what it holds itself: far more than any real set
-// uses, far less than a bomb needs.
-const maxExpansion = 1 << 20
-
-type aliasCheck struct {
-	size  map[*yaml3.Node]int  // expanded size of each node seen
-	open  map[*yaml3.Node]bool // the nodes being sized: an alias of one is a cycle
-	nodes int                  // nodes the document holds
-}
-
-func (c *aliasCheck) document(doc *yaml3.Node) error {
-	n, err := c.expand(doc)
-	if err != nil {
-		return err
+// asLimit is the bounded parser's refusal as a LimitError; any other
+// error as it is.
+func asLimit(err error) error {
+	var refused *yamlbound.Error
+	if errors.As(err, &refused) {
+		return &LimitError{refused.Error()}
 	}
-	if n > maxExpansion && n > 100*c.nodes {
-		return &LimitError{"its YAML aliases expand out of proportion (excessive aliasing): refused, as kubectl refuses it"}
-	}
-	return nil
-}
-
-// expand returns how many nodes n stands for once every alias is
-// replaced by what it names, stopping as soon as that is too many.
-func (c *aliasCheck) expand(n *yaml3.Node) (int, error) {
-	if n == nil {
-		return 0, nil
-	}
-	if s, ok := c.size[n]; ok {
-		return s, nil
-	}
-	if c.open[n] {
-		return 0, &LimitError{"a YAML anchor contains an alias of itself: refused"}
-	}
-	c.open[n] = true
-	defer delete(c.open, n)
-	total := 1
-	if n.Kind == yaml3.AliasNode {
-		s, err := c.expand(n.Alias)
-		if err != nil {
-			return 0, err
-		}
-		total += s
-	} else {
-		c.nodes++
-		for _, child := range n.Content {
-			s, err := c.expand(child)
-			if err != nil {
-				return 0, err
-			}
-			total += s
-			if total > 100*maxExpansion {
-				return 0, &LimitError{"its YAML aliases expand out of proportion (excessive aliasing): refused, as kubectl refuses it"}
-			}
-		}
-	}
-	c.size[n] = total
-	return total, nil
+	return err
 }
 
 // refuseRemote walks the kustomizations under dir, following their local
@@ -240,8 +163,8 @@ func refuseRemote(dir, workDir string, visited map[string]bool) error {
 		return nil //nolint:nilerr // kustomize reports it
 	}
 	var k types.Kustomization
-	if yaml.Unmarshal(b, &k) != nil {
-		return nil //nolint:nilerr // kustomize reports it
+	if yamlbound.Unmarshal(b, &k) != nil {
+		return nil //nolint:nilerr // kustomize reports it, or the build's bounded read refuses it
 	}
 	entries := append(append(append([]string{}, k.Resources...), k.Components...), k.Bases...) //nolint:staticcheck // Bases is deprecated, and still read by kustomize
 	for _, e := range entries {

@@ -2,6 +2,7 @@ package sources
 
 import (
 	"bytes"
+	"errors"
 	"regexp"
 	"runtime"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"sigs.k8s.io/kustomize/api/resource"
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/gantry-dev/gantry/sources/yamlbound"
 )
 
 // manifestPart is one entry of a plain folder, in the folder's order: a
@@ -26,7 +29,9 @@ type manifestPart struct {
 
 // parseManifests parses the parts' files with kustomize's parser, files
 // and large files' pieces on every core (parsing YAML is most of a plain
-// folder's build), and gives each part its objects or its error.
+// folder's build), and gives each part its objects or its error. Every
+// document passes the bounded parser (yamlbound) before kustomize's
+// expands its aliases: a part refused names its file.
 func parseManifests(parts []*manifestPart) {
 	type piece struct {
 		part, index int
@@ -35,6 +40,11 @@ func parseManifests(parts []*manifestPart) {
 	var pieces []piece
 	results := make([][][]*resource.Resource, len(parts))
 	failed := make([]bool, len(parts))
+	// refusals are the bounded parser's, by part: a document whose
+	// aliases expand out of proportion is refused before any parser
+	// expands it, whatever made the part (a file of a folder, a chart's
+	// CRD, template or hook).
+	refusals := make([]error, len(parts))
 	for i, part := range parts {
 		if !part.parse {
 			continue
@@ -55,6 +65,10 @@ func parseManifests(parts []*manifestPart) {
 				res, err := parseDocuments(factory, pc.data)
 				mu.Lock()
 				results[pc.part][pc.index] = res
+				var refused *yamlbound.Error
+				if errors.As(err, &refused) && refusals[pc.part] == nil {
+					refusals[pc.part] = err
+				}
 				if err != nil {
 					failed[pc.part] = true
 				}
@@ -74,10 +88,20 @@ func parseManifests(parts []*manifestPart) {
 			continue
 		}
 		var resources []*resource.Resource
+		if refusals[i] != nil {
+			part.err = &BuildError{File: part.source, Err: asLimit(refusals[i])}
+			continue
+		}
 		if failed[i] {
 			// The whole file again, for the parser's own error, which
-			// counts documents from the file's start.
+			// counts documents from the file's start; judged whole
+			// first, as a piece that does not parse was judged only up
+			// to its first bad document.
 			var err error
+			if err = checkAliases(part.data); err != nil {
+				part.err = &BuildError{File: part.source, Err: err}
+				continue
+			}
 			if resources, err = factory.SliceFromBytes(part.data); err != nil {
 				part.err = &BuildError{File: part.source, Err: err}
 				continue
@@ -143,25 +167,38 @@ func splitManifest(data []byte, n int) [][]byte {
 // de-anchored. Whatever else SliceFromBytes does (a List to inline, a
 // document it refuses) is left to SliceFromBytes itself, so that the
 // objects and errors are kustomize's own.
+//
+// Both de-anchor: every document is first judged by the bounded parser
+// (the tree read here, or the bytes before SliceFromBytes reads them), and
+// a refusal is a *yamlbound.Error.
 func parseDocuments(factory *resource.Factory, data []byte) ([]*resource.Resource, error) {
+	sliceFromBytes := func() ([]*resource.Resource, error) {
+		if err := yamlbound.Check(data); err != nil {
+			return nil, err
+		}
+		return factory.SliceFromBytes(data)
+	}
 	nodes, err := (&kio.ByteReader{OmitReaderAnnotations: true, Reader: bytes.NewReader(data)}).Read()
 	if err != nil {
-		return factory.SliceFromBytes(data)
+		return sliceFromBytes()
 	}
 	for _, n := range nodes {
 		// kyaml reads fields of mappings only, and panics on anything
 		// else: a document that is not one (a list at the top) gets
 		// kustomize's own answer.
 		if y := n.YNode(); y == nil || y.Kind != yaml.MappingNode || len(y.Content)%2 != 0 {
-			return factory.SliceFromBytes(data)
+			return sliceFromBytes()
 		}
 		if !anchorFree(n.YNode()) {
+			if err := yamlbound.CheckNode(n.YNode()); err != nil {
+				return nil, err
+			}
 			if err := n.DeAnchor(); err != nil {
-				return factory.SliceFromBytes(data)
+				return sliceFromBytes()
 			}
 		}
 		if strings.HasSuffix(n.GetKind(), "List") {
-			return factory.SliceFromBytes(data)
+			return sliceFromBytes()
 		}
 	}
 	// ResourcesFromRNodes drops empty documents and refuses one without

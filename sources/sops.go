@@ -142,6 +142,14 @@ func sopsDecryptWith(data []byte, in, out formats.Format, ids []age.Identity, ch
 			plain, err = nil, fmt.Errorf("reading it as SOPS-encrypted data failed: %v", r)
 		}
 	}()
+	if in == formats.Yaml {
+		// SOPS' YAML store follows aliases as it builds its tree, and
+		// bounds them in the first document only: an encrypted file
+		// inside an object (a Secret's data) has passed no other check.
+		if err := checkAliases(data); err != nil {
+			return nil, err
+		}
+	}
 	tree, err := sopsStore(in).LoadEncryptedFile(data)
 	if err != nil {
 		return nil, fmt.Errorf("reading SOPS metadata: %w", err)

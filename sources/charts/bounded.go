@@ -24,7 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"sigs.k8s.io/yaml"
+	"github.com/gantry-dev/gantry/sources/yamlbound"
 )
 
 // Limits bound one rendering.
@@ -191,7 +191,7 @@ func chartName(dir string, maxFileBytes int64) string {
 	var meta struct {
 		Name string `json:"name"`
 	}
-	if yaml.Unmarshal(b, &meta) != nil {
+	if yamlbound.Unmarshal(b, &meta) != nil {
 		return ""
 	}
 	return meta.Name

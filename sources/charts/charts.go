@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gantry-dev/gantry/sources/reader"
+	"github.com/gantry-dev/gantry/sources/yamlbound"
 	"github.com/gantry-dev/gantry/sources/yamlenc"
 
 	yaml3 "go.yaml.in/yaml/v3"
@@ -46,7 +47,6 @@ import (
 	"helm.sh/helm/v4/pkg/ignore"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"helm.sh/helm/v4/pkg/strvals"
-	"sigs.k8s.io/yaml"
 )
 
 // Bounds on what a chart's folder may hold, as on an artifact's content.
@@ -310,7 +310,7 @@ func values(opts Options) (map[string]any, error) {
 	merged := map[string]any{}
 	for _, v := range opts.Values {
 		var m map[string]any
-		if err := yaml.Unmarshal(v.Content, &m); err != nil {
+		if err := yamlbound.Unmarshal(v.Content, &m); err != nil {
 			return nil, fmt.Errorf("values %s: %w", v.Name, err)
 		}
 		merged = mergeMaps(merged, m)
@@ -445,8 +445,8 @@ func whereSet(path []string, opts Options) string {
 		}
 	}
 	for i := len(opts.Values) - 1; i >= 0; i-- {
-		var doc yaml3.Node
-		if yaml3.Unmarshal(opts.Values[i].Content, &doc) != nil || len(doc.Content) == 0 {
+		doc, err := yamlbound.Node(opts.Values[i].Content)
+		if err != nil || len(doc.Content) == 0 {
 			continue
 		}
 		if line := lineOf(doc.Content[0], path); line > 0 {

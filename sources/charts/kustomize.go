@@ -23,6 +23,8 @@ import (
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 	"sigs.k8s.io/kustomize/kyaml/yaml/merge2"
 	"sigs.k8s.io/yaml"
+
+	"github.com/gantry-dev/gantry/sources/yamlbound"
 )
 
 // InflatedDir is the folder, inside a kustomization's own, that holds the
@@ -156,6 +158,9 @@ var ErrRemoteChart = errors.New("remote charts are not fetched: the chart must b
 // here it names the rendered file (InflatedChart.File, relative to the
 // build's root), which the caller maps back.
 func Kustomization(ctx context.Context, file string, content []byte, read func(path string) ([]byte, error), opts KustomizeOptions) (rewritten []byte, files map[string][]byte, info *Inflated, err error) {
+	if err := yamlbound.Check(content); err != nil {
+		return nil, nil, nil, &KustomizeError{File: file, Entry: -1, Err: err}
+	}
 	var k types.Kustomization
 	if err := k.Unmarshal(content); err != nil {
 		return content, nil, nil, nil
@@ -462,6 +467,11 @@ func templateOutput(r *Rendered, includeCRDs, skipHooks, skipTests bool) []byte 
 // and in every kustomization above. The objects come back as YAML that
 // kustomize reads into the same objects.
 func kustomizeRead(out []byte) ([]byte, error) {
+	// Read here, not in the renderer: kustomize's reader expands
+	// aliases, so helm's output is judged by the bounded parser first.
+	if err := yamlbound.Check(out); err != nil {
+		return nil, fmt.Errorf("reading helm's output: %w", err)
+	}
 	f := resmap.NewFactory(provider.NewDefaultDepProvider().GetResourceFactory())
 	rm, err := f.NewResMapFromBytes(out)
 	if err != nil {
@@ -487,6 +497,9 @@ func kustomizeRead(out []byte) ([]byte, error) {
 // mergeInline puts valuesInline and the values file together as kustomize
 // does: override, the inline values win; merge, the file's win.
 func mergeInline(file []byte, inline map[string]any, mode string) (map[string]any, error) {
+	if err := yamlbound.Check(file); err != nil {
+		return nil, fmt.Errorf("the values file: %w", err)
+	}
 	fileNode, err := kyaml.Parse(string(file))
 	if err != nil {
 		return nil, fmt.Errorf("the values file: %w", err)
@@ -544,7 +557,7 @@ func inside(root, p string) bool {
 // unmarshalNumbers reads YAML as kustomize does (through JSON), numbers
 // kept as they are written.
 func unmarshalNumbers(content []byte, v any) error {
-	j, err := yaml.YAMLToJSON(content)
+	j, err := yamlbound.YAMLToJSON(content)
 	if err != nil {
 		return err
 	}
