@@ -13,12 +13,13 @@ import (
 	"strconv"
 	"strings"
 
+	"go.yaml.in/yaml/v3"
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/result"
 	"github.com/gantry-dev/gantry/sources/yamlbound"
 	"github.com/gantry-dev/gantry/suggest"
-	"go.yaml.in/yaml/v3"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // Unit is one deploy: a source, a cluster and an inventory, configured as
@@ -90,7 +91,7 @@ func loadRunFile(path string, env map[string]string, pol *policy, refsOnly bool)
 	if _, err := pol.confine(".", path, false, pol.maxFileBytes); err != nil {
 		return nil, fmt.Errorf("run-file: %w (the workspace is the input workspace; by default GITHUB_WORKSPACE, CI_PROJECT_DIR, or the git repository of the working directory)", err)
 	}
-	data, err := readBounded(path, min(pol.maxFileBytes, MaxRunFileBytes))
+	data, err := pol.read(path, min(pol.maxFileBytes, MaxRunFileBytes))
 	if err != nil {
 		return nil, fmt.Errorf("run-file: %w", err)
 	}
@@ -369,7 +370,7 @@ func (r *runFileReader) secret(v *yaml.Node, what string) (string, bool) {
 		p, err := r.policy.confine(r.dir, ref, false, maxReferenceBytes)
 		var b []byte
 		if err == nil {
-			b, err = readBounded(p, maxReferenceBytes)
+			b, err = r.policy.readReference(p, maxReferenceBytes)
 		}
 		if err != nil {
 			r.fail(v, "%s: {file: %s}: %v", what, ref, err)

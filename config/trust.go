@@ -18,6 +18,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/gantry-dev/gantry/sources/reader"
 	"github.com/gantry-dev/gantry/sources/yamlbound"
 )
 
@@ -102,6 +103,12 @@ type policy struct {
 	maxFileBytes   int64
 	// offline runs read no kubeconfig at all.
 	offline bool
+	// deny are the workflow's credential files and folders: no file a
+	// run file names is read from them, whatever path or link names it.
+	// kubeconfigs are the workflow's own kubeconfigs, which a run file
+	// may name as its units' kubeconfig, never read as a reference's
+	// value.
+	deny, kubeconfigs []string
 	// chartByName: the workflow gives chart-repository, so a run file's
 	// chart is a chart's name in it, not a folder.
 	chartByName bool
@@ -168,7 +175,39 @@ func workflowPolicy(g Given) (*policy, error) {
 		in.bad("workspace", "%v", err)
 	}
 	p.workspace = real
+	p.deny = credentialFiles(nil, in, g.Env)
+	p.kubeconfigs = append(filepath.SplitList(g.Env["KUBECONFIG"]), in.str("kubeconfig"))
 	return p, errors.Join(in.errs...)
+}
+
+// read reads a file a run file names (the run file itself, a {file: ...}
+// reference, a kubeconfig it names) through the reader every source of a
+// build passes: inside the workspace, links resolved, nothing of a .git
+// folder (a link or a hard link to .git/config, where a checkout keeps
+// its token, is refused by where it resolves), none of the workflow's
+// credential files, a regular file of at most max bytes.
+func (p *policy) read(name string, max int64) ([]byte, error) {
+	return readWith(reader.Options{Root: p.workspace, Deny: p.deny, MaxFileBytes: max}, name)
+}
+
+// readWith reads name with a reader of opts; a file over its bound is
+// said with the bound it is over (a run file's or a reference's, not the
+// build's max-file-bytes).
+func readWith(opts reader.Options, name string) ([]byte, error) {
+	b, err := reader.New(opts).ReadFile(name)
+	var refused *reader.Error
+	if errors.As(err, &refused) && refused.Kind == reader.TooLarge {
+		return nil, fmt.Errorf("%s is over the limit of %d bytes", name, opts.MaxFileBytes)
+	}
+	return b, err
+}
+
+// readReference is read for a {file: ...} reference, whose value goes
+// into what is built and applied: the workflow's own kubeconfigs are
+// refused too.
+func (p *policy) readReference(name string, max int64) ([]byte, error) {
+	deny := append(slices.Clone(p.deny), p.kubeconfigs...)
+	return readWith(reader.Options{Root: p.workspace, Deny: deny, MaxFileBytes: max}, name)
 }
 
 // WorkspaceOf is the folder every path of g's run file must lie in
@@ -337,7 +376,7 @@ func readBounded(name string, max int64) ([]byte, error) {
 // allows it (allow-kubeconfig-exec), as Flux's kustomize-controller does
 // with kubeconfigs it did not get from its operator.
 func (p *policy) checkKubeconfig(file string) error {
-	data, err := readBounded(file, p.maxFileBytes)
+	data, err := p.read(file, p.maxFileBytes)
 	if err != nil {
 		return err
 	}

@@ -50,6 +50,14 @@ func hostileWorkspace(t *testing.T) (ws, outside string) {
 	if err := syscall.Mkfifo(filepath.Join(ws, "fifo"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A hard link to the checkout's token, and the workflow's own key and
+	// kubeconfig written into the workspace: judged by what they are,
+	// not by their names.
+	if err := os.Link(filepath.Join(ws, ".git", "config"), filepath.Join(ws, "gitcfg-hard")); err != nil {
+		t.Fatal(err)
+	}
+	write(filepath.Join(ws, "workflow-age.txt"), "AGE-SECRET-KEY-1CANARYWORKFLOWKEYCANARYWORKFLOWKEYCANARYWORKFLOWKEYQQ\n")
+	write(filepath.Join(ws, "workflow-kubeconfig.yaml"), kubeconfigWith("    token: CANARY-workflow-kube-token"))
 	write(filepath.Join(ws, "exec.yaml"), kubeconfigWith(`    exec:
       apiVersion: client.authentication.k8s.io/v1
       command: /bin/sh
@@ -94,7 +102,10 @@ var hostileRunFiles = []struct {
 	{"a link out of the workspace", "substitute: {V: {file: link-out}}", nil, []string{"gantry.yaml:4", "link-out resolves to", "outside the workspace"}},
 	{"a link to /dev/zero", "substitute: {V: {file: link-zero}}", nil, []string{"gantry.yaml:4", "link-zero resolves to /dev/zero"}},
 	{"/dev/zero", "substitute: {V: {file: /dev/zero}}", nil, []string{"gantry.yaml:4", "/dev/zero", "outside the workspace"}},
-	{"a FIFO", "substitute: {V: {file: fifo}}", nil, []string{"gantry.yaml:4", "fifo is not a regular file"}},
+	{"a FIFO", "substitute: {V: {file: fifo}}", nil, []string{"gantry.yaml:4", "fifo", "not a regular file"}},
+	{"a hard link to the checkout's token", "substitute: {V: {file: gitcfg-hard}}", nil, []string{"gantry.yaml:4", "gitcfg-hard", ".git"}},
+	{"the workflow's age key file", "substitute: {V: {file: workflow-age.txt}}", map[string]string{"SOPS_AGE_KEY_FILE": "WS/workflow-age.txt"}, []string{"gantry.yaml:4", "workflow-age.txt", "credentials"}},
+	{"the workflow's kubeconfig", "substitute: {V: {file: workflow-kubeconfig.yaml}}", map[string]string{"KUBECONFIG": "WS/workflow-kubeconfig.yaml"}, []string{"gantry.yaml:4", "workflow-kubeconfig.yaml", "credentials"}},
 	{"a value too short to mask", "substitute: {V: {file: short.txt}}", nil, []string{"gantry.yaml:4", "too short to mask"}},
 	{"a key file that names another file", "sops-age-key: {file: keys/path-not-key.txt}", nil, []string{"sops-age-key", "not age key text"}},
 	{"patches from /etc", "patches: [/etc/hostname]", nil, []string{"gantry.yaml:4", "/etc/hostname is outside the workspace"}},
@@ -145,7 +156,7 @@ func TestHostileRunFilesAreRefused(t *testing.T) {
 			env := map[string]string{"GANTRY_WORKSPACE": ws, "GITHUB_TOKEN": "CANARY-github-token", "CI_JOB_TOKEN": "CANARY-job-token",
 				"ACTIONS_ID_TOKEN_REQUEST_TOKEN": "CANARY-oidc", "INPUT_GITHUB-TOKEN": "CANARY-input", "DEPLOY_KEY": "CANARY-deploy-key"}
 			for k, v := range tc.env {
-				env[k] = v
+				env[k] = strings.Replace(v, "WS/", ws+"/", 1)
 			}
 			tried.Add(1)
 			err := loadWithin(t, Given{Command: "diff", Env: env, Flags: map[string]string{}}, file)
