@@ -256,16 +256,16 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, retErr error) {
 		opts.WorkDir = real
 	}
 
-	if !opts.AllowRemoteBases {
-		if err := refuseRemote(abs, opts.WorkDir, map[string]bool{}); err != nil {
-			return nil, false, err
-		}
-	}
 	maxBytes := opts.MaxFileBytes
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxFileBytes
 	}
 	bounded := newBoundedFS(workspaceRoot(abs, opts.WorkDir), maxBytes, opts.CredentialFiles)
+	if !opts.AllowRemoteBases {
+		if err := refuseRemote(abs, opts.WorkDir, bounded.ReadFile, map[string]bool{}); err != nil {
+			return nil, false, err
+		}
+	}
 	// Values files and extra patches are named by the run's inputs: read
 	// where they are (credential files still refused), each file alone.
 	named := slices.Clone(opts.Patches)
@@ -666,7 +666,7 @@ func buildPlain(dir string, opts BuildOptions, sfs *sopsFS, bounded *boundedFS) 
 				}
 				if FindKustomization(p) != "" {
 					if !opts.AllowRemoteBases {
-						if err := refuseRemote(p, opts.WorkDir, map[string]bool{}); err != nil {
+						if err := refuseRemote(p, opts.WorkDir, bounded.ReadFile, map[string]bool{}); err != nil {
 							return err
 						}
 					}

@@ -148,19 +148,19 @@ func asLimit(err error) error {
 // build that must depend on nothing but the folder. Unless remote bases
 // are allowed, nothing is fetched, and the build fails at once naming the
 // kustomization and the entry.
-func refuseRemote(dir, workDir string, visited map[string]bool) error {
+func refuseRemote(dir, workDir string, read func(string) ([]byte, error), visited map[string]bool) error {
 	name := FindKustomization(dir)
 	if name == "" || visited[dir] {
 		return nil
 	}
 	visited[dir] = true
 	file := filepath.Join(dir, name)
-	if info, err := os.Stat(file); err != nil || info.Size() > DefaultMaxFileBytes {
-		return nil //nolint:nilerr // the build's bounded read reports it
-	}
-	b, err := os.ReadFile(file)
+	// Through the build's reader: a kustomization that is a link to a
+	// device, a FIFO or a file out of the workspace is refused there,
+	// named, when kustomize reads it.
+	b, err := read(file)
 	if err != nil {
-		return nil //nolint:nilerr // kustomize reports it
+		return nil //nolint:nilerr // the build's bounded read reports it
 	}
 	var k types.Kustomization
 	if yamlbound.Unmarshal(b, &k) != nil {
@@ -177,7 +177,7 @@ func refuseRemote(dir, workDir string, visited map[string]bool) error {
 			return &BuildError{File: displayPath(file, nil, workDir), Err: &LimitError{fmt.Sprintf("%q is remote; gantry fetches no remote bases unless allow-remote-bases is set", e)}}
 		}
 		if err == nil && info.IsDir() {
-			if err := refuseRemote(p, workDir, visited); err != nil {
+			if err := refuseRemote(p, workDir, read, visited); err != nil {
 				return err
 			}
 		}

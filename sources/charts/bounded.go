@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gantry-dev/gantry/sources/reader"
 	"github.com/gantry-dev/gantry/sources/yamlbound"
 )
 
@@ -139,7 +141,7 @@ func runChild(in io.Reader, out io.Writer, memory string) int {
 	enc := json.NewEncoder(out)
 	// The chart's name first: reading it is bounded, rendering it is
 	// what may not end.
-	if name := chartName(req.Options.Dir, req.Options.MaxFileBytes); name != "" {
+	if name := chartName(req.Options); name != "" {
 		if err := enc.Encode(answer{Chart: name}); err != nil {
 			return 2
 		}
@@ -166,26 +168,18 @@ func runChild(in io.Reader, out io.Writer, memory string) int {
 	return 0
 }
 
-// chartName is the name in the Chart.yaml of the chart in dir, read
-// through an os.Root of the folder and bounded as Load bounds a file; ""
-// when there is none. Only that file is read: Render loads the whole
+// chartName is the name in the Chart.yaml of the chart of opts, read
+// through the reader the chart is loaded with, bounded as load bounds a
+// file; "" when there is none. Only that file is read: Render loads the whole
 // chart (its values files parsed, its subcharts' too), once.
-func chartName(dir string, maxFileBytes int64) string {
-	if maxFileBytes <= 0 {
-		maxFileBytes = 32 << 20
+func chartName(opts Options) string {
+	workspace := opts.Workspace
+	if workspace == "" {
+		workspace = opts.Dir
 	}
-	root, err := os.OpenRoot(dir)
+	in := reader.New(reader.Options{Root: workspace, Deny: opts.Deny, MaxFileBytes: opts.MaxFileBytes}).Within(opts.Dir)
+	b, err := in.ReadFile(filepath.Join(opts.Dir, "Chart.yaml"))
 	if err != nil {
-		return ""
-	}
-	defer root.Close()
-	f, err := root.Open("Chart.yaml")
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
-	if err != nil || int64(len(b)) > maxFileBytes {
 		return ""
 	}
 	var meta struct {
