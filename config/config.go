@@ -31,12 +31,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/gantry-dev/gantry/artifact"
-	"github.com/gantry-dev/gantry/gitsource"
 	"github.com/gantry-dev/gantry/health"
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/schemas/releases"
 	"github.com/gantry-dev/gantry/sources"
+	"github.com/gantry-dev/gantry/sources/gitsource"
 )
 
 // Config is the validated configuration of one run.

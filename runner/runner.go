@@ -21,11 +21,11 @@ import (
 
 	"github.com/gantry-dev/gantry/artifact"
 	"github.com/gantry-dev/gantry/config"
-	"github.com/gantry-dev/gantry/gitsource"
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/pipeline"
 	"github.com/gantry-dev/gantry/result"
 	"github.com/gantry-dev/gantry/sources"
+	"github.com/gantry-dev/gantry/sources/gitsource"
 )
 
 // Output is where a unit's progress goes: the pipeline's observer, and a
