@@ -11,8 +11,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/gantry-dev/gantry/schemas"
-
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
@@ -166,9 +164,6 @@ type Cluster struct {
 	versionOnce sync.Once
 	versionErr  error
 
-	builtinsOnce sync.Once
-	builtins     *schemas.Builtins
-
 	boundsMu sync.Mutex
 	bounds   map[[2]int]*Bound
 }
@@ -289,15 +284,6 @@ func (c *Clients) OpenAPIV3(gv schema.GroupVersion) ([]byte, error) {
 		return nil, fmt.Errorf("the cluster publishes no OpenAPI v3 schema for %s", gv)
 	}
 	return doc.Schema(runtime.ContentTypeJSON)
-}
-
-// Builtins are the cluster's schemas of built-in kinds, as offline
-// validation reads them from /openapi/v3: read and parsed once per group
-// version for every run of the invocation on the same cluster (parsing
-// the core group's takes about 30 ms of CPU).
-func (c *Clients) Builtins() *schemas.Builtins {
-	c.shared.builtinsOnce.Do(func() { c.shared.builtins = schemas.NewBuiltins(c) })
-	return c.shared.builtins
 }
 
 // NoConfigError is a run with no cluster to talk to: no kubeconfig was

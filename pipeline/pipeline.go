@@ -28,6 +28,7 @@ import (
 	"github.com/gantry-dev/gantry/inventory"
 	"github.com/gantry-dev/gantry/kube"
 	"github.com/gantry-dev/gantry/result"
+	"github.com/gantry-dev/gantry/schemas"
 	"github.com/gantry-dev/gantry/sources"
 )
 
@@ -86,6 +87,10 @@ type Options struct {
 	// fields their kinds' schemas lack, before anything is written.
 	HealthErr   error
 	Concurrency int
+	// Builtins, when set, gives the schemas of built-in kinds of the
+	// cluster src talks to, shared by the runs on it (the runner's
+	// session keeps them); nil reads them for this run alone.
+	Builtins func(src schemas.OpenAPISource) *schemas.Builtins
 
 	// Revision and Source are recorded in the inventory and the result.
 	Revision, Source string

@@ -128,7 +128,7 @@ func (r *run) prepareOffline() {
 	}
 	go func() {
 		defer close(o.ready)
-		if o.v, o.err = schemas.WithBuiltins(set, r.clients.Builtins()); o.err != nil {
+		if o.v, o.err = schemas.WithBuiltins(set, r.builtins()); o.err != nil {
 			return
 		}
 		for gv := range gvs {
@@ -560,4 +560,14 @@ func describePlans(plans []*plan) string {
 		names = append(names[:5], fmt.Sprintf("and %d more", len(names)-5))
 	}
 	return strings.Join(names, ", ")
+}
+
+// builtins are the schemas of built-in kinds of the cluster the run
+// talks to: the session's (Options.Builtins), shared by its runs on that
+// cluster, else the run's own.
+func (r *run) builtins() *schemas.Builtins {
+	if r.opts.Builtins != nil {
+		return r.opts.Builtins(r.clients)
+	}
+	return schemas.NewBuiltins(r.clients)
 }
