@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/gantry-dev/gantry/sources/reader"
@@ -166,6 +168,29 @@ func refuseRemote(dir, workDir string, read func(string) ([]byte, error), visite
 	if yamlbound.Unmarshal(b, &k) != nil {
 		return nil //nolint:nilerr // kustomize reports it, or the build's bounded read refuses it
 	}
+	// Every other field kustomize's loader reads a path from, it fetches
+	// when the path is an http(s) URL, with a client of its own: no
+	// timeout, no bound on the answer, which then lands in the set (a
+	// generator's data, a patch). None is fetched.
+	for _, f := range loadedPaths(&k) {
+		if isFetched(f.path) {
+			return &BuildError{File: displayPath(file, nil, workDir), Err: &LimitError{fmt.Sprintf("%s: %q is a URL, which kustomize would fetch; gantry fetches nothing a kustomization names unless allow-remote-bases is set: keep the file in the repository", f.field, f.path)}}
+		}
+	}
+	// Generators, transformers and validators may be folders of
+	// kustomizations of their own (or inline configurations, which are
+	// not paths).
+	for _, e := range slices.Concat(k.Generators, k.Transformers, k.Validators) {
+		p := e
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, e)
+		}
+		if info, err := os.Stat(p); err == nil && info.IsDir() {
+			if err := refuseRemote(p, workDir, read, visited); err != nil {
+				return err
+			}
+		}
+	}
 	entries := append(append(append([]string{}, k.Resources...), k.Components...), k.Bases...) //nolint:staticcheck // Bases is deprecated, and still read by kustomize
 	for _, e := range entries {
 		p := e
@@ -183,6 +208,72 @@ func refuseRemote(dir, workDir string, read func(string) ([]byte, error), visite
 		}
 	}
 	return nil
+}
+
+// loadedPath is a path a kustomization names in a field that
+// kustomize's loader reads it from.
+type loadedPath struct{ field, path string }
+
+// loadedPaths are the paths k names in the fields kustomize's loader
+// reads (and fetches, when they are URLs) beside its resources and
+// components: CRDs, configurations, generators, transformers,
+// validators, patches of every form, replacements, generators' files and
+// env files, and the OpenAPI schema.
+func loadedPaths(k *types.Kustomization) []loadedPath {
+	var out []loadedPath
+	add := func(field string, paths ...string) {
+		for _, p := range paths {
+			if p != "" {
+				out = append(out, loadedPath{field, p})
+			}
+		}
+	}
+	add("crds", k.Crds...)
+	add("configurations", k.Configurations...)
+	add("generators", k.Generators...)
+	add("transformers", k.Transformers...)
+	add("validators", k.Validators...)
+	for _, p := range k.PatchesStrategicMerge { //nolint:staticcheck // deprecated, and still read by kustomize
+		add("patchesStrategicMerge", string(p))
+	}
+	for _, p := range k.PatchesJson6902 { //nolint:staticcheck // deprecated, and still read by kustomize
+		add("patchesJson6902", p.Path)
+	}
+	for _, p := range k.Patches {
+		add("patches", p.Path)
+	}
+	for _, r := range k.Replacements {
+		add("replacements", r.Path)
+	}
+	for _, g := range k.ConfigMapGenerator {
+		for _, f := range g.FileSources {
+			add("configMapGenerator files", fileSourcePath(f))
+		}
+		add("configMapGenerator envs", append(slices.Clone(g.EnvSources), g.EnvSource)...) //nolint:staticcheck // EnvSource is deprecated, and still read by kustomize
+	}
+	for _, g := range k.SecretGenerator {
+		for _, f := range g.FileSources {
+			add("secretGenerator files", fileSourcePath(f))
+		}
+		add("secretGenerator envs", append(slices.Clone(g.EnvSources), g.EnvSource)...) //nolint:staticcheck // EnvSource is deprecated, and still read by kustomize
+	}
+	add("openapi", k.OpenAPI["path"])
+	return out
+}
+
+// fileSourcePath is the path of a generator's file source, [key=]path.
+func fileSourcePath(f string) string {
+	if _, p, ok := strings.Cut(f, "="); ok {
+		return p
+	}
+	return f
+}
+
+// isFetched says whether kustomize's loader fetches path over HTTP
+// rather than reading it: an http or https URL.
+func isFetched(path string) bool {
+	u, err := url.Parse(strings.TrimSpace(path))
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https")
 }
 
 // looksRemote reports whether a kustomization entry that is not on disk is
