@@ -262,3 +262,24 @@ func TestSetSecretWithKeepEncryptedBuilds(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A field may hold a secret whole (masked), but which secret it holds may
+// not depend on another: a template chose, by a bit of one secret, which
+// of two others (whose values the pull request knew) went into a
+// Service's type, and the validation of each Service told the bit.
+func TestProvenanceCatchesAChoiceBetweenWholeSecrets(t *testing.T) {
+	t.Parallel()
+	tmpl := `{{- range $i, $c := splitList "" (printf "%x" .Values.password) }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: b{{ $i }}}
+data:
+  type: {{ if eq $c "6" }}{{ $.Values.okpass | quote }}{{ else }}{{ $.Values.badpass | quote }}{{ end }}
+{{- end }}`
+	ws, chart := setSecretChart(t, map[string]string{"o.yaml": tmpl})
+	chart.Set = append(chart.Set, "okpass=ClusterIPvalue", "badpass=NotATypeValue")
+	if _, err := Build(BuildOptions{WorkDir: ws, Chart: chart}); err == nil || !strings.Contains(err.Error(), "/data/type") {
+		t.Fatalf("want the field refused, got %v", err)
+	}
+}

@@ -364,7 +364,11 @@ func checkVariant(objects []*Object, opts BuildOptions, sfs *sopsFS, notices []C
 				// Its own encrypted name or namespace: shown as every
 				// object's is.
 			case mayHold && secret && (strings.HasPrefix(path, "/data/") || strings.HasPrefix(path, "/stringData/")):
-			case mayHold && isString && values[s]:
+			case mayHold && isString && values[s] && leafAt(tObj, path) == variant.String(s):
+				// A whole secret value, and the same one in the build
+				// with other values: which secret a field holds may not
+				// depend on a secret either (a choice between two by a
+				// bit of a third, shown by whether the object is valid).
 				if !identityField(path) && !slices.Contains(r.DecryptedFields, path) {
 					r.DecryptedFields = append(r.DecryptedFields, path)
 				}
@@ -429,6 +433,28 @@ func sameObjects(objects, tainted []*Object, pairs map[*Object]*Object, renamed 
 		}
 	}
 	return nil
+}
+
+// leafAt is the string at path (a JSON pointer) in v, "" when there is
+// none.
+func leafAt(v any, path string) string {
+	for _, seg := range strings.Split(strings.TrimPrefix(path, "/"), "/") {
+		key := strings.ReplaceAll(strings.ReplaceAll(seg, "~1", "/"), "~0", "~")
+		switch t := v.(type) {
+		case map[string]any:
+			v = t[key]
+		case []any:
+			i, err := strconv.Atoi(key)
+			if err != nil || i < 0 || i >= len(t) {
+				return ""
+			}
+			v = t[i]
+		default:
+			return ""
+		}
+	}
+	s, _ := v.(string)
+	return s
 }
 
 // sharedPath is the longest part of path (a JSON pointer) that both a

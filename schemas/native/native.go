@@ -219,6 +219,12 @@ func Validate(u *unstructured.Unstructured) (errs field.ErrorList, ok bool) {
 		obj := runtime.DeepCopyJSON(u.Object)
 		unreadable = unreadableFields(obj, reflect.TypeOf(versioned).Elem(), nil, gvk.Kind == "Secret" && gvk.Group == "")
 		if len(unreadable) == 0 {
+			if gvk.Kind == "Secret" && gvk.Group == "" {
+				// What the decoder says quotes the data it could not
+				// read (where its base64 breaks, a byte of it): a
+				// Secret's data is never quoted.
+				return field.ErrorList{field.Invalid(nil, nil, "cannot be read as Secret: a value of its data or stringData is not what its field takes (base64 in data, text in stringData); what it holds is not shown")}, true
+			}
 			return redacted(gvk, field.ErrorList{field.Invalid(nil, nil, fmt.Sprintf("cannot be read as %s: %v", gvk.Kind, err))}), true
 		}
 		versioned, _ = scheme.New(gvk)

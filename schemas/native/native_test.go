@@ -122,3 +122,22 @@ func TestUnreadableSecretValueNotQuoted(t *testing.T) {
 		}
 	}
 }
+
+// A Secret's data that is not base64 failed with the decoder's words, and
+// no field: "illegal base64 data at input byte 20", a number the data
+// chose (a template could spell a secret with it, one Secret a
+// character). What is wrong is said; where in the data, not.
+func TestSecretDataDecoderErrorNotQuoted(t *testing.T) {
+	for _, data := range []string{"AAAAAAAAAAAAAAAAAAAA!", "!!not-base64!!", "A"} {
+		u := object(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: shop}\ntype: Opaque\ndata: {k: \""+data+"\"}\n")
+		errs, ok := Validate(u)
+		if !ok || len(errs) == 0 {
+			t.Fatalf("%q: want it refused, got %v", data, errs)
+		}
+		for _, e := range errs {
+			if strings.Contains(e.Error(), "input byte") || strings.Contains(e.Error(), data) {
+				t.Errorf("%q: the message says where the data breaks: %v", data, e)
+			}
+		}
+	}
+}
