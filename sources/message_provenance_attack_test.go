@@ -283,3 +283,35 @@ data:
 		t.Fatalf("want the field refused, got %v", err)
 	}
 }
+
+// A Secret may hold anything of a secret in its data, but whether that
+// data is valid was told for each Secret by validation: a template made
+// one Secret a bit of the secret, its data base64 for a 1 and not for a
+// 0. A set with such a Secret that is not valid is refused without
+// saying which.
+func TestInvalidSecretDataTakenFromASecretIsNotNamed(t *testing.T) {
+	t.Parallel()
+	tmpl := `{{- $h := splitList "" (printf "%x" .Values.password) }}{{ range $i := until 16 }}{{ $c := index $h $i }}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: b{{ $i }}}
+data:
+  k: {{ if lt $c "8" }}"aGk="{{ else }}"!!not-base64!!"{{ end }}
+{{- end }}`
+	ws, chart := setSecretChart(t, map[string]string{"s.yaml": tmpl})
+	_, err := Build(BuildOptions{WorkDir: ws, Chart: chart})
+	if err == nil {
+		t.Fatal("a set with Secrets made valid or not by a secret's bits built")
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "which Secret, and why, is not said") || strings.Contains(msg, "Secret/b") || strings.Contains(msg, "b1") {
+		t.Errorf("want a refusal naming no Secret, got %s", msg)
+	}
+	// A valid Secret built from a secret builds.
+	ok := "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ndata: {k: {{ .Values.password | b64enc | quote }}}\n"
+	ws, chart = setSecretChart(t, map[string]string{"s.yaml": ok})
+	if _, err := Build(BuildOptions{WorkDir: ws, Chart: chart}); err != nil {
+		t.Fatal(err)
+	}
+}

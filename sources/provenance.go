@@ -11,6 +11,9 @@ import (
 	"strings"
 
 	"github.com/getsops/sops/v3"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/gantry-dev/gantry/schemas/native"
 )
 
 // Decrypted values have provenance. gantry decrypts a SOPS file as
@@ -257,16 +260,45 @@ func (e *ProvenanceError) Error() string {
 // for each variant, and refuses an object that changed where a decrypted
 // value may not go.
 func checkProvenance(objects []*Object, opts BuildOptions, sfs *sopsFS, notices []ChartNotice) error {
+	derived := map[*Object]bool{}
 	for _, v := range variants {
-		if err := checkVariant(objects, opts, sfs, notices, v); err != nil {
+		if err := checkVariant(objects, opts, sfs, notices, v, derived); err != nil {
 			return err
+		}
+	}
+	return validDerivedSecrets(objects, derived, sfs.encryptedFiles(), opts.Shown())
+}
+
+// validDerivedSecrets refuses a set in which a Secret whose data took
+// something of a secret is not valid as the API server reads a Secret,
+// without saying which: a Secret may hold anything of a secret in its
+// data, masked, but whether that data is valid (base64, a registry's
+// JSON) would be told for each Secret by validation, and a template
+// could spell a secret with it, a bit a Secret. A set whose Secrets are
+// valid is not affected.
+func validDerivedSecrets(objects []*Object, derived map[*Object]bool, files []string, shown string) error {
+	for _, o := range objects {
+		if !derived[o] {
+			continue
+		}
+		errs, ok := native.Validate(o.Unstructured)
+		if !ok {
+			continue
+		}
+		// Only what is wrong with its data: the rest of a Secret (its
+		// namespace, given later) is judged as any object's is.
+		errs = slices.DeleteFunc(errs, func(e *field.Error) bool {
+			return e.Field != "" && e.Field != "<nil>" && !strings.HasPrefix(e.Field, "data") && !strings.HasPrefix(e.Field, "stringData")
+		})
+		if len(errs) > 0 {
+			return &BuildError{File: shown, Err: fmt.Errorf("a Secret whose data took something of what was decrypted or given as a secret (%s) is not valid as the API server reads a Secret (its data's base64, or a registry's JSON): which Secret, and why, is not said, as it would tell something of the secret; check the Secrets built from it", strings.Join(files, ", "))}
 		}
 	}
 	return nil
 }
 
 // checkVariant is checkProvenance against the build of one variant.
-func checkVariant(objects []*Object, opts BuildOptions, sfs *sopsFS, notices []ChartNotice, variant taintVariant) error {
+func checkVariant(objects []*Object, opts BuildOptions, sfs *sopsFS, notices []ChartNotice, variant taintVariant, derived map[*Object]bool) error {
 	alt := opts
 	alt.taint, alt.Decrypted, alt.SecretValues, alt.NoOrigins, alt.trace = variant, nil, nil, false, nil
 	var taintedNotices []ChartNotice
@@ -364,6 +396,7 @@ func checkVariant(objects []*Object, opts BuildOptions, sfs *sopsFS, notices []C
 				// Its own encrypted name or namespace: shown as every
 				// object's is.
 			case mayHold && secret && (strings.HasPrefix(path, "/data/") || strings.HasPrefix(path, "/stringData/")):
+				derived[r] = true
 			case mayHold && isString && values[s] && leafAt(tObj, path) == variant.String(s):
 				// A whole secret value, and the same one in the build
 				// with other values: which secret a field holds may not
