@@ -269,7 +269,7 @@ func TestSetSecretWithKeepEncryptedBuilds(t *testing.T) {
 // Service's type, and the validation of each Service told the bit.
 func TestProvenanceCatchesAChoiceBetweenWholeSecrets(t *testing.T) {
 	t.Parallel()
-	tmpl := `{{- range $i, $c := splitList "" (printf "%x" .Values.password) }}
+	tmpl := `{{- $h := splitList "" (printf "%x" .Values.password) }}{{ range $i := until 16 }}{{ $c := index $h $i }}
 ---
 apiVersion: v1
 kind: ConfigMap
