@@ -741,4 +741,3 @@ func (f *sopsFS) secretFiles() []string {
 	slices.Sort(out)
 	return out
 }
-
