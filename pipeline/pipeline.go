@@ -299,13 +299,16 @@ type run struct {
 }
 
 func newRun(command string, opts Options, connect Connector, obs Observer) *run {
+	// The report's lines and patches read the build's files again, through
+	// one reader of the build's.
+	read := sourceReader(opts.Build)
 	return &run{
 		opts:    opts,
 		connect: connect,
 		obs:     obs,
 		byID:    map[string]int{},
-		lines:   lines{workDir: opts.Build.WorkDir, read: sourceReader(opts.Build)},
-		patches: &patches{path: opts.Build.Path, workDir: opts.Build.WorkDir, read: sourceReader(opts.Build)},
+		lines:   lines{workDir: opts.Build.WorkDir, read: read},
+		patches: &patches{path: opts.Build.Path, workDir: opts.Build.WorkDir, read: read},
 		res: &result.Result{
 			Schema:   result.SchemaVersion,
 			Command:  command,

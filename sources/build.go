@@ -256,11 +256,8 @@ func build(opts BuildOptions) (_ []*Object, afterKustomize bool, retErr error) {
 		opts.WorkDir = real
 	}
 
-	maxBytes := opts.MaxFileBytes
-	if maxBytes <= 0 {
-		maxBytes = DefaultMaxFileBytes
-	}
-	bounded := newBoundedFS(workspaceRoot(abs, opts.WorkDir), maxBytes, opts.CredentialFiles)
+	// The reader every file of the build passes (BuildOptions.Reader).
+	bounded := boundedFSOf(opts.Reader())
 	if !opts.AllowRemoteBases {
 		if err := refuseRemote(abs, opts.WorkDir, bounded.ReadFile, map[string]bool{}); err != nil {
 			return nil, false, err

@@ -48,7 +48,12 @@ type boundedFS struct {
 // newBoundedFS reads the workspace at root, files of at most maxBytes,
 // never those of deny (the run's credential files and folders).
 func newBoundedFS(root string, maxBytes int64, deny []string) *boundedFS {
-	return &boundedFS{FileSystem: filesys.MakeFsOnDisk(), read: reader.New(reader.Options{Root: root, Deny: deny, MaxFileBytes: maxBytes})}
+	return boundedFSOf(reader.New(reader.Options{Root: root, Deny: deny, MaxFileBytes: maxBytes}))
+}
+
+// boundedFSOf is kustomize's file system over r.
+func boundedFSOf(r *reader.Reader) *boundedFS {
+	return &boundedFS{FileSystem: filesys.MakeFsOnDisk(), read: r}
 }
 
 func (f *boundedFS) ReadFile(name string) ([]byte, error) {

@@ -25,7 +25,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gantry-dev/gantry/sources/reader"
 	"github.com/gantry-dev/gantry/sources/yamlbound"
 )
 
@@ -173,12 +172,7 @@ func runChild(in io.Reader, out io.Writer, memory string) int {
 // file; "" when there is none. Only that file is read: Render loads the whole
 // chart (its values files parsed, its subcharts' too), once.
 func chartName(opts Options) string {
-	workspace := opts.Workspace
-	if workspace == "" {
-		workspace = opts.Dir
-	}
-	in := reader.New(reader.Options{Root: workspace, Deny: opts.Deny, MaxFileBytes: opts.MaxFileBytes}).Within(opts.Dir)
-	b, err := in.ReadFile(filepath.Join(opts.Dir, "Chart.yaml"))
+	b, err := chartReader(opts).ReadFile(filepath.Join(opts.Dir, "Chart.yaml"))
 	if err != nil {
 		return ""
 	}

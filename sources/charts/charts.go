@@ -520,16 +520,23 @@ func LoadDenying(dir string, maxFileBytes int64, deny []string) (*chart.Chart, e
 	return load(Options{Dir: dir, MaxFileBytes: maxFileBytes, Deny: deny})
 }
 
+// chartReader is the reader a chart of opts is read through: the
+// workspace's (its .git and the run's credential files refused), with
+// the chart's folder as the root links may resolve in.
+func chartReader(opts Options) *reader.Reader {
+	workspace := opts.Workspace
+	if workspace == "" {
+		workspace = opts.Dir
+	}
+	return reader.New(reader.Options{Root: workspace, Deny: opts.Deny, MaxFileBytes: opts.MaxFileBytes}).Within(opts.Dir)
+}
+
 // load reads the chart of opts.Dir as Load does, the files of
 // opts.Workspace's .git refused too, whatever names them in the chart (a
 // link, a hard link: a chart at the repository's root holds .git). A file
 // of the chart that cannot be read fails the chart, named.
 func load(opts Options) (*chart.Chart, error) {
-	workspace := opts.Workspace
-	if workspace == "" {
-		workspace = opts.Dir
-	}
-	in := reader.New(reader.Options{Root: workspace, Deny: opts.Deny, MaxFileBytes: opts.MaxFileBytes}).Within(opts.Dir)
+	in := chartReader(opts)
 	rules := ignore.Empty()
 	if b, err := in.ReadFile(filepath.Join(opts.Dir, ignore.HelmIgnore)); err == nil {
 		if rules, err = ignore.Parse(bytes.NewReader(b)); err != nil {
